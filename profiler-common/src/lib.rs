@@ -1,0 +1,220 @@
+//! The contract between execprof's eBPF programs and its user-space side, and nothing else.
+//!
+//! Every record the kernel side sends starts with [`RecordHeader`]; records are `#[repr(C)]`,
+//! fixed-size, with no `bool` and no implicit padding (checked at compile time below), so the
+//! user side can copy them out of the ring buffer byte for byte.
+#![no_std]
+
+/// Names of the maps, programs and globals, shared so neither side spells them on its own.
+pub mod names {
+    pub const MAP_EVENTS: &str = "EVENTS";
+    pub const MAP_TRACED: &str = "TRACED";
+    pub const MAP_COUNTERS: &str = "COUNTERS";
+
+    pub const PROG_SYS_ENTER_EXECVE: &str = "sys_enter_execve";
+    pub const PROG_SYS_ENTER_EXECVEAT: &str = "sys_enter_execveat";
+    pub const PROG_SYS_EXIT_EXECVE: &str = "sys_exit_execve";
+    pub const PROG_SYS_EXIT_EXECVEAT: &str = "sys_exit_execveat";
+    pub const PROG_SCHED_PREPARE_EXEC: &str = "sched_prepare_exec";
+    pub const PROG_SCHED_PROCESS_EXEC: &str = "sched_process_exec";
+    pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
+    pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
+
+    /// Globals fixed before load: byte offsets inside kernel structs, taken from the running
+    /// kernel's BTF because Rust eBPF has no CO-RE relocations.
+    pub const GLOBAL_TASK_PID: &str = "TASK_PID_OFFSET";
+    pub const GLOBAL_TASK_TGID: &str = "TASK_TGID_OFFSET";
+    pub const GLOBAL_TASK_MIN_FLT: &str = "TASK_MIN_FLT_OFFSET";
+    pub const GLOBAL_TASK_MAJ_FLT: &str = "TASK_MAJ_FLT_OFFSET";
+    pub const GLOBAL_TASK_SIGNAL: &str = "TASK_SIGNAL_OFFSET";
+    pub const GLOBAL_SIGNAL_LIVE: &str = "SIGNAL_LIVE_OFFSET";
+}
+
+/// Capacity limits, shared so the user side can report them when they are hit.
+pub mod limits {
+    /// Bytes of an exec's file name kept (including the terminating NUL).
+    pub const FILENAME_CAP: usize = 256;
+    /// Processes (thread groups) traced at once.
+    pub const MAX_TRACED: u32 = 65_536;
+    /// Threads inside an exec syscall at once.
+    pub const MAX_IN_FLIGHT: u32 = 16_384;
+    /// Default ring buffer size in bytes (a power of two, a multiple of the page size).
+    pub const DEFAULT_RING_BYTES: u32 = 8 << 20;
+}
+
+/// What a record is; the first field of every record.
+pub mod kind {
+    pub const EXEC: u32 = 1;
+    pub const FORK: u32 = 2;
+    pub const EXIT: u32 = 3;
+}
+
+/// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
+/// something has a counter here, and the user side always prints all of them.
+pub mod counter {
+    /// A record could not be reserved in the ring buffer (user space too slow).
+    pub const RING_FULL: u32 = 0;
+    /// A forked process could not be added to the traced set: it and its descendants are lost.
+    pub const TRACED_FULL: u32 = 1;
+    /// An exec attempt could not be remembered between enter and exit.
+    pub const IN_FLIGHT_FULL: u32 = 2;
+    /// The exec's file name could not be read from user memory (kept as empty, flagged).
+    pub const FILENAME_UNREADABLE: u32 = 3;
+    /// A thread exited while one of its exec attempts was in flight (no exit was seen).
+    pub const ABANDONED: u32 = 4;
+    /// An exec exit was seen without its enter (tracing started mid-exec).
+    pub const EXIT_WITHOUT_ENTER: u32 = 5;
+    pub const COUNT: u32 = 6;
+
+    pub const NAMES: [&str; COUNT as usize] = [
+        "ring buffer full",
+        "traced-process table full",
+        "in-flight exec table full",
+        "file name unreadable",
+        "exec abandoned by exiting thread",
+        "exec exit without enter",
+    ];
+}
+
+/// Slots of the doctor's hit counters (`DOCTOR_HITS`), one per attach mechanism tried.
+pub mod doctor {
+    pub const TRACEPOINT: u32 = 0;
+    pub const RAW_TRACEPOINT: u32 = 1;
+    pub const KPROBE: u32 = 2;
+    pub const KRETPROBE: u32 = 3;
+    pub const FENTRY: u32 = 4;
+    pub const FEXIT: u32 = 5;
+    pub const UPROBE: u32 = 6;
+    pub const PERF_EVENT: u32 = 7;
+    /// perf_event samples that captured a kernel stack.
+    pub const KERNEL_STACK: u32 = 8;
+    pub const COUNT: u32 = 9;
+
+    pub const MAP_HITS: &str = "DOCTOR_HITS";
+}
+
+/// Bits of [`ExecRecord::flags`].
+pub mod exec_flags {
+    /// The file name was longer than [`crate::limits::FILENAME_CAP`] - 1 bytes and was cut.
+    pub const FILENAME_TRUNCATED: u32 = 1;
+    /// The file name could not be read at all.
+    pub const FILENAME_UNREADABLE: u32 = 2;
+    /// The task's fault counters could not be read (no BTF offsets): faults are not counted.
+    pub const FAULTS_UNAVAILABLE: u32 = 4;
+}
+
+/// Which syscall an exec attempt came through ([`ExecRecord::syscall`]).
+pub mod exec_syscall {
+    pub const EXECVE: u32 = 0;
+    pub const EXECVEAT: u32 = 1;
+}
+
+/// Bits of [`ExitRecord::flags`].
+pub mod exit_flags {
+    /// The last thread of the process exited: the process is gone.
+    pub const GROUP_DEAD: u32 = 1;
+}
+
+/// Bits of [`ForkRecord::flags`].
+pub mod fork_flags {
+    /// The child is a new thread of the parent's process, not a new process.
+    pub const THREAD: u32 = 1;
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// One of [`kind`].
+    pub kind: u32,
+    pub cpu: u32,
+    /// `bpf_ktime_get_ns`, i.e. CLOCK_MONOTONIC in nanoseconds.
+    pub ts_ns: u64,
+    /// Thread id of the task the record is about.
+    pub pid: u32,
+    /// Process id (thread group id).
+    pub tgid: u32,
+}
+
+/// One `execve`/`execveat` attempt, from syscall enter to syscall exit. The header's time is
+/// the exit time and its ids are the ones at exit (an exec from a non-leader thread takes the
+/// leader's id); `enter_pid` is the thread id at enter.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecRecord {
+    pub header: RecordHeader,
+    pub enter_ns: u64,
+    /// `sched_prepare_exec`: the point of no return (0 when not reached or not available).
+    pub prepare_ns: u64,
+    /// `sched_process_exec`: the new image is loaded (0 when not reached).
+    pub loaded_ns: u64,
+    /// The syscall's return value: 0 or -errno.
+    pub ret: i64,
+    /// Minor and major page faults taken by the task during the attempt.
+    pub min_flt: u64,
+    pub maj_flt: u64,
+    pub enter_pid: u32,
+    /// One of [`exec_syscall`].
+    pub syscall: u32,
+    /// Bits of [`exec_flags`].
+    pub flags: u32,
+    /// Bytes of `filename` in use, without the NUL.
+    pub filename_len: u32,
+    pub filename: [u8; limits::FILENAME_CAP],
+}
+
+/// A new task in the traced tree (`sched_process_fork`): header ids are the parent's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ForkRecord {
+    pub header: RecordHeader,
+    pub child_pid: u32,
+    pub child_tgid: u32,
+    /// Bits of [`fork_flags`].
+    pub flags: u32,
+    pub _reserved: u32,
+}
+
+/// A traced thread exited (`sched_process_exit`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExitRecord {
+    pub header: RecordHeader,
+    /// Bits of [`exit_flags`].
+    pub flags: u32,
+    pub _reserved: u32,
+}
+
+// The layouts are the contract: a change here must be deliberate on both sides.
+const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
+const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 6 * 8 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<ForkRecord>() == 24 + 16);
+const _: () = assert!(core::mem::size_of::<ExitRecord>() == 24 + 8);
+
+impl ExecRecord {
+    pub const fn zeroed() -> Self {
+        Self {
+            header: RecordHeader { kind: kind::EXEC, cpu: 0, ts_ns: 0, pid: 0, tgid: 0 },
+            enter_ns: 0,
+            prepare_ns: 0,
+            loaded_ns: 0,
+            ret: 0,
+            min_flt: 0,
+            maj_flt: 0,
+            enter_pid: 0,
+            syscall: 0,
+            flags: 0,
+            filename_len: 0,
+            filename: [0; limits::FILENAME_CAP],
+        }
+    }
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: plain `#[repr(C)]` integers and byte arrays without padding (asserted above).
+    unsafe impl aya::Pod for RecordHeader {}
+    unsafe impl aya::Pod for ExecRecord {}
+    unsafe impl aya::Pod for ForkRecord {}
+    unsafe impl aya::Pod for ExitRecord {}
+}

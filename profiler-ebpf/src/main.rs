@@ -1,0 +1,21 @@
+//! execprof's kernel side: exact timestamps at the exec path's tracepoint boundaries for the
+//! traced process tree only. Tiny on purpose: filter first, remember the attempt per thread,
+//! emit one record when the attempt ends, count every loss.
+#![no_std]
+#![no_main]
+
+mod doctor;
+mod maps;
+mod sched;
+mod syscalls;
+mod task;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

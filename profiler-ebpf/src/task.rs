@@ -1,0 +1,69 @@
+//! Reads of `struct task_struct` fields at offsets user space found in the running kernel's
+//! BTF (Rust eBPF has no CO-RE). An offset of 0 means "not available on this kernel".
+use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
+
+#[unsafe(no_mangle)]
+static TASK_PID_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_TGID_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_MIN_FLT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_MAJ_FLT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_SIGNAL_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SIGNAL_LIVE_OFFSET: u64 = 0;
+
+#[inline(always)]
+fn global(g: &'static u64) -> u64 {
+    // Globals are rewritten by the loader; a plain read would be constant-folded to 0.
+    unsafe { core::ptr::read_volatile(g) }
+}
+
+#[inline(always)]
+unsafe fn read_at<T: Copy>(base: u64, offset: u64) -> Option<T> {
+    unsafe { bpf_probe_read_kernel((base + offset) as *const T).ok() }
+}
+
+#[inline(always)]
+pub fn current() -> u64 {
+    unsafe { bpf_get_current_task() }
+}
+
+/// (minor, major) fault counts of `task`, or None when the offsets are unknown.
+#[inline(always)]
+pub fn faults(task: u64) -> Option<(u64, u64)> {
+    let (min_off, maj_off) = (global(&TASK_MIN_FLT_OFFSET), global(&TASK_MAJ_FLT_OFFSET));
+    if min_off == 0 || maj_off == 0 {
+        return None;
+    }
+    unsafe { Some((read_at::<u64>(task, min_off)?, read_at::<u64>(task, maj_off)?)) }
+}
+
+/// (pid, tgid) of `task`.
+#[inline(always)]
+pub fn ids(task: u64) -> Option<(u32, u32)> {
+    let (pid_off, tgid_off) = (global(&TASK_PID_OFFSET), global(&TASK_TGID_OFFSET));
+    if pid_off == 0 || tgid_off == 0 {
+        return None;
+    }
+    unsafe { Some((read_at::<u32>(task, pid_off)?, read_at::<u32>(task, tgid_off)?)) }
+}
+
+/// True when no thread of `task`'s process is left alive (`signal->live == 0`). At
+/// `sched_process_exit` this tells a process exit from one thread's exit; a thread killed by
+/// another thread's exec (de_thread) must not end the process's tracing.
+#[inline(always)]
+pub fn group_dead(task: u64) -> bool {
+    let (sig_off, live_off) = (global(&TASK_SIGNAL_OFFSET), global(&SIGNAL_LIVE_OFFSET));
+    if sig_off == 0 {
+        return true;
+    }
+    unsafe {
+        match read_at::<u64>(task, sig_off) {
+            Some(signal) if signal != 0 => read_at::<i32>(signal, live_off).map_or(true, |live| live <= 0),
+            _ => true,
+        }
+    }
+}

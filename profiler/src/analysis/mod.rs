@@ -1,0 +1,80 @@
+//! Pure analysis of decoded events: no I/O, no kernel, tested without root.
+pub mod chain;
+pub mod outcome;
+pub mod stats;
+
+use serde::Serialize;
+
+use crate::events::{Event, ExecAttempt};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub attempts: u64,
+    pub outcomes: Vec<outcome::OutcomeSummary>,
+    pub success_split: Option<outcome::SuccessSplit>,
+    pub chain: Option<chain::ChainSummary>,
+    /// Processes seen in the traced tree (the launched one plus every forked process).
+    pub processes: u64,
+    pub threads_created: u64,
+    pub filenames_truncated: u64,
+    pub filenames_unreadable: u64,
+}
+
+pub fn analyse(events: &[Event]) -> Analysis {
+    let attempts: Vec<&ExecAttempt> = events.iter().filter_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).collect();
+    let forks = events.iter().filter_map(|e| if let Event::Fork(f) = e { Some(f) } else { None });
+    let (mut processes, mut threads) = (1u64, 0u64);
+    for f in forks {
+        if f.thread { threads += 1 } else { processes += 1 }
+    }
+    let steps = chain::steps(&attempts);
+    Analysis {
+        attempts: attempts.len() as u64,
+        outcomes: outcome::summarize(&attempts),
+        success_split: outcome::success_split(&attempts),
+        chain: chain::summarize(&steps),
+        processes,
+        threads_created: threads,
+        filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,
+        filenames_unreadable: attempts.iter().filter(|a| a.filename_unreadable).count() as u64,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::events::{ExecAttempt, Syscall};
+
+    pub fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
+        ExecAttempt {
+            pid: tgid,
+            exit_pid: tgid,
+            tgid,
+            cpu: 0,
+            syscall: Syscall::Execve,
+            filename: "/x".into(),
+            filename_truncated: false,
+            filename_unreadable: false,
+            enter_ns,
+            prepare_ns: None,
+            loaded_ns: None,
+            exit_ns,
+            ret,
+            minor_faults: faults,
+            major_faults: faults.map(|_| 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Fork;
+
+    #[test]
+    fn counts_processes_and_threads_from_forks() {
+        let fork = |thread| Event::Fork(Fork { ts_ns: 0, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: if thread { 1 } else { 2 }, thread });
+        let events = vec![fork(false), fork(false), fork(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
+        let a = analyse(&events);
+        assert_eq!((a.processes, a.threads_created, a.attempts), (3, 1, 1));
+    }
+}

@@ -1,0 +1,316 @@
+//! `execprof doctor`: what this machine allows, found by trying each mechanism (load, attach,
+//! make it fire), not by reading the kernel config; the exec-path functions this kernel has,
+//! under which names; and the plan `run` follows here.
+use std::{path::Path, time::{Duration, Instant}};
+
+use anyhow::{Context as _, Result, anyhow};
+use aya::{
+    Btf, Ebpf,
+    maps::Array,
+    programs::{
+        FEntry, FExit, KProbe, PerfEvent, RawTracePoint, TracePoint, UProbe,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        uprobe::UProbeScope,
+    },
+};
+use profiler_common::doctor as slot;
+use serde::Serialize;
+
+use crate::{
+    kernel::KernelInfo,
+    kernel_layout::TaskLayout,
+    ksyms::{KernelSymbols, ProbePresence, VmlinuxBtf},
+    phases::PhaseModel,
+    privileges,
+    probes::{self, RUN_PROBES},
+    tracer::{self, TracerOptions},
+};
+
+/// The exec-path function the kernel-function mechanisms are tried on.
+const TRY_FUNCTION: &str = "do_open_execat";
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    pub kernel: KernelInfo,
+    pub missing_capabilities: Vec<&'static str>,
+    pub mechanisms: Vec<Check>,
+    pub run_probes: Vec<Check>,
+    pub functions: Vec<ProbePresence>,
+    pub functions_error: Option<String>,
+    pub plan: Vec<String>,
+}
+
+pub fn doctor(json: Option<&Path>) -> Result<()> {
+    let kernel = KernelInfo::current();
+    let missing = privileges::missing(privileges::effective_caps());
+    let (mechanisms, run_probes) = if missing.is_empty() {
+        try_everything()
+    } else {
+        let why = format!("not tried: needs {} (run `sudo execprof doctor`)", missing.join(" and "));
+        (vec![Check { name: "all mechanisms".into(), ok: false, detail: why }], vec![])
+    };
+    let (functions, functions_error) = match exec_functions() {
+        Ok(f) => (f, None),
+        Err(e) => (vec![], Some(format!("{e:#}"))),
+    };
+    let plan = plan(&mechanisms, &run_probes);
+    let report = DoctorReport { kernel, missing_capabilities: missing, mechanisms, run_probes, functions, functions_error, plan };
+    print!("{}", render(&report));
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn exec_functions() -> Result<Vec<ProbePresence>> {
+    let model = PhaseModel::builtin()?;
+    let syms = KernelSymbols::load()?;
+    let btf = VmlinuxBtf::load()?;
+    Ok(syms.probe_presence(&model, &btf))
+}
+
+fn try_everything() -> (Vec<Check>, Vec<Check>) {
+    let layout = match TaskLayout::from_running_kernel() {
+        Ok(l) => l,
+        Err(e) => return (vec![Check { name: "BTF struct offsets".into(), ok: false, detail: format!("{e:#}") }], vec![]),
+    };
+    let opts = TracerOptions { ring_bytes: 1 << 20, verbose: false };
+    let mut ebpf = match tracer::load_object(&layout, &opts) {
+        Ok(e) => e,
+        Err(e) => return (vec![Check { name: "load eBPF object".into(), ok: false, detail: format!("{e:#}") }], vec![]),
+    };
+    let run_probes = RUN_PROBES
+        .iter()
+        .map(|spec| {
+            let r = probes::attach_one(&mut ebpf, spec);
+            Check {
+                name: spec.attach.describe(),
+                ok: r.is_ok(),
+                detail: match r {
+                    Ok(()) => if spec.required { "attached (required)".into() } else { "attached".into() },
+                    Err(e) if spec.required => format!("FAILED (required): {e:#}"),
+                    Err(e) => format!("failed: {e:#}; {}", spec.lost),
+                },
+            }
+        })
+        .collect();
+    // The run probes stay attached but see nothing: the traced set is empty.
+    let kernel_fn = KernelSymbols::load().ok().and_then(|s| {
+        s.resolve(TRY_FUNCTION).into_iter().find(|f| !f.is_cold).map(|f| f.raw_name)
+    });
+    let mechanisms = vec![
+        mechanism(&mut ebpf, "tracepoint", slot::TRACEPOINT, try_tracepoint, trigger_syscall),
+        mechanism(&mut ebpf, "raw tracepoint", slot::RAW_TRACEPOINT, try_raw_tracepoint, trigger_syscall),
+        mechanism(&mut ebpf, "perf_event sampling", slot::PERF_EVENT, try_perf_event, trigger_busy),
+        kernel_stacks(&ebpf),
+        mechanism(&mut ebpf, "kprobe", slot::KPROBE, |e| try_kprobe(e, "doctor_kprobe", kernel_fn.as_deref()), trigger_exec),
+        mechanism(&mut ebpf, "kretprobe", slot::KRETPROBE, |e| try_kprobe(e, "doctor_kretprobe", kernel_fn.as_deref()), trigger_exec),
+        mechanism(&mut ebpf, "fentry", slot::FENTRY, |e| try_fentry(e, false), trigger_exec),
+        mechanism(&mut ebpf, "fexit", slot::FEXIT, |e| try_fentry(e, true), trigger_exec),
+        mechanism(&mut ebpf, "uprobe", slot::UPROBE, try_uprobe, trigger_uprobe),
+    ];
+    (mechanisms, run_probes)
+}
+
+fn hits(ebpf: &Ebpf, index: u32) -> u64 {
+    ebpf.map(slot::MAP_HITS)
+        .and_then(|m| Array::<_, u64>::try_from(m).ok())
+        .and_then(|a| a.get(&index, 0).ok())
+        .unwrap_or(0)
+}
+
+fn mechanism(ebpf: &mut Ebpf, name: &str, index: u32, attach: impl FnOnce(&mut Ebpf) -> Result<String>, trigger: fn()) -> Check {
+    match attach(ebpf) {
+        Err(e) => Check { name: name.into(), ok: false, detail: format!("{e:#}") },
+        Ok(target) => {
+            trigger();
+            let n = hits(ebpf, index);
+            Check {
+                name: name.into(),
+                ok: n > 0,
+                detail: if n > 0 { format!("attached to {target}, fired {n} times") } else { format!("attached to {target} but never fired") },
+            }
+        }
+    }
+}
+
+fn kernel_stacks(ebpf: &Ebpf) -> Check {
+    let n = hits(ebpf, slot::KERNEL_STACK);
+    Check {
+        name: "kernel stacks in samples".into(),
+        ok: n > 0,
+        detail: if n > 0 { format!("{n} samples carried a kernel stack") } else { "no sample carried a kernel stack".into() },
+    }
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let p = ebpf.program_mut(name).ok_or_else(|| anyhow!("program {name} missing"))?;
+    Ok(p.try_into()?)
+}
+
+fn try_tracepoint(ebpf: &mut Ebpf) -> Result<String> {
+    let p: &mut TracePoint = program(ebpf, "doctor_tracepoint")?;
+    p.load()?;
+    p.attach("syscalls", "sys_enter_getppid")?;
+    Ok("syscalls:sys_enter_getppid".into())
+}
+
+fn try_raw_tracepoint(ebpf: &mut Ebpf) -> Result<String> {
+    let p: &mut RawTracePoint = program(ebpf, "doctor_raw_tracepoint")?;
+    p.load()?;
+    p.attach("sys_enter")?;
+    Ok("sys_enter".into())
+}
+
+fn try_perf_event(ebpf: &mut Ebpf) -> Result<String> {
+    let p: &mut PerfEvent = program(ebpf, "doctor_perf_event")?;
+    p.load()?;
+    p.attach(
+        PerfEventConfig::Software(SoftwareEvent::CpuClock),
+        PerfEventScope::CallingProcess { cpu: None },
+        SamplePolicy::Frequency(1000),
+        false,
+    )?;
+    Ok("software cpu-clock at 1000 Hz".into())
+}
+
+fn try_kprobe(ebpf: &mut Ebpf, prog: &str, function: Option<&str>) -> Result<String> {
+    let function = function.ok_or_else(|| anyhow!("{TRY_FUNCTION} not found in /proc/kallsyms"))?;
+    let p: &mut KProbe = program(ebpf, prog)?;
+    p.load()?;
+    p.attach(function, 0)?;
+    Ok(function.to_owned())
+}
+
+fn try_fentry(ebpf: &mut Ebpf, exit: bool) -> Result<String> {
+    let btf = Btf::from_sys_fs().context("reading kernel BTF")?;
+    if exit {
+        let p: &mut FExit = program(ebpf, "doctor_fexit")?;
+        p.load(TRY_FUNCTION, &btf)?;
+        p.attach()?;
+    } else {
+        let p: &mut FEntry = program(ebpf, "doctor_fentry")?;
+        p.load(TRY_FUNCTION, &btf)?;
+        p.attach()?;
+    }
+    Ok(TRY_FUNCTION.to_owned())
+}
+
+/// The uprobe target: a function in execprof's own binary.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn execprof_doctor_uprobe_target(x: u64) -> u64 {
+    std::hint::black_box(x.wrapping_mul(31))
+}
+
+fn try_uprobe(ebpf: &mut Ebpf) -> Result<String> {
+    let p: &mut UProbe = program(ebpf, "doctor_uprobe")?;
+    p.load()?;
+    let exe = std::fs::read_link("/proc/self/exe").context("finding execprof's own binary")?;
+    p.attach("execprof_doctor_uprobe_target", &exe, UProbeScope::CallingProcess)?;
+    Ok(format!("execprof_doctor_uprobe_target in {}", exe.display()))
+}
+
+fn trigger_syscall() {
+    for _ in 0..3 {
+        // SAFETY: plain syscall.
+        unsafe { libc::getppid() };
+    }
+}
+
+fn trigger_exec() {
+    let _ = std::process::Command::new("/bin/true").status();
+}
+
+fn trigger_uprobe() {
+    for i in 0..3 {
+        execprof_doctor_uprobe_target(i);
+    }
+}
+
+/// Spends ~100 ms on CPU, much of it in the kernel, so cpu-clock samples land with stacks.
+fn trigger_busy() {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(100) {
+        let _ = std::fs::read("/proc/self/stat");
+    }
+}
+
+fn check_ok(checks: &[Check], name: &str) -> bool {
+    checks.iter().any(|c| c.name == name && c.ok)
+}
+
+fn plan(mechanisms: &[Check], run_probes: &[Check]) -> Vec<String> {
+    let mut plan = Vec::new();
+    if run_probes.is_empty() {
+        plan.push("run: unknown until the probes can be tried (run as root)".into());
+        return plan;
+    }
+    let attached: Vec<&str> = run_probes.iter().filter(|c| c.ok).map(|c| c.name.as_str()).collect();
+    let failed_required = run_probes.iter().any(|c| !c.ok && c.detail.contains("required"));
+    if failed_required {
+        plan.push("run: CANNOT RUN here: a required probe failed (see above)".into());
+    } else {
+        plan.push(format!("run: exact times at exec boundaries from {}", attached.join(", ")));
+    }
+    let exact = if check_ok(mechanisms, "fentry") && check_ok(mechanisms, "fexit") {
+        Some("fentry/fexit (kprobes for functions without BTF or with suffixed names)")
+    } else if check_ok(mechanisms, "kprobe") && check_ok(mechanisms, "kretprobe") {
+        Some("kprobes/kretprobes")
+    } else {
+        None
+    };
+    let sampled = check_ok(mechanisms, "perf_event sampling") && check_ok(mechanisms, "kernel stacks in samples");
+    plan.push(match (exact, sampled) {
+        (Some(how), _) => format!("per-function times: exact mode is possible here, via {how}"),
+        (None, true) => "per-function times: sampled mode only (no kprobes, no fentry/fexit here): perf_event cpu-clock samples with kernel stacks".into(),
+        (None, false) => "per-function times: not possible here (no kprobes, fentry or sampling with kernel stacks)".into(),
+    });
+    plan.push("per-function attribution is not yet part of `run` in this version; the exec boundaries above are".into());
+    plan
+}
+
+pub fn render(r: &DoctorReport) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "kernel       {} ({})", r.kernel.release, r.kernel.machine);
+    let _ = writeln!(o, "BTF          {}", if r.kernel.btf { "yes (/sys/kernel/btf/vmlinux)" } else { "no: execprof needs CONFIG_DEBUG_INFO_BTF" });
+    let _ = writeln!(o, "lockdown     {}", r.kernel.lockdown.as_deref().unwrap_or("unknown (no securityfs)"));
+    let _ = writeln!(
+        o,
+        "privileges   {}",
+        if r.missing_capabilities.is_empty() { "CAP_BPF + CAP_PERFMON present".to_owned() } else { format!("missing {}: run with sudo", r.missing_capabilities.join(", ")) }
+    );
+    let _ = writeln!(o, "\nAttach mechanisms (tried: load, attach, fire)");
+    for c in &r.mechanisms {
+        let _ = writeln!(o, "  {:<26} {:<3} {}", c.name, if c.ok { "yes" } else { "no" }, c.detail);
+    }
+    if !r.run_probes.is_empty() {
+        let _ = writeln!(o, "\nProbes `run` attaches");
+        for c in &r.run_probes {
+            let _ = writeln!(o, "  {:<44} {}", c.name, c.detail);
+        }
+    }
+    let _ = writeln!(o, "\nExec-path functions in this kernel");
+    if let Some(e) = &r.functions_error {
+        let _ = writeln!(o, "  could not read them: {e}");
+    }
+    for f in &r.functions {
+        let _ = writeln!(o, "  {:<24} {:<10} {}", f.function, f.phase.as_deref().unwrap_or("-"), f.presence.describe());
+    }
+    let _ = writeln!(o, "\nPlan");
+    for p in &r.plan {
+        let _ = writeln!(o, "  {p}");
+    }
+    o
+}

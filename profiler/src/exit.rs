@@ -1,0 +1,55 @@
+//! The fixed set of exit codes and the one error type that carries a code to `main`.
+//! Library code returns errors; only `main` turns them into an exit.
+use std::{ffi::OsStr, fmt, path::Path};
+
+/// Exit codes execprof itself uses (the traced command's own non-zero status passes through).
+pub mod code {
+    /// Tracing failed (kernel refused, I/O error, ...).
+    pub const ERROR: i32 = 1;
+    /// Bad command line.
+    pub const USAGE: i32 = 2;
+    /// Not allowed to trace: CAP_BPF/CAP_PERFMON (or root) missing.
+    pub const NO_PRIVILEGE: i32 = 3;
+    /// The kernel lacks something execprof cannot do without.
+    pub const UNSUPPORTED_KERNEL: i32 = 4;
+    /// The command exists but cannot be executed (as a shell).
+    pub const NOT_EXECUTABLE: i32 = 126;
+    /// The command was not found (as a shell).
+    pub const NOT_FOUND: i32 = 127;
+}
+
+/// An error with the exit code it deserves and a message that says what to do next.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(code::USAGE, message)
+    }
+    pub fn not_found(name: &OsStr) -> Self {
+        Self::new(
+            code::NOT_FOUND,
+            format!("{}: command not found; check the name or give its full path", name.to_string_lossy()),
+        )
+    }
+    pub fn not_executable(path: &Path, why: &str) -> Self {
+        Self::new(
+            code::NOT_EXECUTABLE,
+            format!("{}: cannot execute ({why}); check its permissions (chmod +x) and format", path.display()),
+        )
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}

@@ -1,0 +1,55 @@
+//! Facts about the running kernel that the report header and `doctor` print.
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelInfo {
+    pub release: String,
+    pub machine: String,
+    pub btf: bool,
+    /// The active lockdown mode (`none`, `integrity`, `confidentiality`), when readable.
+    pub lockdown: Option<String>,
+}
+
+impl KernelInfo {
+    pub fn current() -> Self {
+        // SAFETY: utsname is plain data filled by the kernel.
+        let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+        unsafe { libc::uname(&mut uts) };
+        let field = |f: &[libc::c_char]| {
+            let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        };
+        Self {
+            release: field(&uts.release),
+            machine: field(&uts.machine),
+            btf: std::path::Path::new(crate::kernel_layout::VMLINUX_BTF).exists(),
+            lockdown: std::fs::read_to_string("/sys/kernel/security/lockdown").ok().and_then(|s| active_lockdown(&s)),
+        }
+    }
+
+    /// (major, minor) of the release, e.g. (6, 18).
+    pub fn version(&self) -> Option<(u32, u32)> {
+        let mut it = self.release.split(['.', '-']);
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    }
+}
+
+/// The lockdown file lists all modes with the active one in brackets.
+fn active_lockdown(s: &str) -> Option<String> {
+    let start = s.find('[')?;
+    let end = s[start..].find(']')?;
+    Some(s[start + 1..start + end].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lockdown_and_version() {
+        assert_eq!(active_lockdown("none [integrity] confidentiality\n").as_deref(), Some("integrity"));
+        assert_eq!(active_lockdown("none integrity"), None);
+        let k = KernelInfo { release: "6.18.44-fc-v669".into(), machine: "x86_64".into(), btf: true, lockdown: None };
+        assert_eq!(k.version(), Some((6, 18)));
+    }
+}

@@ -1,0 +1,309 @@
+//! Starting the traced command: fork, hold the child on a pipe until the probes are attached
+//! for its pid, then release it. An exec failure comes back as errno through a close-on-exec
+//! pipe; if execprof dies first the child sees EOF and exits instead of running untraced.
+use std::{
+    ffi::{CString, OsStr, OsString},
+    os::unix::ffi::{OsStrExt as _, OsStringExt as _},
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, AtomicI32, Ordering},
+};
+
+use anyhow::Result;
+
+use crate::exit::Failure;
+
+/// A command resolved the way a shell would: the path to exec, argv and environment.
+#[derive(Clone, Debug)]
+pub struct Command {
+    pub program: PathBuf,
+    pub argv: Vec<OsString>,
+    /// None: inherit execprof's environment.
+    pub env: Option<Vec<(OsString, OsString)>>,
+}
+
+impl Command {
+    /// Resolves `argv[0]` through `PATH` as a shell does (a name with '/' is used as is).
+    pub fn resolve(argv: Vec<OsString>) -> Result<Self, Failure> {
+        let name = argv.first().ok_or_else(|| Failure::usage("no command given"))?;
+        let program = resolve_program(name, std::env::var_os("PATH").as_deref())?;
+        Ok(Self { program, argv, env: None })
+    }
+}
+
+fn resolve_program(name: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, Failure> {
+    if name.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(name);
+        return match p.metadata() {
+            Ok(_) => Ok(p),
+            Err(_) => Err(Failure::not_found(name)),
+        };
+    }
+    let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    let mut non_executable = None;
+    for dir in std::env::split_paths(path) {
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let candidate = dir.join(name);
+        if let Ok(meta) = candidate.metadata() {
+            if meta.is_file() && is_executable(&candidate) {
+                return Ok(candidate);
+            }
+            non_executable.get_or_insert(candidate);
+        }
+    }
+    match non_executable {
+        Some(p) => Err(Failure::not_executable(&p, "permission denied")),
+        None => Err(Failure::not_found(name)),
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    let Ok(c) = CString::new(p.as_os_str().as_bytes()) else { return false };
+    // SAFETY: valid C string.
+    unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+}
+
+/// A forked child blocked before exec.
+pub struct SuspendedChild {
+    pid: libc::pid_t,
+    release_fd: libc::c_int,
+    status_fd: libc::c_int,
+    program: PathBuf,
+}
+
+/// The child's pid while it runs, for the signal forwarder.
+static CHILD_PID: AtomicI32 = AtomicI32::new(0);
+/// Set when SIGINT/SIGTERM reached execprof: stop waiting for the rest of the tree.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+impl SuspendedChild {
+    pub fn spawn(cmd: &Command) -> Result<Self> {
+        // Everything the child touches is allocated before fork: after fork only
+        // async-signal-safe calls are allowed.
+        let program = cstring(cmd.program.as_os_str())?;
+        let argv: Vec<CString> = cmd.argv.iter().map(|a| cstring(a)).collect::<Result<_>>()?;
+        let envp: Vec<CString> = match &cmd.env {
+            Some(env) => env.iter().map(|(k, v)| {
+                let mut kv = k.clone().into_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).map_err(|_| anyhow::anyhow!("environment entry contains a NUL byte"))
+            }).collect::<Result<_>>()?,
+            None => std::env::vars_os().filter_map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).ok()
+            }).collect(),
+        };
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+
+        let (release_r, release_w) = pipe()?;
+        let (status_r, status_w) = pipe()?;
+        // SAFETY: fork in a process whose other threads do not hold locks the child needs: the
+        // child only calls async-signal-safe functions below.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).map_err(|e| anyhow::anyhow!("fork failed: {e}"));
+        }
+        if pid == 0 {
+            // Child.
+            unsafe {
+                libc::close(release_w);
+                libc::close(status_r);
+                // Default dispositions and an empty mask for the command, as a shell gives it.
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                let mut go = 0u8;
+                let n = loop {
+                    let n = libc::read(release_r, (&mut go as *mut u8).cast(), 1);
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        break n;
+                    }
+                };
+                if n != 1 {
+                    // execprof went away before attaching: never run untraced.
+                    libc::_exit(125);
+                }
+                libc::close(release_r);
+                libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+                let errno = *libc::__errno_location();
+                libc::write(status_w, (&errno as *const i32).cast(), 4);
+                libc::_exit(127);
+            }
+        }
+        unsafe {
+            libc::close(release_r);
+            libc::close(status_w);
+        }
+        CHILD_PID.store(pid, Ordering::SeqCst);
+        Ok(Self { pid, release_fd: release_w, status_fd: status_r, program: cmd.program.clone() })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Lets the child exec. Returns once the exec has succeeded or failed.
+    pub fn release(self) -> Result<RunningChild, (RunningChild, Failure)> {
+        let running = RunningChild { pid: self.pid };
+        let go = 1u8;
+        // SAFETY: fds owned by self.
+        unsafe {
+            libc::write(self.release_fd, (&go as *const u8).cast(), 1);
+            libc::close(self.release_fd);
+        }
+        let mut errno = 0i32;
+        let n = loop {
+            let n = unsafe { libc::read(self.status_fd, (&mut errno as *mut i32).cast(), 4) };
+            if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break n;
+            }
+        };
+        unsafe { libc::close(self.status_fd) };
+        if n == 4 {
+            let err = std::io::Error::from_raw_os_error(errno);
+            let failure = match errno {
+                libc::ENOENT => Failure::not_found(self.program.as_os_str()),
+                _ => Failure::not_executable(&self.program, &err.to_string()),
+            };
+            return Err((running, failure));
+        }
+        Ok(running)
+    }
+}
+
+/// The command after release.
+pub struct RunningChild {
+    pid: libc::pid_t,
+}
+
+/// How the command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind", content = "value")]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The status a shell would report: the code, or 128 + signal.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exit code {c}"),
+            ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
+        }
+    }
+}
+
+impl RunningChild {
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Waits for the command, retrying on interruption (Ctrl-C is forwarded, not fatal).
+    pub fn wait(self) -> Result<ExitStatus> {
+        let mut status = 0;
+        loop {
+            // SAFETY: our own child.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+            if r == self.pid {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(anyhow::anyhow!("waiting for the command failed: {err}"));
+            }
+        }
+        CHILD_PID.store(0, Ordering::SeqCst);
+        Ok(if libc::WIFSIGNALED(status) {
+            ExitStatus::Signal(libc::WTERMSIG(status))
+        } else {
+            ExitStatus::Code(libc::WEXITSTATUS(status))
+        })
+    }
+}
+
+/// Forwards SIGINT and SIGTERM sent to execprof to the command; execprof itself keeps going
+/// so the report is still printed. A Ctrl-C typed at the terminal already reaches the whole
+/// foreground group, so only signals sent to execprof alone (SI_USER) are forwarded.
+pub fn install_signal_forwarding() {
+    extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        let pid = CHILD_PID.load(Ordering::SeqCst);
+        // SAFETY: kill is async-signal-safe; info is valid inside a SA_SIGINFO handler.
+        unsafe {
+            if pid > 0 && (info.is_null() || (*info).si_code == libc::SI_USER) {
+                libc::kill(pid, sig);
+            }
+        }
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installing a handler that only calls async-signal-safe functions.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = forward as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+fn cstring(s: &OsStr) -> Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| anyhow::anyhow!("argument {s:?} contains a NUL byte"))
+}
+
+fn pipe() -> Result<(libc::c_int, libc::c_int)> {
+    let mut fds = [0; 2];
+    // SAFETY: valid array of two fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        anyhow::bail!("pipe2 failed: {}", std::io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_through_path_like_a_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("tool");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let noexec = dir.path().join("data");
+        std::fs::write(&noexec, "x").unwrap();
+        let path = OsString::from(format!("/nonexistent:{}", dir.path().display()));
+        assert_eq!(resolve_program(OsStr::new("tool"), Some(&path)).unwrap(), exe);
+        assert_eq!(resolve_program(OsStr::new("no-such-tool"), Some(&path)).unwrap_err().code, 127);
+        assert_eq!(resolve_program(OsStr::new("data"), Some(&path)).unwrap_err().code, 126);
+        assert_eq!(resolve_program(OsStr::new("/no/such/file"), Some(&path)).unwrap_err().code, 127);
+    }
+
+    #[test]
+    fn shell_codes() {
+        assert_eq!(ExitStatus::Code(3).shell_code(), 3);
+        assert_eq!(ExitStatus::Signal(9).shell_code(), 137);
+    }
+}

@@ -1,0 +1,20 @@
+//! execprof: where the kernel spends exec time. The library holds everything; `main` only
+//! turns the command line into configuration and errors into exit codes.
+//!
+//! `CLI → config → launch + attach → collect → decode → analyse (pure) → render/export`.
+pub mod analysis;
+pub mod cli;
+pub mod doctor;
+pub mod events;
+pub mod exit;
+pub mod kernel;
+pub mod kernel_layout;
+pub mod ksyms;
+pub mod launch;
+pub mod phases;
+pub mod privileges;
+pub mod probes;
+pub mod report;
+pub mod run;
+pub mod tracer;
+pub mod workload;

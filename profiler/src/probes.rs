@@ -1,0 +1,132 @@
+//! The one table of every hook execprof attaches for `run`, and the attach loop that turns an
+//! optional hook's failure into a specific warning instead of an error.
+use aya::{
+    Ebpf,
+    programs::{RawTracePoint, TracePoint},
+};
+use anyhow::{Context as _, Result, anyhow};
+use profiler_common::names;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// A classic tracepoint: `category:name`.
+    Tracepoint { category: &'static str, name: &'static str },
+    /// A raw tracepoint: TP_PROTO arguments, the cheapest hook per hit.
+    RawTracepoint { name: &'static str },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeSpec {
+    /// Program name in the eBPF object.
+    pub program: &'static str,
+    pub attach: Attach,
+    /// A required probe that cannot attach stops the run; an optional one costs what `lost` says.
+    pub required: bool,
+    /// What the report lacks when this optional probe is missing.
+    pub lost: &'static str,
+}
+
+impl Attach {
+    pub fn describe(&self) -> String {
+        match self {
+            Attach::Tracepoint { category, name } => format!("tracepoint {category}:{name}"),
+            Attach::RawTracepoint { name } => format!("raw tracepoint {name}"),
+        }
+    }
+}
+
+pub const RUN_PROBES: &[ProbeSpec] = &[
+    ProbeSpec {
+        program: names::PROG_SYS_ENTER_EXECVE,
+        attach: Attach::Tracepoint { category: "syscalls", name: "sys_enter_execve" },
+        required: true,
+        lost: "",
+    },
+    ProbeSpec {
+        program: names::PROG_SYS_EXIT_EXECVE,
+        attach: Attach::Tracepoint { category: "syscalls", name: "sys_exit_execve" },
+        required: true,
+        lost: "",
+    },
+    ProbeSpec {
+        program: names::PROG_SYS_ENTER_EXECVEAT,
+        attach: Attach::Tracepoint { category: "syscalls", name: "sys_enter_execveat" },
+        required: false,
+        lost: "execveat attempts are not recorded",
+    },
+    ProbeSpec {
+        program: names::PROG_SYS_EXIT_EXECVEAT,
+        attach: Attach::Tracepoint { category: "syscalls", name: "sys_exit_execveat" },
+        required: false,
+        lost: "execveat attempts are not recorded",
+    },
+    ProbeSpec {
+        program: names::PROG_SCHED_PROCESS_FORK,
+        attach: Attach::RawTracepoint { name: "sched_process_fork" },
+        required: true,
+        lost: "",
+    },
+    ProbeSpec {
+        program: names::PROG_SCHED_PROCESS_EXIT,
+        attach: Attach::RawTracepoint { name: "sched_process_exit" },
+        required: true,
+        lost: "",
+    },
+    ProbeSpec {
+        program: names::PROG_SCHED_PROCESS_EXEC,
+        attach: Attach::RawTracepoint { name: "sched_process_exec" },
+        required: true,
+        lost: "",
+    },
+    ProbeSpec {
+        program: names::PROG_SCHED_PREPARE_EXEC,
+        attach: Attach::RawTracepoint { name: "sched_prepare_exec" },
+        required: false,
+        lost: "successful execs are not split at the point of no return (sched_prepare_exec needs Linux 6.10+)",
+    },
+];
+
+/// What attaching the table gave: the optional probes that failed, as readable warnings.
+#[derive(Debug, Default)]
+pub struct AttachOutcome {
+    pub attached: Vec<&'static str>,
+    pub warnings: Vec<String>,
+}
+
+pub fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec]) -> Result<AttachOutcome> {
+    let mut outcome = AttachOutcome::default();
+    for spec in probes {
+        match attach_one(ebpf, spec) {
+            Ok(()) => outcome.attached.push(spec.program),
+            Err(err) if !spec.required => {
+                outcome.warnings.push(format!("{} not attached ({err:#}): {}", spec.attach.describe(), spec.lost));
+            }
+            Err(err) => {
+                return Err(err.context(format!(
+                    "required probe {} could not attach; this kernel lacks what execprof needs (see `execprof doctor`)",
+                    spec.attach.describe()
+                )));
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+pub fn attach_one(ebpf: &mut Ebpf, spec: &ProbeSpec) -> Result<()> {
+    let program = ebpf
+        .program_mut(spec.program)
+        .ok_or_else(|| anyhow!("program {} missing from the eBPF object", spec.program))?;
+    match spec.attach {
+        Attach::Tracepoint { category, name } => {
+            let tp: &mut TracePoint = program.try_into()?;
+            tp.load().with_context(|| format!("loading {}", spec.program))?;
+            tp.attach(category, name)?;
+        }
+        Attach::RawTracepoint { name } => {
+            let tp: &mut RawTracePoint = program.try_into()?;
+            tp.load().with_context(|| format!("loading {}", spec.program))?;
+            tp.attach(name)?;
+        }
+    }
+    Ok(())
+}

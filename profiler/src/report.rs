@@ -1,0 +1,274 @@
+//! The run's results: one serializable struct for `--json`, and its terminal rendering.
+//! Rendering is a pure function of the struct, so it is snapshot-tested without root.
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::{
+    analysis::{Analysis, outcome::Outcome, stats::Distribution},
+    kernel::KernelInfo,
+    launch::ExitStatus,
+    tracer::LossCounters,
+    workload::ChainSpec,
+};
+
+/// Bumped when a field of the JSON changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Mode {
+    /// How exact times are taken.
+    pub timing: String,
+    /// How time is attributed to kernel functions.
+    pub attribution: String,
+}
+
+impl Mode {
+    pub fn tracepoints() -> Self {
+        Self {
+            timing: "exact at tracepoint boundaries (syscalls:sys_{enter,exit}_execve[at], sched_prepare_exec, sched_process_exec)".into(),
+            attribution: "none yet: per-function attribution is not part of this version".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub schema_version: u32,
+    pub execprof_version: String,
+    pub command: Vec<String>,
+    pub program: String,
+    /// Set when the built-in exec chain ran.
+    pub chain: Option<ChainSpec>,
+    pub kernel: KernelInfo,
+    pub mode: Mode,
+    pub warnings: Vec<String>,
+    pub exit_status: ExitStatus,
+    /// From release of the command to its exit.
+    pub command_wall_ns: u64,
+    pub analysis: Analysis,
+    pub losses: LossCounters,
+    pub undecodable_records: u64,
+}
+
+/// Human time with three significant digits: 950 ns, 1.23 µs, 45.6 µs, 1.20 ms, 2.34 s.
+pub fn human_ns(ns: f64) -> String {
+    let (v, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if unit == "ns" {
+        format!("{v:.0} {unit}")
+    } else if v < 10.0 {
+        format!("{v:.2} {unit}")
+    } else if v < 100.0 {
+        format!("{v:.1} {unit}")
+    } else {
+        format!("{v:.0} {unit}")
+    }
+}
+
+fn dist_cells(d: &Distribution) -> String {
+    let c = |ns: u64| human_ns(ns as f64);
+    format!(
+        "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        c(d.min_ns),
+        c(d.p50_ns),
+        c(d.p90_ns),
+        c(d.p99_ns),
+        c(d.max_ns),
+        human_ns(d.mean_ns)
+    )
+}
+
+pub fn render(r: &RunReport) -> String {
+    let mut o = String::new();
+    let a = &r.analysis;
+    let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.execprof_version);
+    match &r.chain {
+        Some(c) => {
+            let _ = writeln!(o, "command   built-in exec chain: {} steps, {} missed PATH directories per step ({})", c.steps, c.misses, r.program);
+        }
+        None => {
+            let _ = writeln!(o, "command   {}", r.command.join(" "));
+        }
+    }
+    let _ = writeln!(o, "kernel    {} ({}), BTF {}", r.kernel.release, r.kernel.machine, if r.kernel.btf { "yes" } else { "no" });
+    let _ = writeln!(o, "timing    {}", r.mode.timing);
+    let _ = writeln!(o, "functions {}", r.mode.attribution);
+    let _ = writeln!(
+        o,
+        "result    {} after {}; {} process(es), {} thread(s) created, {} exec attempts",
+        r.exit_status,
+        human_ns(r.command_wall_ns as f64),
+        a.processes,
+        a.threads_created,
+        a.attempts
+    );
+    for w in &r.warnings {
+        let _ = writeln!(o, "warning   {w}");
+    }
+
+    let _ = writeln!(o, "\nExec attempts by outcome (latency = syscall enter to exit)");
+    let _ = writeln!(
+        o,
+        "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}",
+        "outcome", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/att"
+    );
+    for s in &a.outcomes {
+        let faults = match (s.minor_faults_per_attempt, s.major_faults_per_attempt) {
+            (Some(mi), Some(ma)) if ma > 0.0 => format!("{mi:.2}+{ma:.2}maj"),
+            (Some(mi), _) => format!("{mi:.2}"),
+            _ => "-".into(),
+        };
+        match &s.latency {
+            Some(d) => {
+                let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", s.outcome.label(), s.count, dist_cells(d), faults);
+            }
+            None => {
+                let _ = writeln!(o, "  {:<12} {:>8}", s.outcome.label(), s.count);
+            }
+        }
+        if s.outcome == Outcome::Other && !s.errnos.is_empty() {
+            let list: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{} ×{n}", errno_name(*e))).collect();
+            let _ = writeln!(o, "  {:<12} {}", "", list.join(", "));
+        }
+    }
+
+    if let Some(split) = &a.success_split {
+        let _ = writeln!(o, "\nSuccessful execs around the point of no return (sched_prepare_exec)");
+        let _ = writeln!(o, "  {:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "part", "min", "p50", "p90", "p99", "max", "mean");
+        let _ = writeln!(o, "  {:<30} {}", "before (lookup, mm, args, load)", dist_cells(&split.before_ns));
+        let _ = writeln!(o, "  {:<30} {}", "after (old mm out, new image)", dist_cells(&split.after_ns));
+        if let Some(l) = &split.to_loaded_ns {
+            let _ = writeln!(o, "  {:<30} {}", "  of which until image loaded", dist_cells(l));
+        }
+        if split.unsplit > 0 {
+            let _ = writeln!(o, "  ({} successful execs had no point-of-no-return time)", split.unsplit);
+        }
+    }
+
+    if let Some(c) = &a.chain {
+        let _ = writeln!(
+            o,
+            "\nExec chain: {} steps in {} process(es), {:.2} failed attempts per step",
+            c.steps, c.processes, c.failed_attempts_per_step
+        );
+        let _ = writeln!(o, "  {:<30} {:>9} {:>9} {:>9} {:>7}", "per step", "p50", "mean", "total", "share");
+        let total = c.wall_ns.total_ns.max(1) as f64;
+        for (label, d) in [
+            ("kernel, failed attempts", &c.failed_ns),
+            ("kernel, successful exec", &c.exec_ns),
+            ("user space + other syscalls", &c.rest_ns),
+            ("step wall time", &c.wall_ns),
+        ] {
+            let _ = writeln!(
+                o,
+                "  {:<30} {:>9} {:>9} {:>9} {:>6.1}%",
+                label,
+                human_ns(d.p50_ns as f64),
+                human_ns(d.mean_ns),
+                human_ns(d.total_ns as f64),
+                100.0 * d.total_ns as f64 / total
+            );
+        }
+    }
+
+    let _ = writeln!(o, "\nLost or unseen (always printed; all should be 0)");
+    for (name, n) in &r.losses.0 {
+        let _ = writeln!(o, "  {name:<34} {n}");
+    }
+    let _ = writeln!(o, "  {:<34} {}", "records not decodable", r.undecodable_records);
+    let _ = writeln!(o, "  {:<34} {}", "file names truncated (kept)", a.filenames_truncated);
+    if r.losses.total() > 0 {
+        let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
+    }
+    o
+}
+
+fn errno_name(e: i64) -> String {
+    let name = match e as i32 {
+        libc::E2BIG => "E2BIG",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::ELOOP => "ELOOP",
+        libc::ENOMEM => "ENOMEM",
+        libc::EFAULT => "EFAULT",
+        libc::ETXTBSY => "ETXTBSY",
+        libc::EISDIR => "EISDIR",
+        libc::EINVAL => "EINVAL",
+        libc::EPERM => "EPERM",
+        libc::EINTR => "EINTR",
+        libc::ELIBBAD => "ELIBBAD",
+        _ => return format!("errno {e}"),
+    };
+    name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{analysis, analysis::test_support::attempt, events::Event};
+
+    #[test]
+    fn human_times() {
+        assert_eq!(human_ns(950.0), "950 ns");
+        assert_eq!(human_ns(1_234.0), "1.23 µs");
+        assert_eq!(human_ns(45_600.0), "45.6 µs");
+        assert_eq!(human_ns(1_200_000.0), "1.20 ms");
+        assert_eq!(human_ns(2_340_000_000.0), "2.34 s");
+    }
+
+    fn sample_report() -> RunReport {
+        let mut events = Vec::new();
+        let mut t = 0;
+        for step in 0..3u64 {
+            for _ in 0..2 {
+                events.push(Event::Exec(attempt(100, t, t + 1_500, -2, Some(0))));
+                t += 2_000;
+            }
+            let mut ok = attempt(100, t, t + 40_000 + step * 1_000, 0, Some(25));
+            ok.prepare_ns = Some(t + 15_000);
+            ok.loaded_ns = Some(t + 35_000);
+            events.push(Event::Exec(ok));
+            t += 60_000;
+        }
+        events.push(Event::Exec(attempt(100, t, t + 300, -7, Some(0))));
+        RunReport {
+            schema_version: SCHEMA_VERSION,
+            execprof_version: "0.0.0".into(),
+            command: vec!["t".into(), "3".into()],
+            program: "/x/t".into(),
+            chain: None,
+            kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
+            mode: Mode::tracepoints(),
+            warnings: vec![],
+            exit_status: ExitStatus::Code(0),
+            command_wall_ns: 200_000,
+            analysis: analysis::analyse(&events),
+            losses: LossCounters(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()),
+            undecodable_records: 0,
+        }
+    }
+
+    #[test]
+    fn renders_every_section() {
+        let text = render(&sample_report());
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn json_has_schema_version_and_outcomes() {
+        let v: serde_json::Value = serde_json::to_value(sample_report()).unwrap();
+        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        assert_eq!(v["analysis"]["outcomes"][1]["outcome"], "enoent");
+        assert_eq!(v["analysis"]["outcomes"][1]["count"], 6);
+        assert_eq!(v["analysis"]["chain"]["steps"], 2);
+        assert_eq!(v["losses"][0][0], "ring buffer full");
+    }
+}

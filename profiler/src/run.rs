@@ -1,0 +1,119 @@
+//! `execprof run`: launch, trace, collect, analyse, report. The data flows one way.
+use std::{
+    ffi::OsString,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    analysis,
+    exit::{Failure, code},
+    kernel::KernelInfo,
+    kernel_layout::TaskLayout,
+    launch::{self, Command, SuspendedChild},
+    privileges,
+    probes::RUN_PROBES,
+    report::{self, RunReport},
+    tracer::{Tracer, TracerOptions},
+    workload::{ChainSpec, ChainWorkload},
+};
+
+pub enum Target {
+    Command(Vec<OsString>),
+    Chain(ChainSpec),
+}
+
+pub struct RunConfig {
+    pub target: Target,
+    pub json: Option<PathBuf>,
+    pub ring_bytes: u32,
+    pub verbose: bool,
+}
+
+/// Runs and reports; returns the exit code execprof should end with.
+pub fn run(cfg: RunConfig) -> Result<i32> {
+    privileges::require_tracing_privileges("run")?;
+    let kernel = KernelInfo::current();
+    let layout = TaskLayout::from_running_kernel().map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+
+    // Resolve before tracing: a missing command fails fast, like a shell.
+    let workload;
+    let (command, chain) = match cfg.target {
+        Target::Command(argv) => (Command::resolve(argv)?, None),
+        Target::Chain(spec) => {
+            workload = ChainWorkload::prepare(spec)?;
+            (workload.command(), Some(spec))
+        }
+    };
+
+    let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose })
+        .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+    for w in &tracer.attach.warnings {
+        eprintln!("execprof: warning: {w}");
+    }
+    let collector = tracer.start_collector()?;
+    launch::install_signal_forwarding();
+
+    let child = SuspendedChild::spawn(&command)?;
+    tracer.trace_process(child.pid())?;
+    let started = Instant::now();
+    let (status, launch_failure) = match child.release() {
+        Ok(running) => (running.wait()?, None),
+        Err((running, failure)) => (running.wait()?, Some(failure)),
+    };
+    let command_ns = started.elapsed().as_nanos() as u64;
+    wait_for_tree(&tracer);
+
+    let collected = collector.finish()?;
+    let losses = tracer.losses()?;
+    if let Some(failure) = launch_failure {
+        return Err(failure.into());
+    }
+    let analysis = analysis::analyse(&collected.events);
+    let report = RunReport {
+        schema_version: report::SCHEMA_VERSION,
+        execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
+        command: command.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        program: command.program.display().to_string(),
+        chain,
+        kernel,
+        mode: report::Mode::tracepoints(),
+        warnings: tracer.attach.warnings.clone(),
+        exit_status: status,
+        command_wall_ns: command_ns,
+        analysis,
+        losses,
+        undecodable_records: collected.undecodable,
+    };
+    if let Some(err) = &collected.first_decode_error {
+        eprintln!("execprof: warning: {} records could not be decoded (first: {err})", collected.undecodable);
+    }
+    print!("{}", report::render(&report));
+    if let Some(path) = &cfg.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(match status.shell_code() {
+        0 => 0,
+        c => c,
+    })
+}
+
+/// After the command exits, its descendants may still run: keep collecting until the kernel's
+/// traced set is empty (Ctrl-C ends the wait).
+fn wait_for_tree(tracer: &Tracer) {
+    let start = Instant::now();
+    let mut announced = false;
+    while tracer.traced_alive() > 0 && !launch::interrupted() {
+        if !announced && start.elapsed() > Duration::from_secs(1) {
+            eprintln!(
+                "execprof: the command exited; waiting for {} traced descendant process(es) to finish (Ctrl-C to stop waiting)",
+                tracer.traced_alive()
+            );
+            announced = true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,202 @@
+//! Loads the eBPF object for this kernel, attaches the probe table, seeds the traced set, and
+//! collects records on a thread of its own until told to stop.
+use std::{
+    os::fd::{AsFd as _, AsRawFd as _},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+};
+
+use anyhow::{Context as _, Result, anyhow};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+};
+use profiler_common::{counter, names};
+
+use crate::{
+    events::{self, Event},
+    kernel_layout::TaskLayout,
+    probes::{self, AttachOutcome, ProbeSpec},
+};
+
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof"));
+
+pub struct TracerOptions {
+    pub ring_bytes: u32,
+    pub verbose: bool,
+}
+
+pub struct Tracer {
+    ebpf: Ebpf,
+    traced: HashMap<MapData, u32, u32>,
+    counters: PerCpuArray<MapData, u64>,
+    pub attach: AttachOutcome,
+}
+
+/// What the collector thread hands back.
+pub struct Collected {
+    pub events: Vec<Event>,
+    /// Records user space could not decode (a version mismatch): counted, never dropped silently.
+    pub undecodable: u64,
+    pub first_decode_error: Option<String>,
+}
+
+/// The kernel's loss counters, summed over CPUs, in `profiler_common::counter` order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LossCounters(pub Vec<(String, u64)>);
+
+impl LossCounters {
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+    }
+}
+
+pub struct Collector {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<Collected>>,
+}
+
+impl Tracer {
+    pub fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
+        let mut ebpf = load_object(layout, opts)?;
+        let attach = probes::attach_all(&mut ebpf, probes)?;
+        let traced = take_map(&mut ebpf, names::MAP_TRACED)?;
+        let counters = take_map(&mut ebpf, names::MAP_COUNTERS)?;
+        Ok(Self { ebpf, traced, counters, attach })
+    }
+
+    /// Puts a process into the traced set: its execs and its descendants are recorded.
+    pub fn trace_process(&mut self, tgid: u32) -> Result<()> {
+        self.traced
+            .insert(tgid, 0, 0)
+            .with_context(|| format!("adding process {tgid} to the traced set"))
+    }
+
+    /// Number of traced processes still alive, by the kernel's own bookkeeping.
+    pub fn traced_alive(&self) -> usize {
+        self.traced.keys().filter(Result::is_ok).count()
+    }
+
+    pub fn losses(&self) -> Result<LossCounters> {
+        let mut out = Vec::with_capacity(counter::COUNT as usize);
+        for (i, name) in counter::NAMES.iter().enumerate() {
+            let per_cpu = self.counters.get(&(i as u32), 0).context("reading loss counters")?;
+            out.push(((*name).to_owned(), per_cpu.iter().sum()));
+        }
+        Ok(LossCounters(out))
+    }
+
+    /// Starts draining the ring buffer on its own thread.
+    pub fn start_collector(&mut self) -> Result<Collector> {
+        let ring: RingBuf<MapData> = take_map(&mut self.ebpf, names::MAP_EVENTS)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("execprof-collector".into())
+            .spawn(move || collect(ring, &stop_flag))
+            .context("starting the collector thread")?;
+        Ok(Collector { stop, handle })
+    }
+}
+
+impl Collector {
+    /// Stops after one last full drain, so nothing already in the buffer is lost.
+    pub fn finish(self) -> Result<Collected> {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().map_err(|_| anyhow!("the collector thread panicked"))?
+    }
+}
+
+/// Records are submitted without wake-ups (see the eBPF side), so the reader wakes on a timer:
+/// at 10 ms and ~100k records/s the ring buffer holds far more than one period needs.
+const POLL_MS: i32 = 10;
+
+fn collect(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Result<Collected> {
+    let mut out = Collected { events: Vec::with_capacity(1 << 16), undecodable: 0, first_decode_error: None };
+    let fd = ring.as_fd().as_raw_fd();
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        while let Some(item) = ring.next() {
+            match events::decode(&item) {
+                Ok(ev) => out.events.push(ev),
+                Err(e) => {
+                    out.undecodable += 1;
+                    out.first_decode_error.get_or_insert_with(|| format!("{e:#}"));
+                }
+            }
+        }
+        if stopping {
+            return Ok(out);
+        }
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; a timeout keeps the stop flag responsive.
+        unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
+    }
+}
+
+/// Loads execprof's eBPF object with this kernel's struct offsets; nothing is attached yet.
+pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
+    bump_memlock_rlimit();
+    ensure_tracefs()?;
+    let mut loader = EbpfLoader::new();
+    loader
+        .override_global(names::GLOBAL_TASK_PID, &layout.pid, true)
+        .override_global(names::GLOBAL_TASK_TGID, &layout.tgid, true)
+        .override_global(names::GLOBAL_TASK_MIN_FLT, &layout.min_flt, true)
+        .override_global(names::GLOBAL_TASK_MAJ_FLT, &layout.maj_flt, true)
+        .override_global(names::GLOBAL_TASK_SIGNAL, &layout.signal, true)
+        .override_global(names::GLOBAL_SIGNAL_LIVE, &layout.signal_live, true)
+        .map_max_entries(names::MAP_EVENTS, opts.ring_bytes);
+    if opts.verbose {
+        loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
+    }
+    let mut ebpf = loader.load(EBPF_OBJECT).context("loading execprof's eBPF object into the kernel")?;
+    if opts.verbose {
+        // Diagnostics from the eBPF side (rare paths only); a missing logger is not an error.
+        if let Err(e) = aya_log::EbpfLogger::init(&mut ebpf) {
+            log::debug!("eBPF logger not started: {e}");
+        }
+    }
+    Ok(ebpf)
+}
+
+pub fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
+    let map = ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))?;
+    T::try_from(map).with_context(|| format!("map {name} has an unexpected type"))
+}
+
+/// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
+fn bump_memlock_rlimit() {
+    let rlim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: plain syscall with a valid struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlim) } != 0 {
+        log::debug!("could not raise RLIMIT_MEMLOCK; fine on kernels >= 5.11");
+    }
+}
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Tracepoint ids are read from tracefs, which some systems do not mount: mount it (as root).
+pub fn ensure_tracefs() -> Result<()> {
+    let mounted = |p: &str| std::path::Path::new(p).join("events").is_dir();
+    if mounted(TRACEFS) || mounted("/sys/kernel/debug/tracing") {
+        return Ok(());
+    }
+    let (src, dst, fstype) = (c"nodev", c"/sys/kernel/tracing", c"tracefs");
+    // SAFETY: valid C strings; mounting tracefs at its standard place.
+    let r = unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if r != 0 || !mounted(TRACEFS) {
+        anyhow::bail!(
+            "tracefs is not mounted and mounting it failed ({}); mount it with `mount -t tracefs nodev {TRACEFS}` and run again",
+            std::io::Error::last_os_error()
+        );
+    }
+    log::debug!("mounted tracefs at {TRACEFS}");
+    Ok(())
+}

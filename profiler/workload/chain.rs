@@ -1,0 +1,305 @@
+//! execprof-chain: the built-in exec-chain workload.
+//!
+//! A faithful, libc-free port of Linus Torvalds' exec benchmark `t.c`:
+//!
+//! ```c
+//! int main(int argc, char **argv, char **envp) {
+//!     char buffer[12]; int n;
+//!     if (argc != 2) return 1;
+//!     n = atoi(argv[1]);
+//!     if (n <= 0) return 0;
+//!     snprintf(buffer, sizeof(buffer), "%d", n-1);
+//!     argv[1] = buffer;
+//!     execvpe("t", argv, envp);   /* PATH search */
+//!     return 3;
+//! }
+//! ```
+//!
+//! The file to exec is `argv[0]`. If it contains a '/', it is exec'd directly
+//! (one execve, no PATH search). Otherwise the PATH search follows musl's
+//! `__execvpe` exactly: PATH comes from envp (default
+//! "/usr/local/bin:/bin:/usr/bin"); each entry `dir` yields "dir/file", an
+//! empty entry yields plain "file" (current directory); ENOENT/ENOTDIR go on
+//! to the next entry, EACCES is remembered and goes on, any other error stops.
+//! If nothing could be exec'd, a one-line message goes to stderr and the
+//! process exits with status 3.
+//!
+//! Built by `build_support/chain.rs` with plain rustc, no std, no libc, its
+//! own `_start`; x86_64 Linux only.
+#![no_std]
+#![no_main]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use core::arch::{asm, global_asm};
+
+const SYS_WRITE: usize = 1;
+const SYS_EXECVE: usize = 59;
+const SYS_EXIT_GROUP: usize = 231;
+
+const ENOENT: isize = 2;
+const EACCES: isize = 13;
+const ENOTDIR: isize = 20;
+const ENAMETOOLONG: isize = 36;
+
+/// NAME_MAX as used by musl's __execvpe.
+const NAME_MAX: usize = 255;
+/// Size of the "dir/file" buffer (PATH_MAX).
+const PATH_BUF: usize = 4096;
+const DEFAULT_PATH: &[u8] = b"/usr/local/bin:/bin:/usr/bin";
+
+// Entry point. At process start rsp points at argc, followed by the argv
+// pointers, a NULL, the envp pointers and a NULL. Pass (sp) to Rust with the
+// stack 16-byte aligned as the SysV ABI requires at a call site.
+global_asm!(
+    ".globl _start",
+    ".type _start,@function",
+    "_start:",
+    "xor ebp, ebp",
+    "mov rdi, rsp",
+    "and rsp, -16",
+    "call {main}",
+    "ud2",
+    main = sym chain_main,
+);
+
+#[inline(always)]
+unsafe fn syscall1(n: usize, a1: usize) -> isize {
+    let ret: isize;
+    unsafe {
+        asm!("syscall", inlateout("rax") n as isize => ret, in("rdi") a1,
+             lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+#[inline(always)]
+unsafe fn syscall3(n: usize, a1: usize, a2: usize, a3: usize) -> isize {
+    let ret: isize;
+    unsafe {
+        asm!("syscall", inlateout("rax") n as isize => ret,
+             in("rdi") a1, in("rsi") a2, in("rdx") a3,
+             lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+fn exit(code: i32) -> ! {
+    unsafe {
+        syscall1(SYS_EXIT_GROUP, code as usize);
+        // exit_group does not return.
+        asm!("ud2", options(noreturn));
+    }
+}
+
+/// execve(2); returns the (positive) errno on failure.
+fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> isize {
+    let r = unsafe { syscall3(SYS_EXECVE, path as usize, argv as usize, envp as usize) };
+    -r
+}
+
+fn write_all(fd: usize, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        let r = unsafe { syscall3(SYS_WRITE, fd, buf.as_ptr() as usize, buf.len()) };
+        if r <= 0 {
+            return;
+        }
+        buf = &buf[r as usize..];
+    }
+}
+
+/// Length of a NUL-terminated string. Volatile reads keep LLVM from
+/// recognising the loop as `strlen` (there is no libc to provide one).
+unsafe fn c_strlen(s: *const u8) -> usize {
+    let mut n = 0;
+    unsafe {
+        while core::ptr::read_volatile(s.add(n)) != 0 {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// atoi(3) semantics: optional leading whitespace, optional sign, digits;
+/// stops at the first non-digit. Wraps like a 32-bit int would in practice.
+unsafe fn atoi(mut s: *const u8) -> i32 {
+    unsafe {
+        while matches!(*s, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
+            s = s.add(1);
+        }
+        let mut neg = false;
+        if *s == b'-' || *s == b'+' {
+            neg = *s == b'-';
+            s = s.add(1);
+        }
+        let mut n: i32 = 0;
+        while (*s).is_ascii_digit() {
+            n = n.wrapping_mul(10).wrapping_add((*s - b'0') as i32);
+            s = s.add(1);
+        }
+        if neg { n.wrapping_neg() } else { n }
+    }
+}
+
+/// Write the decimal text of a non-negative `v` plus a NUL into `buf`
+/// (12 bytes, like t.c's buffer); returns the text length.
+fn fmt_u32(mut v: u32, buf: &mut [u8; 12]) -> usize {
+    let mut tmp = [0u8; 10];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = tmp.len() - i;
+    buf[..len].copy_from_slice(&tmp[i..]);
+    buf[len] = 0;
+    len
+}
+
+/// Value of PATH in envp, without the "PATH=" prefix (not NUL-included).
+unsafe fn find_path(mut envp: *const *const u8) -> Option<&'static [u8]> {
+    unsafe {
+        while !(*envp).is_null() {
+            let e = *envp;
+            if *e == b'P' && *e.add(1) == b'A' && *e.add(2) == b'T' && *e.add(3) == b'H'
+                && *e.add(4) == b'='
+            {
+                let v = e.add(5);
+                return Some(core::slice::from_raw_parts(v, c_strlen(v)));
+            }
+            envp = envp.add(1);
+        }
+    }
+    None
+}
+
+/// musl's __execvpe. Only returns on failure, with the errno.
+unsafe fn execvpe(file: *const u8, argv: *const *const u8, envp: *const *const u8) -> isize {
+    let k = unsafe { c_strlen(file) };
+    if k == 0 {
+        return ENOENT;
+    }
+    let file = unsafe { core::slice::from_raw_parts(file, k) };
+    if file.contains(&b'/') {
+        return execve(file.as_ptr(), argv, envp);
+    }
+    if k > NAME_MAX {
+        return ENAMETOOLONG;
+    }
+    let path = unsafe { find_path(envp) }.unwrap_or(DEFAULT_PATH);
+
+    // Uninitialised: every byte read by execve is written first.
+    let mut buf = core::mem::MaybeUninit::<[u8; PATH_BUF]>::uninit();
+    let b = buf.as_mut_ptr() as *mut u8;
+    let mut seen_eacces = false;
+    let mut err = ENOENT;
+    for dir in path.split(|&c| c == b':') {
+        let d = dir.len();
+        // "dir/file\0" must fit the buffer; skip overlong entries.
+        if d + 1 + k + 1 > PATH_BUF {
+            continue;
+        }
+        unsafe {
+            // Empty entry: plain "file", i.e. the current directory (musl's
+            // b+(z-p)+(z>p) lets the file name overwrite the '/').
+            let off = if d == 0 {
+                0
+            } else {
+                core::ptr::copy_nonoverlapping(dir.as_ptr(), b, d);
+                *b.add(d) = b'/';
+                d + 1
+            };
+            core::ptr::copy_nonoverlapping(file.as_ptr(), b.add(off), k);
+            *b.add(off + k) = 0;
+        }
+        err = execve(b, argv, envp);
+        match err {
+            EACCES => seen_eacces = true,
+            ENOENT | ENOTDIR => {}
+            _ => return err,
+        }
+    }
+    if seen_eacces { EACCES } else { err }
+}
+
+fn fail(errno: isize) -> ! {
+    let mut msg = [0u8; 64];
+    let head = b"execprof-chain: execve failed: errno ";
+    msg[..head.len()].copy_from_slice(head);
+    let mut num = [0u8; 12];
+    let n = fmt_u32(errno as u32, &mut num);
+    msg[head.len()..head.len() + n].copy_from_slice(&num[..n]);
+    msg[head.len() + n] = b'\n';
+    write_all(2, &msg[..head.len() + n + 1]);
+    exit(3)
+}
+
+unsafe extern "C" fn chain_main(sp: *const usize) -> ! {
+    unsafe {
+        let argc = *sp;
+        let argv = sp.add(1) as *mut *const u8;
+        let envp = argv.add(argc + 1) as *const *const u8;
+        if argc != 2 {
+            exit(1);
+        }
+        let n = atoi(*argv.add(1));
+        if n <= 0 {
+            exit(0);
+        }
+        let mut buffer = [0u8; 12];
+        fmt_u32((n - 1) as u32, &mut buffer);
+        *argv.add(1) = buffer.as_ptr();
+        let err = execvpe(*argv, argv, envp);
+        fail(err)
+    }
+}
+
+// No libc: provide the memory routines LLVM may emit calls to. Written in
+// asm so they cannot be "optimised" into calls to themselves.
+#[no_mangle]
+unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    unsafe {
+        asm!("rep movsb", inout("rcx") n => _, inout("rdi") dst => _,
+             inout("rsi") src => _, options(nostack, preserves_flags));
+    }
+    dst
+}
+
+#[no_mangle]
+unsafe extern "C" fn memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    unsafe {
+        if (dst as usize).wrapping_sub(src as usize) >= n {
+            // No harmful overlap: forward copy.
+            asm!("rep movsb", inout("rcx") n => _, inout("rdi") dst => _,
+                 inout("rsi") src => _, options(nostack, preserves_flags));
+        } else {
+            // dst overlaps the tail of src: copy backwards.
+            asm!("std", "rep movsb", "cld",
+                 inout("rcx") n => _, inout("rdi") dst.add(n).wrapping_sub(1) => _,
+                 inout("rsi") src.add(n).wrapping_sub(1) => _, options(nostack));
+        }
+    }
+    dst
+}
+
+#[no_mangle]
+unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
+    unsafe {
+        asm!("rep stosb", inout("rcx") n => _, inout("rdi") dst => _,
+             in("al") c as u8, options(nostack, preserves_flags));
+    }
+    dst
+}
+
+// libcore's precompiled objects reference the unwinder personality even with
+// panic=abort; it is never called.
+#[no_mangle]
+extern "C" fn rust_eh_personality() {}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    exit(101)
+}
