@@ -179,6 +179,18 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+    if !a.files.is_empty() {
+        let _ = writeln!(o, "\nFiles exec'd (most attempts first)");
+        let _ = writeln!(o, "  {:>8} {:>9}  file", "attempts", "succeeded");
+        for f in a.files.iter().take(10) {
+            let _ = writeln!(o, "  {:>8} {:>9}  {}", f.attempts, f.successes, f.filename);
+        }
+        let more = a.files.len().saturating_sub(10) as u64 + a.files_not_listed;
+        if more > 0 {
+            let _ = writeln!(o, "  ... and {more} more (all in --json, up to {})", crate::analysis::MAX_FILES);
+        }
+    }
+
     let _ = writeln!(o, "\nLost or unseen (always printed; all should be 0)");
     for (name, n) in &r.losses.0 {
         let _ = writeln!(o, "  {name:<34} {n}");

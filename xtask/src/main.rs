@@ -1,1 +1,165 @@
-fn main(){}
+//! What cargo cannot do alone: install the eBPF toolchain, and run the whole test suite
+//! (unprivileged and root BPF tests) the way CI does.
+//!
+//! Every step checks before it acts, so a second run on a ready machine does nothing and
+//! takes well under a second.
+use std::{
+    path::Path,
+    process::{Command, ExitCode},
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building execprof needs (apt packages, rustup toolchain link, bpf-linker).
+    Setup,
+    /// Set up, build, and run execprof on its built-in exec-chain workload.
+    Run {
+        /// Arguments passed to `execprof run`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Set up, build, and run every test (root BPF tests included when run as root).
+    Ci,
+}
+
+/// Debian packages: the rustc whose `core` sources match it (for `-Z build-std=core` on the
+/// bpfel target), and the LLVM that bpf-linker links against.
+const APT_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools"];
+const TOOLCHAIN_NAME: &str = "rustc-web";
+const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
+const LLVM_PREFIX: &str = "/opt/execprof-llvm22";
+const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM.so.22.1";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Setup => setup(),
+        Task::Run { args } => setup().and_then(|()| run_builtin(&args)),
+        Task::Ci => setup().and_then(|()| ci()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn setup() -> Result<()> {
+    apt_packages()?;
+    toolchain_link()?;
+    bpf_linker()?;
+    Ok(())
+}
+
+fn apt_packages() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES.iter().copied().filter(|p| !dpkg_installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!("missing packages {}; run this as root, or install them: apt-get install {}", missing.join(" "), missing.join(" "));
+    }
+    eprintln!("xtask: installing {}", missing.join(" "));
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing))
+}
+
+fn dpkg_installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        .unwrap_or(false)
+}
+
+/// rustup names Debian's rustc-web so aya-build can select it; rustup refuses a toolchain dir
+/// without `lib/`, and linking `/usr` itself would set LD_LIBRARY_PATH=/usr/lib.
+fn toolchain_link() -> Result<()> {
+    let dir = Path::new(TOOLCHAIN_DIR);
+    std::fs::create_dir_all(dir.join("bin")).context("creating the toolchain directory (run as root)")?;
+    std::fs::create_dir_all(dir.join("lib"))?;
+    for tool in ["rustc", "rustdoc", "cargo"] {
+        let link = dir.join("bin").join(tool);
+        if std::fs::read_link(&link).ok().as_deref() != Some(Path::new(&format!("/usr/bin/{tool}"))) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(format!("/usr/bin/{tool}"), &link)?;
+        }
+    }
+    let list = Command::new("rustup").args(["toolchain", "list"]).output().context("running rustup")?;
+    if !String::from_utf8_lossy(&list.stdout).lines().any(|l| l.starts_with(TOOLCHAIN_NAME)) {
+        run(Command::new("rustup").args(["toolchain", "link", TOOLCHAIN_NAME, TOOLCHAIN_DIR]))?;
+    }
+    Ok(())
+}
+
+/// bpf-linker built against Debian's LLVM 22 through a prefix holding only `lib/libLLVM.so`
+/// (no llvm-22-dev needed).
+fn bpf_linker() -> Result<()> {
+    let have = Command::new("bpf-linker").arg("--version").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    if have.as_deref().is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
+        return Ok(());
+    }
+    let prefix = Path::new(LLVM_PREFIX).join("lib");
+    std::fs::create_dir_all(&prefix)?;
+    let so = prefix.join("libLLVM.so");
+    if std::fs::read_link(&so).is_err() {
+        std::os::unix::fs::symlink(LIBLLVM, &so)?;
+    }
+    eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
+    run(Command::new("cargo")
+        .env("LLVM_PREFIX", LLVM_PREFIX)
+        .args(["install", "--locked", &format!("bpf-linker@{BPF_LINKER_VERSION}"), "--no-default-features", "--features", "llvm-22"]))
+}
+
+fn run_builtin(args: &[String]) -> Result<()> {
+    run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
+    let exe = "target/release/execprof";
+    if !is_root() {
+        bail!("tracing needs root: run `sudo {exe} run` (the build is done)");
+    }
+    run(Command::new(exe).arg("run").args(args))
+}
+
+fn ci() -> Result<()> {
+    if !is_root() {
+        eprintln!("xtask: not root: the BPF tests will be skipped (CI runs them as root)");
+    }
+    run(Command::new("cargo").args(["build", "--release", "--workspace"]))?;
+    // One test thread: the root tests trace real workloads and time nothing, but two chains
+    // competing for two cores make their runs slow for no gain.
+    run(Command::new("cargo").args(["test", "--release", "--workspace", "--", "--test-threads=1"]))
+}
+
+fn is_root() -> bool {
+    // SAFETY: plain getter.
+    unsafe { libc_geteuid() == 0 }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}

@@ -18,6 +18,34 @@ pub struct Analysis {
     pub threads_created: u64,
     pub filenames_truncated: u64,
     pub filenames_unreadable: u64,
+    /// Exec'd file names, most attempted first (at most [`MAX_FILES`]).
+    pub files: Vec<FileCount>,
+    /// Distinct file names beyond [`MAX_FILES`], not listed.
+    pub files_not_listed: u64,
+}
+
+pub const MAX_FILES: usize = 100;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FileCount {
+    pub filename: String,
+    pub attempts: u64,
+    pub successes: u64,
+}
+
+fn files(attempts: &[&ExecAttempt]) -> (Vec<FileCount>, u64) {
+    let mut map: std::collections::HashMap<&str, (u64, u64)> = std::collections::HashMap::new();
+    for a in attempts {
+        let e = map.entry(a.filename.as_str()).or_default();
+        e.0 += 1;
+        e.1 += u64::from(a.ret == 0);
+    }
+    let mut list: Vec<FileCount> =
+        map.into_iter().map(|(f, (n, ok))| FileCount { filename: f.to_owned(), attempts: n, successes: ok }).collect();
+    list.sort_by(|a, b| b.attempts.cmp(&a.attempts).then_with(|| a.filename.cmp(&b.filename)));
+    let extra = list.len().saturating_sub(MAX_FILES) as u64;
+    list.truncate(MAX_FILES);
+    (list, extra)
 }
 
 pub fn analyse(events: &[Event]) -> Analysis {
@@ -28,6 +56,7 @@ pub fn analyse(events: &[Event]) -> Analysis {
         if f.thread { threads += 1 } else { processes += 1 }
     }
     let steps = chain::steps(&attempts);
+    let (files, files_not_listed) = files(&attempts);
     Analysis {
         attempts: attempts.len() as u64,
         outcomes: outcome::summarize(&attempts),
@@ -37,6 +66,8 @@ pub fn analyse(events: &[Event]) -> Analysis {
         threads_created: threads,
         filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,
         filenames_unreadable: attempts.iter().filter(|a| a.filename_unreadable).count() as u64,
+        files,
+        files_not_listed,
     }
 }
 
@@ -76,5 +107,23 @@ mod tests {
         let events = vec![fork(false), fork(false), fork(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
         let a = analyse(&events);
         assert_eq!((a.processes, a.threads_created, a.attempts), (3, 1, 1));
+    }
+
+    #[test]
+    fn counts_attempts_per_file() {
+        let mut miss = test_support::attempt(1, 0, 10, -2, None);
+        miss.filename = "/a/t".into();
+        let mut hit = test_support::attempt(1, 20, 30, 0, None);
+        hit.filename = "/b/t".into();
+        let events = vec![Event::Exec(miss.clone()), Event::Exec(miss), Event::Exec(hit)];
+        let a = analyse(&events);
+        assert_eq!(
+            a.files,
+            vec![
+                FileCount { filename: "/a/t".into(), attempts: 2, successes: 0 },
+                FileCount { filename: "/b/t".into(), attempts: 1, successes: 1 }
+            ]
+        );
+        assert_eq!(a.files_not_listed, 0);
     }
 }

@@ -1,0 +1,44 @@
+//! The command line without tracing: usage errors, and the privilege check, which must stop a
+//! run before anything is spawned.
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn execprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_execprof"))
+}
+
+#[test]
+fn unknown_option_is_a_usage_error() {
+    execprof().args(["run", "--no-such-option"]).assert().code(2).stderr(predicate::str::contains("unexpected argument '--no-such-option'"));
+}
+
+#[test]
+fn steps_conflict_with_a_command() {
+    execprof().args(["run", "--steps", "5", "--", "/bin/true"]).assert().code(2).stderr(predicate::str::contains("cannot be used with"));
+}
+
+#[test]
+fn bad_ring_size_says_what_to_use() {
+    execprof().args(["run", "--ring-mib", "3"]).assert().code(2).stderr(predicate::str::contains("--ring-mib 3 is not a power of two"));
+}
+
+/// Runs execprof as an unprivileged user: as root through setpriv, else as the current user.
+#[test]
+fn without_privileges_run_names_the_capabilities_and_sudo() {
+    let marker = tempfile::NamedTempFile::new().unwrap();
+    let marker_path = marker.path().to_owned();
+    drop(marker); // the command below would create it if it were ever started
+    let exe = env!("CARGO_BIN_EXE_execprof");
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", exe]);
+        c
+    } else {
+        Command::new(exe)
+    };
+    cmd.args(["run", "--", "/bin/touch"]).arg(&marker_path);
+    cmd.assert()
+        .code(3)
+        .stderr(predicate::str::contains("CAP_BPF").and(predicate::str::contains("CAP_PERFMON")).and(predicate::str::contains("sudo execprof")));
+    assert!(!marker_path.exists(), "the command ran although tracing was not possible");
+}
