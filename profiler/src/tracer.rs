@@ -22,7 +22,7 @@ use crate::{
     probes::{self, AttachOutcome, ProbeSpec},
 };
 
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof"));
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof-ebpf"));
 
 pub struct TracerOptions {
     pub ring_bytes: u32,

@@ -140,10 +140,10 @@ fn ci() -> Result<()> {
     if !is_root() {
         eprintln!("xtask: not root: the BPF tests will be skipped (CI runs them as root)");
     }
-    run(Command::new("cargo").args(["build", "--release", "--workspace"]))?;
+    run(Command::new("cargo").args(["build", "--release"]))?;
     // One test thread: the root tests trace real workloads and time nothing, but two chains
     // competing for two cores make their runs slow for no gain.
-    run(Command::new("cargo").args(["test", "--release", "--workspace", "--", "--test-threads=1"]))
+    run(Command::new("cargo").args(["test", "--release", "--", "--test-threads=1"]))
 }
 
 fn is_root() -> bool {
