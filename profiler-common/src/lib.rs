@@ -11,10 +11,8 @@ pub mod names {
     pub const MAP_TRACED: &str = "TRACED";
     pub const MAP_COUNTERS: &str = "COUNTERS";
 
-    pub const PROG_SYS_ENTER_EXECVE: &str = "sys_enter_execve";
-    pub const PROG_SYS_ENTER_EXECVEAT: &str = "sys_enter_execveat";
-    pub const PROG_SYS_EXIT_EXECVE: &str = "sys_exit_execve";
-    pub const PROG_SYS_EXIT_EXECVEAT: &str = "sys_exit_execveat";
+    pub const PROG_SYS_ENTER: &str = "sys_enter";
+    pub const PROG_SYS_EXIT: &str = "sys_exit";
     pub const PROG_SCHED_PREPARE_EXEC: &str = "sched_prepare_exec";
     pub const PROG_SCHED_PROCESS_EXEC: &str = "sched_process_exec";
     pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";

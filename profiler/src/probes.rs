@@ -37,28 +37,16 @@ impl Attach {
 
 pub const RUN_PROBES: &[ProbeSpec] = &[
     ProbeSpec {
-        program: names::PROG_SYS_ENTER_EXECVE,
-        attach: Attach::Tracepoint { category: "syscalls", name: "sys_enter_execve" },
+        program: names::PROG_SYS_ENTER,
+        attach: Attach::RawTracepoint { name: "sys_enter" },
         required: true,
         lost: "",
     },
     ProbeSpec {
-        program: names::PROG_SYS_EXIT_EXECVE,
-        attach: Attach::Tracepoint { category: "syscalls", name: "sys_exit_execve" },
+        program: names::PROG_SYS_EXIT,
+        attach: Attach::RawTracepoint { name: "sys_exit" },
         required: true,
         lost: "",
-    },
-    ProbeSpec {
-        program: names::PROG_SYS_ENTER_EXECVEAT,
-        attach: Attach::Tracepoint { category: "syscalls", name: "sys_enter_execveat" },
-        required: false,
-        lost: "execveat attempts are not recorded",
-    },
-    ProbeSpec {
-        program: names::PROG_SYS_EXIT_EXECVEAT,
-        attach: Attach::Tracepoint { category: "syscalls", name: "sys_exit_execveat" },
-        required: false,
-        lost: "execveat attempts are not recorded",
     },
     ProbeSpec {
         program: names::PROG_SCHED_PROCESS_FORK,

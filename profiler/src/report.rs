@@ -26,7 +26,7 @@ pub struct Mode {
 impl Mode {
     pub fn tracepoints() -> Self {
         Self {
-            timing: "exact at tracepoint boundaries (syscalls:sys_{enter,exit}_execve[at], sched_prepare_exec, sched_process_exec)".into(),
+            timing: "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec)".into(),
             attribution: "none yet: per-function attribution is not part of this version".into(),
         }
     }
