@@ -71,16 +71,6 @@ pub enum Event {
     Exit(Exit),
 }
 
-impl Event {
-    pub fn ts_ns(&self) -> u64 {
-        match self {
-            Event::Exec(e) => e.exit_ns,
-            Event::Fork(f) => f.ts_ns,
-            Event::Exit(x) => x.ts_ns,
-        }
-    }
-}
-
 /// Reads a `#[repr(C)]` record from the front of `bytes` (ring buffer items are 8-byte
 /// aligned, but a copy avoids relying on it).
 fn read<T: Copy>(bytes: &[u8]) -> Result<T> {

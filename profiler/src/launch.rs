@@ -216,10 +216,6 @@ impl std::fmt::Display for ExitStatus {
 }
 
 impl RunningChild {
-    pub fn pid(&self) -> u32 {
-        self.pid as u32
-    }
-
     /// Waits for the command, retrying on interruption (Ctrl-C is forwarded, not fatal).
     pub fn wait(self) -> Result<ExitStatus> {
         let mut status = 0;

@@ -95,10 +95,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(match status.shell_code() {
-        0 => 0,
-        c => c,
-    })
+    Ok(status.shell_code())
 }
 
 /// After the command exits, its descendants may still run: keep collecting until the kernel's

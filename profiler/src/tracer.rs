@@ -52,9 +52,6 @@ impl LossCounters {
     pub fn total(&self) -> u64 {
         self.0.iter().map(|(_, n)| n).sum()
     }
-    pub fn get(&self, name: &str) -> u64 {
-        self.0.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
-    }
 }
 
 pub struct Collector {

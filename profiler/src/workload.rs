@@ -21,11 +21,6 @@ pub struct ChainSpec {
 impl ChainSpec {
     pub const DEFAULT_STEPS: u32 = 10_000;
     pub const DEFAULT_MISSES: u32 = 6;
-
-    /// Successful execs the chain makes after the launch exec, and ENOENT attempts in all.
-    pub fn expected(&self) -> (u64, u64) {
-        (u64::from(self.steps), u64::from(self.steps) * u64::from(self.misses))
-    }
 }
 
 /// The unpacked workload; the directory is removed when this is dropped.
