@@ -50,13 +50,15 @@ pub struct DoctorReport {
 pub fn doctor(json: Option<&Path>) -> Result<()> {
     let kernel = KernelInfo::current();
     let missing = privileges::missing(privileges::effective_caps());
+    // kallsyms is read once: the kprobe tries need a raw name, the function table all of them.
+    let symbols = KernelSymbols::load();
     let (mechanisms, run_probes) = if missing.is_empty() {
-        try_everything()
+        try_everything(symbols.as_ref().ok())
     } else {
         let why = format!("not tried: needs {} (run `sudo execprof doctor`)", missing.join(" and "));
         (vec![Check { name: "all mechanisms".into(), ok: false, detail: why }], vec![])
     };
-    let (functions, functions_error) = match exec_functions() {
+    let (functions, functions_error) = match symbols.and_then(|s| exec_functions(&s)) {
         Ok(f) => (f, None),
         Err(e) => (vec![], Some(format!("{e:#}"))),
     };
@@ -69,14 +71,13 @@ pub fn doctor(json: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-fn exec_functions() -> Result<Vec<ProbePresence>> {
+fn exec_functions(syms: &KernelSymbols) -> Result<Vec<ProbePresence>> {
     let model = PhaseModel::builtin()?;
-    let syms = KernelSymbols::load()?;
     let btf = VmlinuxBtf::load()?;
     Ok(syms.probe_presence(&model, &btf))
 }
 
-fn try_everything() -> (Vec<Check>, Vec<Check>) {
+fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
     let layout = match TaskLayout::from_running_kernel() {
         Ok(l) => l,
         Err(e) => return (vec![Check { name: "BTF struct offsets".into(), ok: false, detail: format!("{e:#}") }], vec![]),
@@ -102,7 +103,7 @@ fn try_everything() -> (Vec<Check>, Vec<Check>) {
         })
         .collect();
     // The run probes stay attached but see nothing: the traced set is empty.
-    let kernel_fn = KernelSymbols::load().ok().and_then(|s| {
+    let kernel_fn = symbols.and_then(|s| {
         s.resolve(TRY_FUNCTION).into_iter().find(|f| !f.is_cold).map(|f| f.raw_name)
     });
     let mechanisms = vec![

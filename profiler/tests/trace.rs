@@ -14,6 +14,15 @@ fn root() -> bool {
     root
 }
 
+/// Returns from the test (as a skip, with the reason printed) unless running as root.
+macro_rules! require_root {
+    () => {
+        if !root() {
+            return;
+        }
+    };
+}
+
 fn execprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_execprof"))
 }
@@ -40,9 +49,7 @@ fn assert_no_losses(v: &Value) {
 
 #[test]
 fn chain_shows_exactly_n_times_k_enoent_and_n_successes() {
-    if !root() {
-        return;
-    }
+    require_root!();
     let (steps, misses) = (300u64, 4u64);
     let (v, out) = run_json(&["--steps", &steps.to_string(), "--misses", &misses.to_string()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -61,9 +68,7 @@ fn chain_shows_exactly_n_times_k_enoent_and_n_successes() {
 
 #[test]
 fn chain_without_misses_has_no_enoent() {
-    if !root() {
-        return;
-    }
+    require_root!();
     let (v, _) = run_json(&["--steps", "50", "--misses", "0"]);
     assert_eq!(outcome_count(&v, "enoent"), 0);
     assert_eq!(outcome_count(&v, "success"), 51);
@@ -73,9 +78,7 @@ fn chain_without_misses_has_no_enoent() {
 /// /bin/false in a loop. Only the tree's execs may appear.
 #[test]
 fn follows_forks_of_grandchildren_and_nothing_outside_the_tree() {
-    if !root() {
-        return;
-    }
+    require_root!();
     let m = 40;
     let mut outsider = StdCommand::new("/bin/sh")
         .args(["-c", "while :; do /bin/false; done"])
@@ -97,9 +100,7 @@ fn follows_forks_of_grandchildren_and_nothing_outside_the_tree() {
 
 #[test]
 fn missing_command_exits_127_like_a_shell() {
-    if !root() {
-        return;
-    }
+    require_root!();
     execprof()
         .args(["run", "--", "no-such-command-execprof"])
         .assert()
@@ -109,9 +110,7 @@ fn missing_command_exits_127_like_a_shell() {
 
 #[test]
 fn non_executable_file_exits_126() {
-    if !root() {
-        return;
-    }
+    require_root!();
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("data.txt");
     std::fs::write(&f, "not a program").unwrap();
@@ -120,9 +119,7 @@ fn non_executable_file_exits_126() {
 
 #[test]
 fn command_exit_status_becomes_execprofs() {
-    if !root() {
-        return;
-    }
+    require_root!();
     let out = execprof().args(["run", "--", "/bin/sh", "-c", "exit 7"]).output().unwrap();
     assert_eq!(out.status.code(), Some(7));
     assert!(String::from_utf8_lossy(&out.stdout).contains("exit code 7"));
@@ -130,9 +127,7 @@ fn command_exit_status_becomes_execprofs() {
 
 #[test]
 fn doctor_tries_mechanisms_and_names_exec_functions() {
-    if !root() {
-        return;
-    }
+    require_root!();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("doctor.json");
     execprof().arg("doctor").arg("--json").arg(&json).assert().success().stdout(predicate::str::contains("Plan"));
