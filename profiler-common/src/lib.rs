@@ -26,6 +26,7 @@ pub mod names {
     pub const GLOBAL_TASK_MAJ_FLT: &str = "TASK_MAJ_FLT_OFFSET";
     pub const GLOBAL_TASK_SIGNAL: &str = "TASK_SIGNAL_OFFSET";
     pub const GLOBAL_SIGNAL_LIVE: &str = "SIGNAL_LIVE_OFFSET";
+    pub const GLOBAL_BPRM_FILENAME: &str = "BPRM_FILENAME_OFFSET";
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.

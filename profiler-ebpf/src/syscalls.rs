@@ -9,9 +9,12 @@ use aya_ebpf::{
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use profiler_common::{counter, exec_flags, exec_syscall, limits::FILENAME_CAP, ExecRecord};
+use profiler_common::{counter, exec_flags, exec_syscall, limits::FILENAME_CAP, ExecRecord, RecordHeader};
 
-use crate::{maps, task};
+use crate::{
+    maps::{self, InFlight},
+    task,
+};
 
 /// x86_64 syscall numbers.
 const NR_EXECVE: u64 = 59;
@@ -56,37 +59,93 @@ fn enter(filename_reg: u64, syscall: u32) {
     if !maps::is_traced(tgid) {
         return;
     }
-    let Some(rec) = maps::SCRATCH.get_ptr_mut(0) else { return };
-    let rec = unsafe { &mut *rec };
-    rec.enter_ns = unsafe { bpf_ktime_get_ns() };
-    rec.prepare_ns = 0;
-    rec.loaded_ns = 0;
-    rec.ret = 0;
-    rec.enter_pid = pid;
-    rec.syscall = syscall;
-    rec.flags = 0;
-    match task::faults(task::current()) {
-        Some((min, maj)) => {
-            rec.min_flt = min;
-            rec.maj_flt = maj;
-        }
-        None => rec.flags |= exec_flags::FAULTS_UNAVAILABLE,
-    }
-    let user_ptr: u64 = unsafe { bpf_probe_read_kernel(filename_reg as *const u64) }.unwrap_or(0);
-    read_filename(user_ptr, rec);
-    if maps::IN_FLIGHT.insert(&pid, &*rec, BPF_ANY as u64).is_err() {
+    let (min_flt, maj_flt, flags) = match task::faults(task::current()) {
+        Some((min, maj)) => (min, maj, 0),
+        None => (0, 0, exec_flags::FAULTS_UNAVAILABLE),
+    };
+    let attempt = InFlight {
+        enter_ns: unsafe { bpf_ktime_get_ns() },
+        prepare_ns: 0,
+        loaded_ns: 0,
+        min_flt,
+        maj_flt,
+        filename_ptr: unsafe { bpf_probe_read_kernel(filename_reg as *const u64) }.unwrap_or(0),
+        enter_pid: pid,
+        syscall,
+        flags,
+        _reserved: 0,
+    };
+    if maps::IN_FLIGHT.insert(&pid, &attempt, BPF_ANY as u64).is_err() {
         maps::count(counter::IN_FLIGHT_FULL);
     }
 }
 
 #[inline(always)]
-fn read_filename(user_ptr: u64, rec: &mut ExecRecord) {
+fn exit(ret: i64) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    if !maps::is_traced(tgid) {
+        return;
+    }
+    let Some(attempt) = (unsafe { maps::IN_FLIGHT.get(&pid) }) else {
+        maps::count(counter::EXIT_WITHOUT_ENTER);
+        return;
+    };
+    let attempt = *attempt;
+    let _ = maps::IN_FLIGHT.remove(&pid);
+    let Some(mut entry) = maps::EVENTS.reserve::<ExecRecord>(0) else {
+        maps::count(counter::RING_FULL);
+        let _ = maps::NAMES.remove(&pid);
+        return;
+    };
+    // SAFETY: the reservation is ours and sized for one ExecRecord; every field the user
+    // side reads is written below (the name bytes past `filename_len` are not read).
+    let rec = unsafe { &mut *entry.as_mut_ptr() };
+    rec.header = RecordHeader {
+        kind: profiler_common::kind::EXEC,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        pid,
+        tgid,
+    };
+    rec.enter_ns = attempt.enter_ns;
+    rec.prepare_ns = attempt.prepare_ns;
+    rec.loaded_ns = attempt.loaded_ns;
+    rec.ret = ret;
+    rec.enter_pid = attempt.enter_pid;
+    rec.syscall = attempt.syscall;
+    rec.flags = attempt.flags;
+    rec.min_flt = 0;
+    rec.maj_flt = 0;
+    if attempt.flags & exec_flags::FAULTS_UNAVAILABLE == 0 {
+        match task::faults(task::current()) {
+            Some((min, maj)) => {
+                rec.min_flt = min.wrapping_sub(attempt.min_flt);
+                rec.maj_flt = maj.wrapping_sub(attempt.maj_flt);
+            }
+            None => rec.flags |= exec_flags::FAULTS_UNAVAILABLE,
+        }
+    }
+    write_filename(pid, attempt.filename_ptr, rec);
+    entry.submit(maps::NO_WAKEUP);
+}
+
+/// The name comes from the kernel's copy when the exec got past the point of no return (the
+/// old image, and the user's string with it, is gone by now), else from user memory, which a
+/// failed attempt leaves intact.
+#[inline(always)]
+fn write_filename(pid: u32, user_ptr: u64, rec: &mut ExecRecord) {
+    if let Some(saved) = unsafe { maps::NAMES.get(&pid) } {
+        let n = unsafe {
+            generated::bpf_probe_read_kernel_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, saved.name.as_ptr().cast())
+        };
+        rec.filename_len = if n > 0 { (n - 1) as u32 } else { 0 };
+        rec.flags |= saved.flags;
+        let _ = maps::NAMES.remove(&pid);
+        return;
+    }
     let n = unsafe {
-        generated::bpf_probe_read_user_str(
-            rec.filename.as_mut_ptr().cast(),
-            FILENAME_CAP as u32,
-            user_ptr as *const _,
-        )
+        generated::bpf_probe_read_user_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, user_ptr as *const _)
     };
     if n <= 0 {
         rec.filename_len = 0;
@@ -98,64 +157,10 @@ fn read_filename(user_ptr: u64, rec: &mut ExecRecord) {
     rec.filename_len = (n - 1) as u32;
     if n as usize == FILENAME_CAP {
         let mut next = [0u8; 1];
-        let fits = unsafe {
-            bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next)
-        }
-        .is_ok()
+        let fits = unsafe { bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next) }.is_ok()
             && next[0] == 0;
         if !fits {
             rec.flags |= exec_flags::FILENAME_TRUNCATED;
         }
     }
-}
-
-#[inline(always)]
-fn exit(ret: i64) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
-    if !maps::is_traced(tgid) {
-        return;
-    }
-    let Some(inflight) = maps::IN_FLIGHT.get_ptr_mut(&pid) else {
-        maps::count(counter::EXIT_WITHOUT_ENTER);
-        return;
-    };
-    let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(mut entry) = maps::EVENTS.reserve::<ExecRecord>(0) {
-        let out = entry.as_mut_ptr();
-        unsafe {
-            // One helper call copies the whole record; then the exit fields are filled in.
-            if aya_ebpf::helpers::bpf_probe_read_kernel_buf(
-                inflight as *const u8,
-                core::slice::from_raw_parts_mut(out as *mut u8, core::mem::size_of::<ExecRecord>()),
-            )
-            .is_err()
-            {
-                entry.discard(0);
-                maps::count(counter::RING_FULL);
-                let _ = maps::IN_FLIGHT.remove(&pid);
-                return;
-            }
-            let rec = &mut *out;
-            rec.header.kind = profiler_common::kind::EXEC;
-            rec.header.cpu = bpf_get_smp_processor_id();
-            rec.header.ts_ns = now;
-            rec.header.pid = pid;
-            rec.header.tgid = tgid;
-            rec.ret = ret;
-            if rec.flags & exec_flags::FAULTS_UNAVAILABLE == 0 {
-                match task::faults(task::current()) {
-                    Some((min, maj)) => {
-                        rec.min_flt = min.wrapping_sub(rec.min_flt);
-                        rec.maj_flt = maj.wrapping_sub(rec.maj_flt);
-                    }
-                    None => rec.flags |= exec_flags::FAULTS_UNAVAILABLE,
-                }
-            }
-        }
-        entry.submit(maps::NO_WAKEUP);
-    } else {
-        maps::count(counter::RING_FULL);
-    }
-    let _ = maps::IN_FLIGHT.remove(&pid);
 }

@@ -14,6 +14,8 @@ static TASK_MAJ_FLT_OFFSET: u64 = 0;
 static TASK_SIGNAL_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SIGNAL_LIVE_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static BPRM_FILENAME_OFFSET: u64 = 0;
 
 #[inline(always)]
 fn global(g: &'static u64) -> u64 {
@@ -31,14 +33,26 @@ pub fn current() -> u64 {
     unsafe { bpf_get_current_task() }
 }
 
-/// (minor, major) fault counts of `task`, or None when the offsets are unknown.
+/// (minor, major) fault counts of `task`, or None when the offsets are unknown. User space
+/// sets the major offset only when it directly follows the minor one, so one read gets both.
 #[inline(always)]
 pub fn faults(task: u64) -> Option<(u64, u64)> {
     let (min_off, maj_off) = (global(&TASK_MIN_FLT_OFFSET), global(&TASK_MAJ_FLT_OFFSET));
-    if min_off == 0 || maj_off == 0 {
+    if min_off == 0 || maj_off != min_off + 8 {
         return None;
     }
-    unsafe { Some((read_at::<u64>(task, min_off)?, read_at::<u64>(task, maj_off)?)) }
+    let both = unsafe { read_at::<[u64; 2]>(task, min_off)? };
+    Some((both[0], both[1]))
+}
+
+/// `bprm->filename`: the kernel's copy of the exec'd path.
+#[inline(always)]
+pub fn bprm_filename(bprm: u64) -> Option<u64> {
+    let off = global(&BPRM_FILENAME_OFFSET);
+    if off == 0 || bprm == 0 {
+        return None;
+    }
+    unsafe { read_at::<u64>(bprm, off) }.filter(|p| *p != 0)
 }
 
 /// (pid, tgid) of `task`.

@@ -6,7 +6,7 @@ use btf_rs::{Btf, Type};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
-/// Offsets (bytes) inside `struct task_struct` and `struct signal_struct`.
+/// Offsets (bytes) inside `struct task_struct`, `struct signal_struct`, `struct linux_binprm`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TaskLayout {
     pub pid: u64,
@@ -15,6 +15,8 @@ pub struct TaskLayout {
     pub maj_flt: u64,
     pub signal: u64,
     pub signal_live: u64,
+    /// `linux_binprm.filename`.
+    pub bprm_filename: u64,
 }
 
 impl TaskLayout {
@@ -34,6 +36,7 @@ impl TaskLayout {
             maj_flt: task("maj_flt")?,
             signal: task("signal")?,
             signal_live: member_offset(btf, "signal_struct", "live")?,
+            bprm_filename: member_offset(btf, "linux_binprm", "filename")?,
         })
     }
 }
@@ -90,6 +93,7 @@ mod tests {
         assert!(layout.pid > 0 && layout.tgid == layout.pid + 4, "{layout:?}");
         assert!(layout.min_flt > 0 && layout.maj_flt == layout.min_flt + 8, "{layout:?}");
         assert!(layout.signal > 0);
+        assert!(layout.bprm_filename > 0);
         assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
     }
 }

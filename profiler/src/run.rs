@@ -50,6 +50,9 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
 
     let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose })
         .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+    if layout.maj_flt != layout.min_flt + 8 {
+        tracer.attach.warnings.push("task_struct.maj_flt does not follow min_flt on this kernel: page faults per attempt are not counted".into());
+    }
     for w in &tracer.attach.warnings {
         eprintln!("execprof: warning: {w}");
     }

@@ -149,6 +149,7 @@ pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
         .override_global(names::GLOBAL_TASK_MAJ_FLT, &layout.maj_flt, true)
         .override_global(names::GLOBAL_TASK_SIGNAL, &layout.signal, true)
         .override_global(names::GLOBAL_SIGNAL_LIVE, &layout.signal_live, true)
+        .override_global(names::GLOBAL_BPRM_FILENAME, &layout.bprm_filename, true)
         .map_max_entries(names::MAP_EVENTS, opts.ring_bytes);
     if opts.verbose {
         loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
