@@ -48,8 +48,11 @@ pub struct DoctorReport {
 }
 
 pub fn doctor(json: Option<&Path>) -> Result<()> {
-    let kernel = KernelInfo::current();
     let missing = privileges::missing(privileges::effective_caps());
+    if missing.is_empty() {
+        crate::kernel::ensure_securityfs();
+    }
+    let kernel = KernelInfo::current();
     // kallsyms is read once: the kprobe tries need a raw name, the function table all of them.
     let symbols = KernelSymbols::load();
     let (mechanisms, run_probes) = if missing.is_empty() {
@@ -286,7 +289,7 @@ pub fn render(r: &DoctorReport) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "kernel       {} ({})", r.kernel.release, r.kernel.machine);
     let _ = writeln!(o, "BTF          {}", if r.kernel.btf { "yes (/sys/kernel/btf/vmlinux)" } else { "no: execprof needs CONFIG_DEBUG_INFO_BTF" });
-    let _ = writeln!(o, "lockdown     {}", r.kernel.lockdown.as_deref().unwrap_or("unknown (no securityfs)"));
+    let _ = writeln!(o, "lockdown     {}", r.kernel.lockdown.as_deref().unwrap_or("unknown (securityfs not mounted; run doctor as root)"));
     let _ = writeln!(
         o,
         "privileges   {}",

@@ -34,6 +34,33 @@ impl KernelInfo {
     }
 }
 
+/// Mounts a kernel pseudo filesystem (tracefs, securityfs) at its standard place.
+pub fn mount_pseudo_fs(fstype: &std::ffi::CStr, target: &std::ffi::CStr) -> anyhow::Result<()> {
+    // SAFETY: valid C strings; no data argument.
+    let r = unsafe { libc::mount(c"nodev".as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if r != 0 {
+        anyhow::bail!(
+            "{} is not mounted and mounting it failed ({}); mount it with `mount -t {} nodev {}` and run again",
+            fstype.to_string_lossy(),
+            std::io::Error::last_os_error(),
+            fstype.to_string_lossy(),
+            target.to_string_lossy()
+        );
+    }
+    log::debug!("mounted {} at {}", fstype.to_string_lossy(), target.to_string_lossy());
+    Ok(())
+}
+
+/// The lockdown mode lives in securityfs, which some systems do not mount; `doctor` mounts it
+/// (as root) so it can say which mode is active.
+pub fn ensure_securityfs() {
+    if !std::path::Path::new("/sys/kernel/security/lockdown").exists() {
+        if let Err(e) = mount_pseudo_fs(c"securityfs", c"/sys/kernel/security") {
+            log::debug!("{e:#}");
+        }
+    }
+}
+
 /// The lockdown file lists all modes with the active one in brackets.
 fn active_lockdown(s: &str) -> Option<String> {
     let start = s.find('[')?;

@@ -186,15 +186,9 @@ pub fn ensure_tracefs() -> Result<()> {
     if mounted(TRACEFS) || mounted("/sys/kernel/debug/tracing") {
         return Ok(());
     }
-    let (src, dst, fstype) = (c"nodev", c"/sys/kernel/tracing", c"tracefs");
-    // SAFETY: valid C strings; mounting tracefs at its standard place.
-    let r = unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
-    if r != 0 || !mounted(TRACEFS) {
-        anyhow::bail!(
-            "tracefs is not mounted and mounting it failed ({}); mount it with `mount -t tracefs nodev {TRACEFS}` and run again",
-            std::io::Error::last_os_error()
-        );
+    crate::kernel::mount_pseudo_fs(c"tracefs", c"/sys/kernel/tracing")?;
+    if !mounted(TRACEFS) {
+        anyhow::bail!("tracefs mounted at {TRACEFS} but has no events directory");
     }
-    log::debug!("mounted tracefs at {TRACEFS}");
     Ok(())
 }

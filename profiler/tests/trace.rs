@@ -144,3 +144,48 @@ fn doctor_tries_mechanisms_and_names_exec_functions() {
     assert_eq!(f("bprm_execve")["presence"]["status"], "present");
     assert_ne!(f("do_execveat_common")["presence"]["status"], "absent");
 }
+
+fn python(script: &str) -> Vec<String> {
+    vec!["--".into(), "/usr/bin/python3".into(), "-c".into(), script.into()]
+}
+
+/// An exec from a non-leader thread: the kernel kills the other threads (the leader among
+/// them) and the exec'ing thread takes the leader's id. The attempt must survive the id
+/// change and the process must stay traced.
+#[test]
+fn exec_from_a_thread_is_recorded_under_the_new_id() {
+    require_root!();
+    let args = python("import os, threading\nt = threading.Thread(target=lambda: os.execv('/bin/true', ['true']))\nt.start()\nt.join()");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (v, out) = run_json(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let files = v["analysis"]["files"].as_array().unwrap();
+    assert!(files.iter().any(|f| f["filename"] == "/bin/true" && f["successes"] == 1), "{files:?}");
+    assert_eq!(v["analysis"]["from_non_leader_threads"], 1);
+    assert_no_losses(&v);
+}
+
+/// fexecve(3) goes through execveat(fd, "", AT_EMPTY_PATH).
+#[test]
+fn execveat_is_recorded() {
+    require_root!();
+    let args = python("import os\nfd = os.open('/bin/true', os.O_RDONLY)\nos.execve(fd, ['true'], {})");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (v, out) = run_json(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(v["analysis"]["execveat_attempts"], 1);
+    assert_no_losses(&v);
+}
+
+/// A file name longer than the kept 255 bytes is cut and flagged, not dropped.
+#[test]
+fn long_file_names_are_cut_and_counted() {
+    require_root!();
+    let long = format!("/{}", "d/".repeat(150)) + "missing";
+    let (v, out) = run_json(&["--", "/bin/sh", "-c", &long]);
+    assert_eq!(out.status.code(), Some(127), "sh reports the missing file");
+    assert_eq!(v["analysis"]["filenames_truncated"], 1);
+    assert_eq!(outcome_count(&v, "enoent"), 1);
+    let files = v["analysis"]["files"].as_array().unwrap();
+    assert!(files.iter().any(|f| f["filename"].as_str().unwrap().len() == 255), "{files:?}");
+}

@@ -18,6 +18,10 @@ pub struct Analysis {
     pub threads_created: u64,
     pub filenames_truncated: u64,
     pub filenames_unreadable: u64,
+    /// Attempts through `execveat` (the rest went through `execve`).
+    pub execveat_attempts: u64,
+    /// Attempts whose thread id changed (a non-leader thread exec'd and took the leader's id).
+    pub from_non_leader_threads: u64,
     /// Exec'd file names, most attempted first (at most [`MAX_FILES`]).
     pub files: Vec<FileCount>,
     /// Distinct file names beyond [`MAX_FILES`], not listed.
@@ -66,6 +70,8 @@ pub fn analyse(events: &[Event]) -> Analysis {
         threads_created: threads,
         filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,
         filenames_unreadable: attempts.iter().filter(|a| a.filename_unreadable).count() as u64,
+        execveat_attempts: attempts.iter().filter(|a| a.syscall == crate::events::Syscall::Execveat).count() as u64,
+        from_non_leader_threads: attempts.iter().filter(|a| a.pid != a.exit_pid).count() as u64,
         files,
         files_not_listed,
     }
