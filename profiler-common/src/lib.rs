@@ -17,6 +17,7 @@ pub mod names {
     pub const PROG_SCHED_PROCESS_EXEC: &str = "sched_process_exec";
     pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
     pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
+    pub const PROG_SAMPLE: &str = "sample_exec_stack";
 
     /// Globals fixed before load: byte offsets inside kernel structs, taken from the running
     /// kernel's BTF because Rust eBPF has no CO-RE relocations.
@@ -35,6 +36,8 @@ pub mod limits {
     pub const FILENAME_CAP: usize = 256;
     /// Processes (thread groups) traced at once.
     pub const MAX_TRACED: u32 = 65_536;
+    /// Kernel frames kept per sample (deeper stacks keep their innermost frames).
+    pub const MAX_FRAMES: usize = 64;
     /// Threads inside an exec syscall at once.
     pub const MAX_IN_FLIGHT: u32 = 16_384;
     /// Default ring buffer size in bytes (a power of two, a multiple of the page size).
@@ -46,6 +49,7 @@ pub mod kind {
     pub const EXEC: u32 = 1;
     pub const FORK: u32 = 2;
     pub const EXIT: u32 = 3;
+    pub const SAMPLE: u32 = 4;
 }
 
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
@@ -173,6 +177,20 @@ pub struct ForkRecord {
     pub _reserved: u32,
 }
 
+/// A cpu-clock sample taken while a traced thread was inside an exec attempt: the kernel
+/// stack, innermost frame first, and the attempt it belongs to (its thread group and enter
+/// time), so it can be attributed by the attempt's outcome once the attempt ends.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SampleRecord {
+    pub header: RecordHeader,
+    pub attempt_enter_ns: u64,
+    /// Frames in use; 0 when the stack could not be read (the sample still counts).
+    pub nr_frames: u32,
+    pub _reserved: u32,
+    pub frames: [u64; limits::MAX_FRAMES],
+}
+
 /// A traced thread exited (`sched_process_exit`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -188,6 +206,7 @@ const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
 const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 6 * 8 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<ForkRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 24 + 8);
+const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 16 + 8 * limits::MAX_FRAMES);
 
 impl ExecRecord {
     pub const fn zeroed() -> Self {
@@ -216,4 +235,5 @@ mod pod {
     unsafe impl aya::Pod for ExecRecord {}
     unsafe impl aya::Pod for ForkRecord {}
     unsafe impl aya::Pod for ExitRecord {}
+    unsafe impl aya::Pod for SampleRecord {}
 }

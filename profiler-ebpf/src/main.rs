@@ -6,6 +6,7 @@
 
 mod doctor;
 mod maps;
+mod sampling;
 mod sched;
 mod syscalls;
 mod task;

@@ -82,6 +82,8 @@ fn enter(filename_reg: u64, syscall: u32) {
 
 #[inline(always)]
 fn exit(ret: i64) {
+    // First thing: the probe's own work below stays outside the attempt's measured time.
+    let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
     if !maps::is_traced(tgid) {
@@ -104,7 +106,7 @@ fn exit(ret: i64) {
     rec.header = RecordHeader {
         kind: profiler_common::kind::EXEC,
         cpu: unsafe { bpf_get_smp_processor_id() },
-        ts_ns: unsafe { bpf_ktime_get_ns() },
+        ts_ns: now,
         pid,
         tgid,
     };

@@ -32,6 +32,12 @@ pub struct RunArgs {
     /// Built-in chain: PATH directories missed (one ENOENT each) before the program's own.
     #[arg(long, value_name = "K", conflicts_with = "command")]
     pub misses: Option<u32>,
+    /// Kernel-stack sampling rate inside exec attempts, per CPU (0 turns sampling off).
+    #[arg(long, value_name = "HZ", default_value_t = 4999)]
+    pub sample_hz: u64,
+    /// Write folded stacks and a flame graph SVG per outcome into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub folded: Option<PathBuf>,
     /// Ring buffer size in MiB (a power of two); raise it if the report shows "ring buffer full".
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub ring_mib: u32,

@@ -2,7 +2,7 @@
 //! only place that knows the wire layout; a record of unknown kind or size is an error that
 //! names it, never a silent skip.
 use anyhow::{Result, bail};
-use profiler_common::{ExecRecord, ExitRecord, ForkRecord, RecordHeader, exec_flags, exec_syscall, exit_flags, fork_flags, kind};
+use profiler_common::{ExecRecord, ExitRecord, ForkRecord, RecordHeader, SampleRecord, exec_flags, exec_syscall, exit_flags, fork_flags, kind};
 use serde::{Deserialize, Serialize};
 
 /// One `execve`/`execveat` attempt. Times are CLOCK_MONOTONIC nanoseconds.
@@ -63,12 +63,24 @@ pub struct Exit {
     pub group_dead: bool,
 }
 
+/// A cpu-clock sample inside an exec attempt, tied to it by (tgid, attempt enter time).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    pub ts_ns: u64,
+    pub pid: u32,
+    pub tgid: u32,
+    pub attempt_enter_ns: u64,
+    /// Kernel return addresses, innermost first; empty when the stack was unreadable.
+    pub frames: Vec<u64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Event {
     Exec(ExecAttempt),
     Fork(Fork),
     Exit(Exit),
+    Sample(Sample),
 }
 
 /// Reads a `#[repr(C)]` record from the front of `bytes` (ring buffer items are 8-byte
@@ -103,6 +115,17 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
                 pid: r.header.pid,
                 tgid: r.header.tgid,
                 group_dead: r.flags & exit_flags::GROUP_DEAD != 0,
+            }))
+        }
+        kind::SAMPLE => {
+            let r: SampleRecord = read(bytes)?;
+            let n = (r.nr_frames as usize).min(r.frames.len());
+            Ok(Event::Sample(Sample {
+                ts_ns: r.header.ts_ns,
+                pid: r.header.pid,
+                tgid: r.header.tgid,
+                attempt_enter_ns: r.attempt_enter_ns,
+                frames: r.frames[..n].to_vec(),
             }))
         }
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
@@ -182,6 +205,23 @@ mod tests {
         assert_eq!(decode(&bytes_of(&f)).unwrap(), Event::Fork(Fork { ts_ns: 9, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: 2, thread: false }));
         let x = ExitRecord { header: RecordHeader { kind: kind::EXIT, cpu: 0, ts_ns: 10, pid: 2, tgid: 2 }, flags: exit_flags::GROUP_DEAD, _reserved: 0 };
         assert_eq!(decode(&bytes_of(&x)).unwrap(), Event::Exit(Exit { ts_ns: 10, pid: 2, tgid: 2, group_dead: true }));
+    }
+
+    #[test]
+    fn decodes_sample_frames_up_to_nr_frames() {
+        let mut r = SampleRecord {
+            header: RecordHeader { kind: kind::SAMPLE, cpu: 0, ts_ns: 50, pid: 3, tgid: 3 },
+            attempt_enter_ns: 40,
+            nr_frames: 2,
+            _reserved: 0,
+            frames: [0; profiler_common::limits::MAX_FRAMES],
+        };
+        r.frames[0] = 0xffff_ffff_8100_0010;
+        r.frames[1] = 0xffff_ffff_8100_0020;
+        r.frames[2] = 0xdead;
+        let Event::Sample(s) = decode(&bytes_of(&r)).unwrap() else { panic!() };
+        assert_eq!(s.frames, vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020]);
+        assert_eq!((s.attempt_enter_ns, s.tgid), (40, 3));
     }
 
     #[test]

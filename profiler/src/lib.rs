@@ -7,6 +7,7 @@ pub mod cli;
 pub mod doctor;
 pub mod events;
 pub mod exit;
+pub mod export;
 pub mod kernel;
 pub mod kernel_layout;
 pub mod ksyms;

@@ -54,5 +54,8 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
     } else {
         Target::Command(args.command)
     };
-    Ok(RunConfig { target, json: args.json, ring_bytes, verbose })
+    if args.folded.is_some() && args.sample_hz == 0 {
+        return Err(Failure::usage("--folded needs samples; drop --sample-hz 0").into());
+    }
+    Ok(RunConfig { target, json: args.json, folded: args.folded, sample_hz: args.sample_hz, ring_bytes, verbose })
 }

@@ -38,10 +38,12 @@ pub const BUILTIN_PHASES_TXT: &str = include_str!("../data/phases.txt");
 
 /// Name of the mandatory fallback phase.
 pub const OTHER_PHASE: &str = "other";
+/// The phase that tracing-overhead (`overhead`) frames are charged to.
+pub const TRACER_PHASE: &str = "tracer";
 
 /// Directive keywords; phase ids may not collide with them or lines would be
 /// ambiguous.
-const KEYWORDS: &[&str] = &["phase", "probe", "async", "fault"];
+const KEYWORDS: &[&str] = &["phase", "probe", "async", "fault", "overhead"];
 
 /// Compiler-generated suffix kinds that are followed by a number
 /// (`.isra.0`, `.constprop.3`, `.part.1`, `.cold.2`, `.llvm.123456`, ...).
@@ -122,6 +124,9 @@ pub enum FrameClass {
     Async,
     /// Fault handling: transparent, charged to the phase that faulted.
     Fault,
+    /// The profiler's own probes (BPF programs and the maps they touch): the sample goes to
+    /// the `tracer` phase, so tracing overhead is shown as such instead of inflating a phase.
+    Overhead,
     /// Not in the model: transparent.
     Unknown,
 }
@@ -129,6 +134,8 @@ pub enum FrameClass {
 /// Why a stack got its phase; lets reports and tests show which frame decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttributionReason {
+    /// A tracing-overhead frame at this index sent the sample to `tracer`.
+    Overhead { frame: usize },
     /// An async frame at this index forced `other`.
     Async { frame: usize },
     /// The innermost strong phase frame at this index decided.
@@ -185,6 +192,9 @@ pub struct PhaseModel {
     probes: Vec<String>,
     async_frames: NameSet,
     fault_frames: NameSet,
+    overhead_frames: NameSet,
+    /// The phase tracing-overhead frames go to (declared when `overhead` lines exist).
+    tracer: Option<PhaseId>,
 }
 
 impl PhaseModel {
@@ -253,6 +263,8 @@ impl PhaseModel {
                 phase: entry.phase,
                 weak: entry.weak,
             }
+        } else if self.overhead_frames.matches(name) {
+            FrameClass::Overhead
         } else if self.async_frames.matches(name) {
             FrameClass::Async
         } else if self.fault_frames.matches(name) {
@@ -273,6 +285,11 @@ impl PhaseModel {
     pub fn attribute<S: AsRef<str>>(&self, frames: &[S]) -> Attribution {
         let mut strong = None;
         let mut weak = None;
+        if let Some(tracer) = self.tracer {
+            if let Some(frame) = frames.iter().position(|f| self.frame_class(f.as_ref()) == FrameClass::Overhead) {
+                return Attribution { phase: tracer, reason: AttributionReason::Overhead { frame } };
+            }
+        }
         for (index, frame) in frames.iter().enumerate() {
             match self.frame_class(frame.as_ref()) {
                 FrameClass::Async => {
@@ -287,7 +304,7 @@ impl PhaseModel {
                 FrameClass::Phase { phase, weak: true } => {
                     weak.get_or_insert((index, phase));
                 }
-                FrameClass::Fault | FrameClass::Unknown => {}
+                FrameClass::Fault | FrameClass::Unknown | FrameClass::Overhead => {}
             }
         }
         match (strong, weak) {
@@ -320,6 +337,7 @@ struct Builder {
     probe_lines: HashMap<String, usize>,
     async_frames: NameSet,
     fault_frames: NameSet,
+    overhead_frames: NameSet,
     pattern_lines: HashMap<String, usize>,
 }
 
@@ -340,7 +358,7 @@ impl Builder {
                 self.probes.push(name.to_string());
                 Ok(())
             }
-            "async" | "fault" => self.frame_pattern(line_no, keyword, rest),
+            "async" | "fault" | "overhead" => self.frame_pattern(line_no, keyword, rest),
             phase_name => self.function_entry(line_no, phase_name, rest),
         }
     }
@@ -431,10 +449,10 @@ impl Builder {
                 self.phases[*phase].0
             );
         }
-        let set = if keyword == "async" {
-            &mut self.async_frames
-        } else {
-            &mut self.fault_frames
+        let set = match keyword {
+            "async" => &mut self.async_frames,
+            "overhead" => &mut self.overhead_frames,
+            _ => &mut self.fault_frames,
         };
         set.insert(pattern);
         self.pattern_lines.insert(pattern.to_string(), line_no);
@@ -446,6 +464,8 @@ impl Builder {
     fn frame_kind_of(&self, name: &str) -> Option<&'static str> {
         if self.async_frames.matches(name) {
             Some("async")
+        } else if self.overhead_frames.matches(name) {
+            Some("overhead")
         } else if self.fault_frames.matches(name) {
             Some("fault")
         } else {
@@ -493,9 +513,15 @@ impl Builder {
             by_phase[phase.index()].push(name.clone());
             functions.insert(name.clone(), FunctionEntry { phase, weak });
         }
+        let tracer = phases.iter().find(|p| p.name == TRACER_PHASE).map(|p| p.id);
+        if tracer.is_none() && (!self.overhead_frames.exact.is_empty() || !self.overhead_frames.prefixes.is_empty()) {
+            bail!("`overhead` frames are listed but the phase `{TRACER_PHASE}` is not declared");
+        }
         Ok(PhaseModel {
             phases,
             other,
+            tracer,
+            overhead_frames: self.overhead_frames,
             functions,
             by_phase,
             probes: self.probes,
@@ -956,6 +982,25 @@ fault handle_mm_fault
     }
 
     #[test]
+    fn the_profilers_own_frames_go_to_tracer_wherever_they_are() {
+        let m = PhaseModel::builtin().unwrap();
+        let tracer = m.phase_by_name("tracer").unwrap();
+        // The in-flight insert of the sys_enter program, called from the syscall entry.
+        let stack = ["htab_map_update_elem", "bpf_prog_0123_sys_enter", "bpf_trace_run2", "syscall_trace_enter", "do_syscall_64"];
+        assert_eq!(m.classify_stack(&stack), tracer);
+        // Even under an exec-path frame: the probe's time is not the phase's.
+        assert_eq!(m.classify_stack(&["bpf_ringbuf_reserve", "bpf_prog_1_x", "do_open_execat"]), tracer);
+        let a = m.attribute(&["bpf_ringbuf_reserve", "do_open_execat"]);
+        assert_eq!(a.reason, AttributionReason::Overhead { frame: 0 });
+    }
+
+    #[test]
+    fn overhead_lines_need_the_tracer_phase() {
+        let err = PhaseModel::parse("phase other 9 \"o\"\noverhead bpf_prog_*\n").unwrap_err();
+        assert!(format!("{err:#}").contains("`tracer` is not declared"), "{err:#}");
+    }
+
+    #[test]
     fn builtin_model_is_consistent() {
         let m = PhaseModel::builtin().expect("shipped phases.txt parses");
         let names: Vec<&str> = m.phases().iter().map(|p| p.name.as_str()).collect();
@@ -970,6 +1015,7 @@ fault handle_mm_fault
                 "old_mm",
                 "new_image",
                 "cleanup",
+                "tracer",
                 "other"
             ]
         );

@@ -5,7 +5,12 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::{
-    analysis::{Analysis, outcome::Outcome, stats::Distribution},
+    analysis::{
+        Analysis,
+        attribution::{Estimate, SampledAttribution},
+        outcome::Outcome,
+        stats::Distribution,
+    },
     kernel::KernelInfo,
     launch::ExitStatus,
     tracer::LossCounters,
@@ -24,10 +29,17 @@ pub struct Mode {
 }
 
 impl Mode {
-    pub fn tracepoints() -> Self {
+    pub fn new(sample_hz: u64) -> Self {
         Self {
             timing: "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec)".into(),
-            attribution: "none yet: per-function attribution is not part of this version".into(),
+            attribution: if sample_hz > 0 {
+                format!(
+                    "sampled: cpu-clock at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts only \
+                     (exact per-function mode via kprobes/fentry is not implemented yet)"
+                )
+            } else {
+                "off (--sample-hz 0)".into()
+            },
         }
     }
 }
@@ -179,6 +191,10 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+    if let Some(s) = &a.sampled {
+        render_sampled(&mut o, s);
+    }
+
     if !a.files.is_empty() {
         let _ = writeln!(o, "\nFiles exec'd (most attempts first)");
         let _ = writeln!(o, "  {:>8} {:>9}  file", "attempts", "succeeded");
@@ -201,6 +217,57 @@ pub fn render(r: &RunReport) -> String {
         let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
     }
     o
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}", 100.0 * x)
+}
+
+fn render_sampled(o: &mut String, s: &SampledAttribution) {
+    for oc in &s.outcomes {
+        let _ = writeln!(
+            o,
+            "\nWhere the kernel time goes: {} ({} attempts, exact mean {}, {} samples)",
+            oc.outcome.label(),
+            oc.attempts,
+            human_ns(oc.mean_ns),
+            oc.samples
+        );
+        let _ = writeln!(o, "  {:<46} {:>7} {:>20} {:>28}", "phase / function", "samples", "share [95% CI]", "per attempt [95% CI]");
+        let mut unseen = Vec::new();
+        for p in &oc.phases {
+            if p.estimate.samples == 0 {
+                unseen.push(p.phase.as_str());
+                continue;
+            }
+            let line = |o: &mut String, name: &str, e: &Estimate| {
+                let _ = writeln!(
+                    o,
+                    "  {:<46} {:>7} {:>20} {:>28}{}",
+                    name,
+                    e.samples,
+                    format!("{}% [{}–{}]", pct(e.share), pct(e.share_low), pct(e.share_high)),
+                    format!("{} [{}–{}]", human_ns(e.ns_per_attempt), human_ns(e.ns_per_attempt_low), human_ns(e.ns_per_attempt_high)),
+                    if e.few_samples { "  (few samples)" } else { "" }
+                );
+            };
+            line(o, &p.label, &p.estimate);
+            for f in p.functions.iter().take(5) {
+                line(o, &format!("    {}", f.function), &f.estimate);
+            }
+            if p.functions.len() > 5 {
+                let _ = writeln!(o, "      ... {} more functions (in --json)", p.functions.len() - 5);
+            }
+        }
+        if !unseen.is_empty() {
+            let _ = writeln!(o, "  no samples in: {}", unseen.join(", "));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  samples: {} taken; not attributed: {} of attempts never recorded, {} after their attempt's exit time; {} without a kernel stack; {} addresses without a symbol",
+        s.samples, s.samples_without_attempt, s.samples_after_exit, s.samples_without_stack, s.unknown_addresses
+    );
 }
 
 fn errno_name(e: i64) -> String {
@@ -236,7 +303,21 @@ mod tests {
         assert_eq!(human_ns(2_340_000_000.0), "2.34 s");
     }
 
+    struct Table;
+    impl crate::analysis::attribution::Symbolizer for Table {
+        fn symbolize(&self, addr: u64) -> Option<String> {
+            Some(match addr {
+                0x10 => "path_openat",
+                0x20 => "mm_alloc",
+                0x30 => "__x64_sys_execve",
+                _ => return None,
+            }
+            .to_owned())
+        }
+    }
+
     fn sample_report() -> RunReport {
+        let (symbols, model) = (Table, crate::phases::PhaseModel::builtin().unwrap());
         let mut events = Vec::new();
         let mut t = 0;
         for step in 0..3u64 {
@@ -251,6 +332,13 @@ mod tests {
             t += 60_000;
         }
         events.push(Event::Exec(attempt(100, t, t + 300, -7, Some(0))));
+        // Samples: two in the first ENOENT attempt (lookup), one in the first success (mm setup).
+        let sample = |enter: u64, frames: &[u64]| {
+            Event::Sample(crate::events::Sample { ts_ns: enter + 10, pid: 100, tgid: 100, attempt_enter_ns: enter, frames: frames.to_vec() })
+        };
+        events.push(sample(0, &[0x10, 0x30]));
+        events.push(sample(0, &[0x10, 0x30]));
+        events.push(sample(4_000, &[0x20, 0x30]));
         RunReport {
             schema_version: SCHEMA_VERSION,
             execprof_version: "0.0.0".into(),
@@ -258,11 +346,11 @@ mod tests {
             program: "/x/t".into(),
             chain: None,
             kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
-            mode: Mode::tracepoints(),
+            mode: Mode::new(997),
             warnings: vec![],
             exit_status: ExitStatus::Code(0),
             command_wall_ns: 200_000,
-            analysis: analysis::analyse(&events),
+            analysis: analysis::analyse(&events, Some(analysis::SymbolContext { symbols: &symbols, model: &model })),
             losses: LossCounters(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()),
             undecodable_records: 0,
         }

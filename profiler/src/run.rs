@@ -8,7 +8,10 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis,
+    analysis::{self, SymbolContext},
+    export,
+    ksyms::KernelSymbols,
+    phases::PhaseModel,
     exit::{Failure, code},
     kernel::KernelInfo,
     kernel_layout::TaskLayout,
@@ -28,6 +31,10 @@ pub enum Target {
 pub struct RunConfig {
     pub target: Target,
     pub json: Option<PathBuf>,
+    /// Folded stacks and flame graphs per outcome go here.
+    pub folded: Option<PathBuf>,
+    /// cpu-clock sampling rate per CPU; 0 = no per-function attribution.
+    pub sample_hz: u64,
     pub ring_bytes: u32,
     pub verbose: bool,
 }
@@ -56,6 +63,9 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     for w in &tracer.attach.warnings {
         eprintln!("execprof: warning: {w}");
     }
+    if cfg.sample_hz > 0 {
+        tracer.start_sampling(cfg.sample_hz).map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}; run with --sample-hz 0 to trace without per-function attribution")))?;
+    }
     let collector = tracer.start_collector()?;
     launch::install_signal_forwarding();
 
@@ -74,7 +84,11 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     if let Some(failure) = launch_failure {
         return Err(failure.into());
     }
-    let analysis = analysis::analyse(&collected.events);
+    let symbols = if cfg.sample_hz > 0 { Some((KernelSymbols::load()?, PhaseModel::builtin()?)) } else { None };
+    let analysis = analysis::analyse(
+        &collected.events,
+        symbols.as_ref().map(|(symbols, model)| SymbolContext { symbols, model }),
+    );
     let report = RunReport {
         schema_version: report::SCHEMA_VERSION,
         execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -82,7 +96,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         program: command.program.display().to_string(),
         chain,
         kernel,
-        mode: report::Mode::tracepoints(),
+        mode: report::Mode::new(cfg.sample_hz),
         warnings: tracer.attach.warnings.clone(),
         exit_status: status,
         command_wall_ns: command_ns,
@@ -94,6 +108,9 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         eprintln!("execprof: warning: {} records could not be decoded (first: {err})", collected.undecodable);
     }
     print!("{}", report::render(&report));
+    if let (Some(dir), Some(sampled)) = (&cfg.folded, &report.analysis.sampled) {
+        export::write_folded(dir, sampled)?;
+    }
     if let Some(path) = &cfg.json {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;

@@ -13,6 +13,10 @@ use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    programs::{
+        PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
 };
 use profiler_common::{counter, names};
 
@@ -87,6 +91,29 @@ impl Tracer {
             out.push(((*name).to_owned(), per_cpu.iter().sum()));
         }
         Ok(LossCounters(out))
+    }
+
+    /// Samples kernel stacks at `hz` on every online CPU; the program keeps only samples of
+    /// traced threads inside an exec attempt.
+    pub fn start_sampling(&mut self, hz: u64) -> Result<()> {
+        let cpus = online_cpus()?;
+        let program: &mut PerfEvent = self
+            .ebpf
+            .program_mut(names::PROG_SAMPLE)
+            .ok_or_else(|| anyhow!("program {} missing from the eBPF object", names::PROG_SAMPLE))?
+            .try_into()?;
+        program.load().context("loading the sampling program")?;
+        for cpu in cpus {
+            program
+                .attach(
+                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(hz),
+                    false,
+                )
+                .with_context(|| format!("attaching cpu-clock sampling on CPU {cpu} (perf_event_open)"))?;
+        }
+        Ok(())
     }
 
     /// Starts draining the ring buffer on its own thread.
@@ -191,4 +218,33 @@ pub fn ensure_tracefs() -> Result<()> {
         anyhow::bail!("tracefs mounted at {TRACEFS} but has no events directory");
     }
     Ok(())
+}
+
+/// CPUs to sample on, from `/sys/devices/system/cpu/online` ("0-3,5").
+pub fn online_cpus() -> Result<Vec<u32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").context("reading the online CPU list")?;
+    parse_cpu_list(text.trim()).ok_or_else(|| anyhow!("cannot parse the online CPU list {text:?}"))
+}
+
+fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,5"), Some(vec![0, 1, 2, 3, 5]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("0-x"), None);
+    }
 }

@@ -189,3 +189,62 @@ fn long_file_names_are_cut_and_counted() {
     let files = v["analysis"]["files"].as_array().unwrap();
     assert!(files.iter().any(|f| f["filename"].as_str().unwrap().len() == 255), "{files:?}");
 }
+
+fn phase<'a>(outcome: &'a Value, name: &str) -> &'a Value {
+    outcome["phases"].as_array().unwrap().iter().find(|p| p["phase"] == name).unwrap()
+}
+
+/// Sampled attribution on this kernel (6.8+ order: the file is opened before the mm is
+/// set up). Failed PATH lookups must spend their exec-phase time in lookup/open with no mm
+/// set-up and no page fault; successful execs must show old-mm teardown and new-image set-up.
+#[test]
+fn sampled_attribution_puts_failed_lookups_in_lookup_and_successes_in_image_work() {
+    require_root!();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut it = kernel.trim().split(['.', '-']).map(|x| x.parse::<u32>().unwrap_or(0));
+    let version = (it.next().unwrap(), it.next().unwrap());
+    if version < (6, 8) {
+        eprintln!("skipped: kernel {kernel} predates the 6.8 exec reordering this test asserts");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (v, out) = run_json(&["--steps", "10000", "--sample-hz", "9999", "--folded", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sampled = &v["analysis"]["sampled"];
+    let outcome = |name: &str| sampled["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == name).cloned().unwrap();
+
+    let enoent = outcome("enoent");
+    let samples_in = |o: &Value, p: &str| phase(o, p)["estimate"]["samples"].as_u64().unwrap();
+    let exec_phases = ["lookup", "bprm_mm", "args", "creds", "binfmt", "old_mm", "new_image", "cleanup"];
+    let in_exec: u64 = exec_phases.iter().map(|p| samples_in(&enoent, p)).sum();
+    assert!(in_exec >= 200, "too few samples to judge: {in_exec}");
+    let lookup = samples_in(&enoent, "lookup");
+    assert!(lookup as f64 >= 0.9 * in_exec as f64, "lookup {lookup} of {in_exec} exec-phase samples");
+    let mm_functions = ["mm_alloc", "mm_init", "pgd_alloc", "__bprm_mm_init", "bprm_mm_init"];
+    for p in enoent["phases"].as_array().unwrap() {
+        for f in p["functions"].as_array().unwrap() {
+            let name = f["function"].as_str().unwrap();
+            assert!(!mm_functions.iter().any(|m| name.starts_with(m)), "mm set-up {name} in a failed lookup");
+        }
+    }
+    let faults = v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "enoent").unwrap()["minor_faults_per_attempt"]
+        .as_f64()
+        .unwrap();
+    assert!(faults < 0.05, "ENOENT attempts took {faults} faults each");
+
+    let success = outcome("success");
+    let share = |o: &Value, p: &str| phase(o, p)["estimate"]["share"].as_f64().unwrap();
+    let image_work = share(&success, "old_mm") + share(&success, "new_image");
+    assert!(image_work > 0.2, "old mm + new image share {image_work}");
+    // Phases reconcile with the exact mean: their estimates add up to it.
+    for o in [&enoent, &success] {
+        let sum: f64 = o["phases"].as_array().unwrap().iter().map(|p| p["estimate"]["ns_per_attempt"].as_f64().unwrap()).sum();
+        let mean = o["mean_ns"].as_f64().unwrap();
+        assert!((sum - mean).abs() < 1e-6 * mean, "phases {sum} vs mean {mean}");
+    }
+    for f in ["enoent.folded", "enoent.svg", "success.folded", "success.svg"] {
+        assert!(dir.path().join(f).metadata().map(|m| m.len() > 0).unwrap_or(false), "{f} missing");
+    }
+    let folded = std::fs::read_to_string(dir.path().join("enoent.folded")).unwrap();
+    assert!(folded.lines().all(|l| l.rsplit_once(' ').is_some_and(|(_, n)| n.parse::<u64>().is_ok())));
+}

@@ -1,11 +1,15 @@
 //! Pure analysis of decoded events: no I/O, no kernel, tested without root.
+pub mod attribution;
 pub mod chain;
 pub mod outcome;
 pub mod stats;
 
 use serde::Serialize;
 
-use crate::events::{Event, ExecAttempt};
+use crate::{
+    events::{Event, ExecAttempt, Sample},
+    phases::PhaseModel,
+};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
@@ -13,6 +17,8 @@ pub struct Analysis {
     pub outcomes: Vec<outcome::OutcomeSummary>,
     pub success_split: Option<outcome::SuccessSplit>,
     pub chain: Option<chain::ChainSummary>,
+    /// Per-phase and per-function attribution from cpu-clock samples (sampled mode).
+    pub sampled: Option<attribution::SampledAttribution>,
     /// Processes seen in the traced tree (the launched one plus every forked process).
     pub processes: u64,
     pub threads_created: u64,
@@ -52,8 +58,15 @@ fn files(attempts: &[&ExecAttempt]) -> (Vec<FileCount>, u64) {
     (list, extra)
 }
 
-pub fn analyse(events: &[Event]) -> Analysis {
+/// What sampled attribution needs besides the events.
+pub struct SymbolContext<'a> {
+    pub symbols: &'a dyn attribution::Symbolizer,
+    pub model: &'a PhaseModel,
+}
+
+pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>) -> Analysis {
     let attempts: Vec<&ExecAttempt> = events.iter().filter_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).collect();
+    let samples: Vec<&Sample> = events.iter().filter_map(|e| if let Event::Sample(s) = e { Some(s) } else { None }).collect();
     let forks = events.iter().filter_map(|e| if let Event::Fork(f) = e { Some(f) } else { None });
     let (mut processes, mut threads) = (1u64, 0u64);
     for f in forks {
@@ -66,6 +79,7 @@ pub fn analyse(events: &[Event]) -> Analysis {
         outcomes: outcome::summarize(&attempts),
         success_split: outcome::success_split(&attempts),
         chain: chain::summarize(&steps),
+        sampled: symbols.map(|c| attribution::attribute(&attempts, &samples, c.symbols, c.model)),
         processes,
         threads_created: threads,
         filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,
@@ -111,7 +125,7 @@ mod tests {
     fn counts_processes_and_threads_from_forks() {
         let fork = |thread| Event::Fork(Fork { ts_ns: 0, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: if thread { 1 } else { 2 }, thread });
         let events = vec![fork(false), fork(false), fork(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
-        let a = analyse(&events);
+        let a = analyse(&events, None);
         assert_eq!((a.processes, a.threads_created, a.attempts), (3, 1, 1));
     }
 
@@ -122,7 +136,7 @@ mod tests {
         let mut hit = test_support::attempt(1, 20, 30, 0, None);
         hit.filename = "/b/t".into();
         let events = vec![Event::Exec(miss.clone()), Event::Exec(miss), Event::Exec(hit)];
-        let a = analyse(&events);
+        let a = analyse(&events, None);
         assert_eq!(
             a.files,
             vec![

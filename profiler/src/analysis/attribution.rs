@@ -1,0 +1,296 @@
+//! Sampled per-phase and per-function attribution of exec time, split by outcome.
+//!
+//! Each cpu-clock sample was taken inside one exec attempt; once the attempt's outcome is
+//! known the sample counts for that outcome. A sample's phase comes from the phase model
+//! (the innermost exec-path frame decides, interrupts and the scheduler are "other"); its
+//! function is the frame that decided. Shares become time by multiplying with the outcome's
+//! exact total from the tracepoints, so phases always reconcile with the measured total, and
+//! each share carries a 95% Wilson interval that widens as samples get few.
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::outcome::Outcome;
+use crate::{
+    events::{ExecAttempt, Sample},
+    phases::{AttributionReason, PhaseModel},
+};
+
+/// Kernel address → function name. Behind a trait so tests use a fake table.
+pub trait Symbolizer {
+    /// The raw symbol name (`copy_strings.isra.0`), or None when no symbol covers `addr`.
+    fn symbolize(&self, addr: u64) -> Option<String>;
+}
+
+impl Symbolizer for crate::ksyms::KernelSymbols {
+    fn symbolize(&self, addr: u64) -> Option<String> {
+        self.lookup_addr(addr).map(|(name, _)| name.to_owned())
+    }
+}
+
+/// Below this many samples a line's share is shown but flagged as weakly supported.
+pub const MIN_SAMPLES: u64 = 30;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Estimate {
+    pub samples: u64,
+    /// Of the outcome's samples.
+    pub share: f64,
+    pub share_low: f64,
+    pub share_high: f64,
+    /// share × the outcome's exact mean latency, with the interval scaled the same way.
+    pub ns_per_attempt: f64,
+    pub ns_per_attempt_low: f64,
+    pub ns_per_attempt_high: f64,
+    pub few_samples: bool,
+}
+
+impl Estimate {
+    fn new(samples: u64, of: u64, mean_ns: f64) -> Self {
+        let (lo, hi) = wilson(samples, of);
+        let share = if of == 0 { 0.0 } else { samples as f64 / of as f64 };
+        Self {
+            samples,
+            share,
+            share_low: lo,
+            share_high: hi,
+            ns_per_attempt: share * mean_ns,
+            ns_per_attempt_low: lo * mean_ns,
+            ns_per_attempt_high: hi * mean_ns,
+            few_samples: samples < MIN_SAMPLES,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionLine {
+    /// The kernel's own name, suffix kept (`do_execveat_common.isra.0`).
+    pub function: String,
+    pub estimate: Estimate,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseLine {
+    pub phase: String,
+    pub label: String,
+    pub estimate: Estimate,
+    /// Functions that decided this phase's samples, most samples first.
+    pub functions: Vec<FunctionLine>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OutcomeAttribution {
+    pub outcome: Outcome,
+    pub attempts: u64,
+    /// Exact mean latency of this outcome's attempts (tracepoints).
+    pub mean_ns: f64,
+    pub samples: u64,
+    /// In exec order; phases without samples included, so "not seen" is visible.
+    pub phases: Vec<PhaseLine>,
+    /// Folded stacks (`phase;outermost;...;innermost count`) for flame graphs.
+    #[serde(skip)]
+    pub folded: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SampledAttribution {
+    pub samples: u64,
+    /// Samples whose attempt was never recorded (its exit was lost): counted, not used.
+    pub samples_without_attempt: u64,
+    /// Samples taken after the attempt's exit timestamp (in the exit probe's own work): not
+    /// part of the measured latency, so not attributed.
+    pub samples_after_exit: u64,
+    /// Samples whose kernel stack could not be read: attributed to "other".
+    pub samples_without_stack: u64,
+    /// Distinct addresses no kernel symbol covers (shown as `[unknown 0x…]`).
+    pub unknown_addresses: u64,
+    pub outcomes: Vec<OutcomeAttribution>,
+}
+
+/// 95% Wilson score interval for `k` successes out of `n`.
+pub fn wilson(k: u64, n: u64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.96f64);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let center = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
+pub fn attribute(attempts: &[&ExecAttempt], samples: &[&Sample], symbols: &dyn Symbolizer, model: &PhaseModel) -> SampledAttribution {
+    let outcome_of: HashMap<(u32, u64), (Outcome, u64)> =
+        attempts.iter().map(|a| ((a.tgid, a.enter_ns), (Outcome::of(a.ret), a.exit_ns))).collect();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut unknown = 0u64;
+    let phase_count = model.phases().len();
+    // Per outcome: per phase: function -> samples; and folded stacks.
+    let mut per: HashMap<Outcome, (Vec<HashMap<String, u64>>, HashMap<String, u64>)> = HashMap::new();
+    let (mut without_attempt, mut without_stack, mut outside) = (0u64, 0u64, 0u64);
+    for s in samples {
+        let Some(&(outcome, exit_ns)) = outcome_of.get(&(s.tgid, s.attempt_enter_ns)) else {
+            without_attempt += 1;
+            continue;
+        };
+        // Taken in the probes' own work after the exit timestamp: outside the measured time.
+        if s.ts_ns > exit_ns {
+            outside += 1;
+            continue;
+        }
+        for &addr in &s.frames {
+            names.entry(addr).or_insert_with(|| {
+                symbols.symbolize(addr).unwrap_or_else(|| {
+                    unknown += 1;
+                    format!("[unknown {addr:#x}]")
+                })
+            });
+        }
+        let frames: Vec<&str> = s.frames.iter().map(|addr| names[addr].as_str()).collect();
+        let (phase, function) = if frames.is_empty() {
+            without_stack += 1;
+            (model.other(), "[no stack]".to_owned())
+        } else {
+            let a = model.attribute(&frames);
+            let decider = match a.reason {
+                AttributionReason::Overhead { frame }
+                | AttributionReason::Async { frame }
+                | AttributionReason::Strong { frame }
+                | AttributionReason::Weak { frame } => frame,
+                AttributionReason::Fallback => 0,
+            };
+            (a.phase, frames[decider].to_owned())
+        };
+        let entry = per.entry(outcome).or_insert_with(|| (vec![HashMap::new(); phase_count], HashMap::new()));
+        *entry.0[phase.index()].entry(function).or_default() += 1;
+        let mut folded = model.phase(phase).name.clone();
+        for f in frames.iter().rev() {
+            folded.push(';');
+            folded.push_str(f);
+        }
+        *entry.1.entry(folded).or_default() += 1;
+    }
+
+    let mut outcomes = Vec::new();
+    for outcome in Outcome::ALL {
+        let Some((by_phase, folded)) = per.remove(&outcome) else { continue };
+        let of_kind: Vec<&&ExecAttempt> = attempts.iter().filter(|a| Outcome::of(a.ret) == outcome).collect();
+        let mean_ns = of_kind.iter().map(|a| a.duration_ns() as f64).sum::<f64>() / of_kind.len().max(1) as f64;
+        let total: u64 = by_phase.iter().flat_map(|m| m.values()).sum();
+        let phases = model
+            .phases()
+            .iter()
+            .map(|p| {
+                let funcs = &by_phase[p.id.index()];
+                let mut functions: Vec<FunctionLine> = funcs
+                    .iter()
+                    .map(|(f, &n)| FunctionLine { function: f.clone(), estimate: Estimate::new(n, total, mean_ns) })
+                    .collect();
+                functions.sort_by(|a, b| b.estimate.samples.cmp(&a.estimate.samples).then_with(|| a.function.cmp(&b.function)));
+                PhaseLine {
+                    phase: p.name.clone(),
+                    label: p.label.clone(),
+                    estimate: Estimate::new(funcs.values().sum(), total, mean_ns),
+                    functions,
+                }
+            })
+            .collect();
+        let mut folded: Vec<(String, u64)> = folded.into_iter().collect();
+        folded.sort();
+        outcomes.push(OutcomeAttribution { outcome, attempts: of_kind.len() as u64, mean_ns, samples: total, phases, folded });
+    }
+    SampledAttribution {
+        samples: samples.len() as u64,
+        samples_without_attempt: without_attempt,
+        samples_after_exit: outside,
+        samples_without_stack: without_stack,
+        unknown_addresses: unknown,
+        outcomes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::test_support::attempt;
+
+    struct FakeSymbols(Vec<(u64, &'static str)>);
+    impl Symbolizer for FakeSymbols {
+        fn symbolize(&self, addr: u64) -> Option<String> {
+            self.0.iter().find(|(a, _)| *a == addr).map(|(_, n)| (*n).to_owned())
+        }
+    }
+
+    const PATH_OPENAT: u64 = 0x10;
+    const DO_OPEN_EXECAT: u64 = 0x20;
+    const SYSCALL: u64 = 0x30;
+    const MM_ALLOC: u64 = 0x40;
+    const IRQ: u64 = 0x50;
+
+    fn symbols() -> FakeSymbols {
+        FakeSymbols(vec![
+            (PATH_OPENAT, "path_openat"),
+            (DO_OPEN_EXECAT, "do_open_execat"),
+            (SYSCALL, "__x64_sys_execve"),
+            (MM_ALLOC, "mm_alloc"),
+            (IRQ, "__sysvec_apic_timer_interrupt"),
+        ])
+    }
+
+    fn sample(tgid: u32, enter: u64, frames: &[u64]) -> Sample {
+        Sample { ts_ns: enter + 1, pid: tgid, tgid, attempt_enter_ns: enter, frames: frames.to_vec() }
+    }
+
+    #[test]
+    fn samples_count_for_their_attempts_outcome_and_phase() {
+        let model = PhaseModel::builtin().unwrap();
+        let fail = attempt(1, 100, 1_100, -2, None);
+        let ok = attempt(1, 2_000, 42_000, 0, None);
+        let samples = [
+            sample(1, 100, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
+            sample(1, 100, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
+            sample(1, 100, &[0xdead, SYSCALL]),
+            sample(1, 2_000, &[MM_ALLOC, SYSCALL]),
+            sample(1, 2_000, &[IRQ, MM_ALLOC, SYSCALL]),
+            sample(1, 2_000, &[]),
+            sample(1, 9_999, &[MM_ALLOC]), // its attempt was lost
+            Sample { ts_ns: 1_200, pid: 1, tgid: 1, attempt_enter_ns: 100, frames: vec![PATH_OPENAT] }, // after exit
+        ];
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let a = attribute(&[&fail, &ok], &refs, &symbols(), &model);
+        assert_eq!((a.samples, a.samples_without_attempt, a.samples_without_stack, a.unknown_addresses), (8, 1, 1, 1));
+        assert_eq!(a.samples_after_exit, 1);
+        let enoent = a.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();
+        assert_eq!(enoent.samples, 3);
+        let lookup = enoent.phases.iter().find(|p| p.phase == "lookup").unwrap();
+        assert_eq!(lookup.estimate.samples, 2);
+        assert_eq!(lookup.functions[0].function, "path_openat");
+        // 2 of 3 samples of a 1 µs outcome: 667 ns per attempt.
+        assert!((lookup.estimate.ns_per_attempt - 666.67).abs() < 0.1);
+        assert!(lookup.estimate.few_samples);
+        // Shares of all phases add up to the whole, so time reconciles with the exact mean.
+        let sum: f64 = enoent.phases.iter().map(|p| p.estimate.ns_per_attempt).sum();
+        assert!((sum - enoent.mean_ns).abs() < 1e-6);
+        let other = enoent.phases.iter().find(|p| p.phase == "other").unwrap();
+        assert_eq!(other.functions[0].function, "[unknown 0xdead]");
+
+        let success = a.outcomes.iter().find(|o| o.outcome == Outcome::Success).unwrap();
+        let mm = success.phases.iter().find(|p| p.phase == "bprm_mm").unwrap();
+        assert_eq!(mm.estimate.samples, 1);
+        let other = success.phases.iter().find(|p| p.phase == "other").unwrap();
+        assert_eq!(other.estimate.samples, 2, "the interrupt and the stackless sample");
+        assert!(success.folded.iter().any(|(s, n)| s == "bprm_mm;__x64_sys_execve;mm_alloc" && *n == 1), "{:?}", success.folded);
+    }
+
+    #[test]
+    fn wilson_interval_narrows_with_samples() {
+        let (lo, hi) = wilson(5, 10);
+        assert!(lo < 0.5 && hi > 0.5 && hi - lo > 0.5);
+        let (lo, hi) = wilson(5_000, 10_000);
+        assert!(hi - lo < 0.02);
+        assert_eq!(wilson(0, 0), (0.0, 1.0));
+        let (lo, _) = wilson(0, 100);
+        assert_eq!(lo, 0.0);
+    }
+}
