@@ -17,5 +17,6 @@ pub mod privileges;
 pub mod probes;
 pub mod report;
 pub mod run;
+pub mod symbolize;
 pub mod tracer;
 pub mod workload;

@@ -305,14 +305,14 @@ mod tests {
 
     struct Table;
     impl crate::analysis::attribution::Symbolizer for Table {
-        fn symbolize(&self, addr: u64) -> Option<String> {
-            Some(match addr {
-                0x10 => "path_openat",
-                0x20 => "mm_alloc",
-                0x30 => "__x64_sys_execve",
-                _ => return None,
-            }
-            .to_owned())
+        fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>> {
+            let name = |a: u64| match a {
+                0x10 => Some("path_openat".to_owned()),
+                0x20 => Some("mm_alloc".to_owned()),
+                0x30 => Some("__x64_sys_execve".to_owned()),
+                _ => None,
+            };
+            addrs.iter().map(|&a| name(a)).collect()
         }
     }
 

@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use crate::{
     analysis::{self, SymbolContext},
     export,
-    ksyms::KernelSymbols,
+    symbolize::KernelSymbolizer,
     phases::PhaseModel,
     exit::{Failure, code},
     kernel::KernelInfo,
@@ -84,7 +84,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     if let Some(failure) = launch_failure {
         return Err(failure.into());
     }
-    let symbols = if cfg.sample_hz > 0 { Some((KernelSymbols::load()?, PhaseModel::builtin()?)) } else { None };
+    let symbols = if cfg.sample_hz > 0 { Some((KernelSymbolizer::new(), PhaseModel::builtin()?)) } else { None };
     let analysis = analysis::analyse(
         &collected.events,
         symbols.as_ref().map(|(symbols, model)| SymbolContext { symbols, model }),

@@ -16,15 +16,17 @@ use crate::{
     phases::{AttributionReason, PhaseModel},
 };
 
-/// Kernel address → function name. Behind a trait so tests use a fake table.
+/// Kernel addresses → function names, in one batch (symbolizers are fastest that way).
+/// Behind a trait so tests use a fake table.
 pub trait Symbolizer {
-    /// The raw symbol name (`copy_strings.isra.0`), or None when no symbol covers `addr`.
-    fn symbolize(&self, addr: u64) -> Option<String>;
+    /// For each address, the raw symbol name (`copy_strings.isra.0`), or None when no symbol
+    /// covers it.
+    fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>>;
 }
 
 impl Symbolizer for crate::ksyms::KernelSymbols {
-    fn symbolize(&self, addr: u64) -> Option<String> {
-        self.lookup_addr(addr).map(|(name, _)| name.to_owned())
+    fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>> {
+        addrs.iter().map(|&a| self.lookup_addr(a).map(|(name, _)| name.to_owned())).collect()
     }
 }
 
@@ -107,6 +109,20 @@ pub struct SampledAttribution {
     pub outcomes: Vec<OutcomeAttribution>,
 }
 
+/// Every distinct frame address, symbolized once; an address without a symbol keeps its
+/// value as `[unknown 0x…]` so the sample is never dropped.
+fn symbolize_unique(samples: &[&Sample], symbols: &dyn Symbolizer) -> HashMap<u64, String> {
+    let mut addrs: Vec<u64> = samples.iter().flat_map(|s| s.frames.iter().copied()).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    let names = symbols.symbolize(&addrs);
+    addrs
+        .into_iter()
+        .zip(names.into_iter().chain(std::iter::repeat(None)))
+        .map(|(a, n)| (a, n.unwrap_or_else(|| format!("[unknown {a:#x}]"))))
+        .collect()
+}
+
 /// 95% Wilson score interval for `k` successes out of `n`.
 pub fn wilson(k: u64, n: u64) -> (f64, f64) {
     if n == 0 {
@@ -123,8 +139,8 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 pub fn attribute(attempts: &[&ExecAttempt], samples: &[&Sample], symbols: &dyn Symbolizer, model: &PhaseModel) -> SampledAttribution {
     let outcome_of: HashMap<(u32, u64), (Outcome, u64)> =
         attempts.iter().map(|a| ((a.tgid, a.enter_ns), (Outcome::of(a.ret), a.exit_ns))).collect();
-    let mut names: HashMap<u64, String> = HashMap::new();
-    let mut unknown = 0u64;
+    let names = symbolize_unique(samples, symbols);
+    let unknown = names.values().filter(|n| n.starts_with("[unknown ")).count() as u64;
     let phase_count = model.phases().len();
     // Per outcome: per phase: function -> samples; and folded stacks.
     let mut per: HashMap<Outcome, (Vec<HashMap<String, u64>>, HashMap<String, u64>)> = HashMap::new();
@@ -138,14 +154,6 @@ pub fn attribute(attempts: &[&ExecAttempt], samples: &[&Sample], symbols: &dyn S
         if s.ts_ns > exit_ns {
             outside += 1;
             continue;
-        }
-        for &addr in &s.frames {
-            names.entry(addr).or_insert_with(|| {
-                symbols.symbolize(addr).unwrap_or_else(|| {
-                    unknown += 1;
-                    format!("[unknown {addr:#x}]")
-                })
-            });
         }
         let frames: Vec<&str> = s.frames.iter().map(|addr| names[addr].as_str()).collect();
         let (phase, function) = if frames.is_empty() {
@@ -217,8 +225,8 @@ mod tests {
 
     struct FakeSymbols(Vec<(u64, &'static str)>);
     impl Symbolizer for FakeSymbols {
-        fn symbolize(&self, addr: u64) -> Option<String> {
-            self.0.iter().find(|(a, _)| *a == addr).map(|(_, n)| (*n).to_owned())
+        fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>> {
+            addrs.iter().map(|addr| self.0.iter().find(|(a, _)| a == addr).map(|(_, n)| (*n).to_owned())).collect()
         }
     }
 
