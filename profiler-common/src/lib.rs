@@ -18,6 +18,9 @@ pub mod names {
     pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
     pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
     pub const PROG_SAMPLE: &str = "sample_exec_stack";
+    /// Exact mode: `exact_entry_N` / `exact_return_N` for function slot N < MAX_PROBED.
+    pub const PROG_EXACT_ENTRY_PREFIX: &str = "exact_entry_";
+    pub const PROG_EXACT_RETURN_PREFIX: &str = "exact_return_";
 
     /// Globals fixed before load: byte offsets inside kernel structs, taken from the running
     /// kernel's BTF because Rust eBPF has no CO-RE relocations.
@@ -38,6 +41,8 @@ pub mod limits {
     pub const MAX_TRACED: u32 = 65_536;
     /// Kernel frames kept per sample (deeper stacks keep their innermost frames).
     pub const MAX_FRAMES: usize = 64;
+    /// Kernel functions exact mode can probe at once (one entry/return program pair each).
+    pub const MAX_PROBED: u32 = 32;
     /// Threads inside an exec syscall at once.
     pub const MAX_IN_FLIGHT: u32 = 16_384;
     /// Default ring buffer size in bytes (a power of two, a multiple of the page size).
@@ -50,6 +55,7 @@ pub mod kind {
     pub const FORK: u32 = 2;
     pub const EXIT: u32 = 3;
     pub const SAMPLE: u32 = 4;
+    pub const CALL: u32 = 5;
 }
 
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
@@ -191,6 +197,19 @@ pub struct SampleRecord {
     pub frames: [u64; limits::MAX_FRAMES],
 }
 
+/// Exact mode: one call of a probed kernel function inside an exec attempt, from its
+/// kprobe to its kretprobe. The header's time is the return time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CallRecord {
+    pub header: RecordHeader,
+    pub enter_ns: u64,
+    pub attempt_enter_ns: u64,
+    /// The probe slot: user space knows which function it attached there.
+    pub slot: u32,
+    pub _reserved: u32,
+}
+
 /// A traced thread exited (`sched_process_exit`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -206,6 +225,7 @@ const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
 const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 6 * 8 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<ForkRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 24 + 8);
+const _: () = assert!(core::mem::size_of::<CallRecord>() == 24 + 24);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 16 + 8 * limits::MAX_FRAMES);
 
 impl ExecRecord {
@@ -236,4 +256,5 @@ mod pod {
     unsafe impl aya::Pod for ForkRecord {}
     unsafe impl aya::Pod for ExitRecord {}
     unsafe impl aya::Pod for SampleRecord {}
+    unsafe impl aya::Pod for CallRecord {}
 }

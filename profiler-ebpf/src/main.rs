@@ -5,6 +5,7 @@
 #![no_main]
 
 mod doctor;
+mod exact;
 mod maps;
 mod sampling;
 mod sched;

@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// Built-in chain: PATH directories missed (one ENOENT each) before the program's own.
     #[arg(long, value_name = "K", conflicts_with = "command")]
     pub misses: Option<u32>,
+    /// Per-function timing: exact (kprobes on exec-path functions), sampled (kernel stacks),
+    /// or auto (exact where the kernel allows it, plus sampling; sampled otherwise).
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
     /// Kernel-stack sampling rate inside exec attempts, per CPU (0 turns sampling off).
     #[arg(long, value_name = "HZ", default_value_t = 4999)]
     pub sample_hz: u64,
@@ -44,6 +48,13 @@ pub struct RunArgs {
     /// The command to trace, after `--`. Without it, the built-in exec chain runs.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ModeArg {
+    Auto,
+    Exact,
+    Sampled,
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@
 //! only place that knows the wire layout; a record of unknown kind or size is an error that
 //! names it, never a silent skip.
 use anyhow::{Result, bail};
-use profiler_common::{ExecRecord, ExitRecord, ForkRecord, RecordHeader, SampleRecord, exec_flags, exec_syscall, exit_flags, fork_flags, kind};
+use profiler_common::{CallRecord, ExecRecord, ExitRecord, ForkRecord, RecordHeader, SampleRecord, exec_flags, exec_syscall, exit_flags, fork_flags, kind};
 use serde::{Deserialize, Serialize};
 
 /// One `execve`/`execveat` attempt. Times are CLOCK_MONOTONIC nanoseconds.
@@ -74,6 +74,19 @@ pub struct Sample {
     pub frames: Vec<u64>,
 }
 
+/// Exact mode: one call of a probed kernel function inside an exec attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    pub pid: u32,
+    pub tgid: u32,
+    pub enter_ns: u64,
+    pub exit_ns: u64,
+    /// Enter time of the attempt it ran in (0: could not be tied to one).
+    pub attempt_enter_ns: u64,
+    /// Probe slot; the exact-mode plan says which function is there.
+    pub slot: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Event {
@@ -81,6 +94,7 @@ pub enum Event {
     Fork(Fork),
     Exit(Exit),
     Sample(Sample),
+    Call(Call),
 }
 
 /// Reads a `#[repr(C)]` record from the front of `bytes` (ring buffer items are 8-byte
@@ -126,6 +140,17 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
                 tgid: r.header.tgid,
                 attempt_enter_ns: r.attempt_enter_ns,
                 frames: r.frames[..n].to_vec(),
+            }))
+        }
+        kind::CALL => {
+            let r: CallRecord = read(bytes)?;
+            Ok(Event::Call(Call {
+                pid: r.header.pid,
+                tgid: r.header.tgid,
+                enter_ns: r.enter_ns,
+                exit_ns: r.header.ts_ns,
+                attempt_enter_ns: r.attempt_enter_ns,
+                slot: r.slot,
             }))
         }
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
@@ -222,6 +247,13 @@ mod tests {
         let Event::Sample(s) = decode(&bytes_of(&r)).unwrap() else { panic!() };
         assert_eq!(s.frames, vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020]);
         assert_eq!((s.attempt_enter_ns, s.tgid), (40, 3));
+    }
+
+    #[test]
+    fn decodes_calls() {
+        let r = CallRecord { header: RecordHeader { kind: kind::CALL, cpu: 1, ts_ns: 90, pid: 4, tgid: 4 }, enter_ns: 70, attempt_enter_ns: 60, slot: 3, _reserved: 0 };
+        let Event::Call(c) = decode(&bytes_of(&r)).unwrap() else { panic!() };
+        assert_eq!(c, Call { pid: 4, tgid: 4, enter_ns: 70, exit_ns: 90, attempt_enter_ns: 60, slot: 3 });
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod cli;
 pub mod doctor;
 pub mod events;
+pub mod exact_plan;
 pub mod exit;
 pub mod export;
 pub mod kernel;

@@ -9,7 +9,7 @@ use execprof::{
     doctor,
     run,
     exit::{Failure, code},
-    run::{RunConfig, Target},
+    run::{ModeRequest, RunConfig, Target},
     workload::ChainSpec,
 };
 
@@ -57,5 +57,13 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
     if args.folded.is_some() && args.sample_hz == 0 {
         return Err(Failure::usage("--folded needs samples; drop --sample-hz 0").into());
     }
-    Ok(RunConfig { target, json: args.json, folded: args.folded, sample_hz: args.sample_hz, ring_bytes, verbose })
+    let mode = match args.mode {
+        cli::ModeArg::Auto => ModeRequest::Auto,
+        cli::ModeArg::Exact => ModeRequest::Exact,
+        cli::ModeArg::Sampled => ModeRequest::Sampled,
+    };
+    if mode == ModeRequest::Sampled && args.sample_hz == 0 {
+        return Err(Failure::usage("--mode sampled needs samples; drop --sample-hz 0").into());
+    }
+    Ok(RunConfig { target, json: args.json, folded: args.folded, sample_hz: args.sample_hz, mode, ring_bytes, verbose })
 }

@@ -8,6 +8,7 @@ use crate::{
     analysis::{
         Analysis,
         attribution::{Estimate, SampledAttribution},
+        exact::ExactTiming,
         outcome::Outcome,
         stats::Distribution,
     },
@@ -24,22 +25,30 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct Mode {
     /// How exact times are taken.
     pub timing: String,
-    /// How time is attributed to kernel functions.
+    /// `exact`, `exact+sampled`, `sampled` or `none`.
+    pub functions_mode: String,
+    /// How time is attributed to kernel functions, and why this mode.
     pub attribution: String,
 }
 
 impl Mode {
-    pub fn new(sample_hz: u64) -> Self {
+    /// `probed`: functions under entry/return probes (None: no exact mode).
+    pub fn new(probed: Option<usize>, sample_hz: u64, note: Option<String>) -> Self {
+        let sampled = format!("cpu-clock samples at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts");
+        let (mode, text) = match (probed, sample_hz > 0) {
+            (Some(n), true) => ("exact+sampled", format!("exact: kprobe/kretprobe on {n} exec-path functions; plus {sampled}")),
+            (Some(n), false) => ("exact", format!("exact: kprobe/kretprobe on {n} exec-path functions")),
+            (None, true) => ("sampled", format!("sampled: {sampled}")),
+            (None, false) => ("none", "off (--sample-hz 0, no exact mode)".to_owned()),
+        };
+        let attribution = match note {
+            Some(n) if probed.is_none() => format!("{text} — {n}"),
+            _ => text,
+        };
         Self {
             timing: "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec)".into(),
-            attribution: if sample_hz > 0 {
-                format!(
-                    "sampled: cpu-clock at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts only \
-                     (exact per-function mode via kprobes/fentry is not implemented yet)"
-                )
-            } else {
-                "off (--sample-hz 0)".into()
-            },
+            functions_mode: mode.into(),
+            attribution,
         }
     }
 }
@@ -191,6 +200,9 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+    if let Some(x) = &a.exact {
+        render_exact(&mut o, x);
+    }
     if let Some(s) = &a.sampled {
         render_sampled(&mut o, s);
     }
@@ -217,6 +229,47 @@ pub fn render(r: &RunReport) -> String {
         let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
     }
     o
+}
+
+fn render_exact(o: &mut String, x: &ExactTiming) {
+    for oc in &x.outcomes {
+        let _ = writeln!(o, "\nExact per-function times: {} ({} attempts, exact mean {})", oc.outcome.label(), oc.attempts, human_ns(oc.mean_ns));
+        if oc.functions.is_empty() {
+            let _ = writeln!(o, "  no probed function ran inside these attempts");
+        }
+        let _ = writeln!(
+            o,
+            "  {:<28} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+            "function", "phase", "calls/att", "p50", "p99", "mean", "self", "called from"
+        );
+        for f in &oc.functions {
+            let d = &f.inclusive_ns;
+            let _ = writeln!(
+                o,
+                "  {:<28} {:<10} {:>9.2} {:>9} {:>9} {:>9} {:>9}  {}",
+                f.function,
+                f.phase.as_deref().unwrap_or("-"),
+                f.calls_per_attempt,
+                human_ns(d.p50_ns as f64),
+                human_ns(d.p99_ns as f64),
+                human_ns(d.mean_ns),
+                human_ns(f.self_ns_mean),
+                f.parent.as_deref().unwrap_or("(syscall)")
+            );
+        }
+        let _ = writeln!(o, "  phases (self time of their probed functions, per attempt):");
+        for p in &oc.phases {
+            let _ = writeln!(o, "    {:<44} {:>9} {:>6.1}%", p.label, human_ns(p.ns_per_attempt), 100.0 * p.share);
+        }
+        let _ = writeln!(
+            o,
+            "    {:<44} {:>9} {:>6.1}%",
+            "not inside a probed function",
+            human_ns(oc.unprobed_ns_per_attempt),
+            100.0 * oc.unprobed_ns_per_attempt / oc.mean_ns.max(1.0)
+        );
+    }
+    let _ = writeln!(o, "  calls: {} recorded, {} not tied to a recorded attempt", x.calls, x.calls_without_attempt);
 }
 
 fn pct(x: f64) -> String {
@@ -346,11 +399,11 @@ mod tests {
             program: "/x/t".into(),
             chain: None,
             kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
-            mode: Mode::new(997),
+            mode: Mode::new(None, 997, Some("auto mode: sampled, because exact mode is not possible here: no kprobes".into())),
             warnings: vec![],
             exit_status: ExitStatus::Code(0),
             command_wall_ns: 200_000,
-            analysis: analysis::analyse(&events, Some(analysis::SymbolContext { symbols: &symbols, model: &model })),
+            analysis: analysis::analyse(&events, Some(analysis::SymbolContext { symbols: &symbols, model: &model }), None),
             losses: LossCounters(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()),
             undecodable_records: 0,
         }

@@ -8,7 +8,9 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::{self, SymbolContext},
+    analysis::{self, ExactContext, SymbolContext},
+    exact_plan::ExactPlan,
+    ksyms::KernelSymbols,
     export,
     symbolize::KernelSymbolizer,
     phases::PhaseModel,
@@ -23,6 +25,17 @@ use crate::{
     workload::{ChainSpec, ChainWorkload},
 };
 
+/// How per-function time is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeRequest {
+    /// Exact where the kernel allows kprobes, plus sampling; sampling alone otherwise.
+    Auto,
+    /// Entry/return probes only; fail where the kernel has no kprobes.
+    Exact,
+    /// cpu-clock samples with kernel stacks only.
+    Sampled,
+}
+
 pub enum Target {
     Command(Vec<OsString>),
     Chain(ChainSpec),
@@ -35,6 +48,7 @@ pub struct RunConfig {
     pub folded: Option<PathBuf>,
     /// cpu-clock sampling rate per CPU; 0 = no per-function attribution.
     pub sample_hz: u64,
+    pub mode: ModeRequest,
     pub ring_bytes: u32,
     pub verbose: bool,
 }
@@ -63,8 +77,17 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     for w in &tracer.attach.warnings {
         eprintln!("execprof: warning: {w}");
     }
-    if cfg.sample_hz > 0 {
-        tracer.start_sampling(cfg.sample_hz).map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}; run with --sample-hz 0 to trace without per-function attribution")))?;
+    let model = PhaseModel::builtin()?;
+    let (exact_plan, mode_note) = attach_exact(&mut tracer, cfg.mode, &model)?;
+    let sample_hz = match (cfg.mode, &exact_plan) {
+        (ModeRequest::Exact, _) => 0,
+        _ => cfg.sample_hz,
+    };
+    if sample_hz > 0 {
+        tracer.start_sampling(sample_hz).map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}; run with --sample-hz 0 to trace without per-function attribution")))?;
+    }
+    if let Some(note) = &mode_note {
+        eprintln!("execprof: {note}");
     }
     let collector = tracer.start_collector()?;
     launch::install_signal_forwarding();
@@ -84,10 +107,11 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     if let Some(failure) = launch_failure {
         return Err(failure.into());
     }
-    let symbols = if cfg.sample_hz > 0 { Some((KernelSymbolizer::new(), PhaseModel::builtin()?)) } else { None };
+    let symbolizer = (sample_hz > 0).then(KernelSymbolizer::new);
     let analysis = analysis::analyse(
         &collected.events,
-        symbols.as_ref().map(|(symbols, model)| SymbolContext { symbols, model }),
+        symbolizer.as_ref().map(|symbols| SymbolContext { symbols, model: &model }),
+        exact_plan.as_ref().map(|plan| ExactContext { plan, model: &model }),
     );
     let report = RunReport {
         schema_version: report::SCHEMA_VERSION,
@@ -96,7 +120,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         program: command.program.display().to_string(),
         chain,
         kernel,
-        mode: report::Mode::new(cfg.sample_hz),
+        mode: report::Mode::new(exact_plan.as_ref().map(|p| p.functions.len()), sample_hz, mode_note),
         warnings: tracer.attach.warnings.clone(),
         exit_status: status,
         command_wall_ns: command_ns,
@@ -133,4 +157,39 @@ fn wait_for_tree(tracer: &Tracer) {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Attaches exact-mode probes as the mode asks. Returns the plan of what is probed (None:
+/// no exact mode) and, when auto mode fell back or a function could not be probed, a
+/// one-line explanation for the user.
+fn attach_exact(tracer: &mut Tracer, mode: ModeRequest, model: &PhaseModel) -> Result<(Option<ExactPlan>, Option<String>)> {
+    if mode == ModeRequest::Sampled {
+        return Ok((None, None));
+    }
+    let result = KernelSymbols::load().and_then(|symbols| {
+        let mut plan = ExactPlan::resolve(model, &symbols, profiler_common::limits::MAX_PROBED);
+        let (attached, warnings) = tracer.attach_exact(&plan)?;
+        plan.functions.retain(|f| attached.contains(&f.slot));
+        Ok((plan, warnings))
+    });
+    match (result, mode) {
+        (Ok((plan, warnings)), _) => {
+            let note = (!warnings.is_empty()).then(|| warnings.join("\n"));
+            Ok((Some(plan), note))
+        }
+        (Err(e), ModeRequest::Exact) => Err(Failure::new(
+            code::UNSUPPORTED_KERNEL,
+            format!("exact mode is not possible on this kernel: {}; use --mode sampled (or auto)", no_exact_reason(&e)),
+        )
+        .into()),
+        (Err(e), _) => Ok((None, Some(format!("auto mode: sampled, because exact mode is not possible here: {}", no_exact_reason(&e))))),
+    }
+}
+
+/// Why kprobes failed, in the user's terms.
+fn no_exact_reason(err: &anyhow::Error) -> String {
+    if !std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+        return "the kernel has no kprobes (no kprobe PMU; CONFIG_KPROBES is off)".into();
+    }
+    format!("{err:#}")
 }

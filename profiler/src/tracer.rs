@@ -14,7 +14,7 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{
-        PerfEvent,
+        KProbe, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
@@ -22,6 +22,7 @@ use profiler_common::{counter, names};
 
 use crate::{
     events::{self, Event},
+    exact_plan::ExactPlan,
     kernel_layout::TaskLayout,
     probes::{self, AttachOutcome, ProbeSpec},
 };
@@ -114,6 +115,38 @@ impl Tracer {
                 .with_context(|| format!("attaching cpu-clock sampling on CPU {cpu} (perf_event_open)"))?;
         }
         Ok(())
+    }
+
+    /// Exact mode: entry and return probes on every function of the plan. A function whose
+    /// probes do not attach is left out with a warning naming it and the kernel's answer;
+    /// returns the functions attached and the warnings. Fails when none attaches.
+    pub fn attach_exact(&mut self, plan: &ExactPlan) -> Result<(Vec<u32>, Vec<String>)> {
+        let (mut attached, mut warnings) = (Vec::new(), Vec::new());
+        for f in &plan.functions {
+            let (name, offset) = if f.by_address { ("", f.address) } else { (f.raw_name.as_str(), 0) };
+            let mut one = |prefix: &str| -> Result<()> {
+                let prog = format!("{prefix}{}", f.slot);
+                let p: &mut KProbe = self.ebpf.program_mut(&prog).ok_or_else(|| anyhow!("program {prog} missing"))?.try_into()?;
+                if p.fd().is_err() {
+                    p.load()?;
+                }
+                p.attach(name, offset)?;
+                Ok(())
+            };
+            match one(names::PROG_EXACT_ENTRY_PREFIX).and_then(|()| one(names::PROG_EXACT_RETURN_PREFIX)) {
+                Ok(()) => attached.push(f.slot),
+                Err(e) => warnings.push(format!(
+                    "exact mode: {} ({}{}) not probed: {e:#}",
+                    f.function,
+                    f.raw_name,
+                    if f.by_address { format!(" at {:#x}", f.address) } else { String::new() }
+                )),
+            }
+        }
+        if attached.is_empty() {
+            anyhow::bail!("no exec-path function could be probed: {}", warnings.first().map_or("no candidates", String::as_str));
+        }
+        Ok((attached, warnings))
     }
 
     /// Starts draining the ring buffer on its own thread.

@@ -1,13 +1,15 @@
 //! Pure analysis of decoded events: no I/O, no kernel, tested without root.
 pub mod attribution;
 pub mod chain;
+pub mod exact;
 pub mod outcome;
 pub mod stats;
 
 use serde::Serialize;
 
 use crate::{
-    events::{Event, ExecAttempt, Sample},
+    events::{Call, Event, ExecAttempt, Sample},
+    exact_plan::ExactPlan,
     phases::PhaseModel,
 };
 
@@ -19,6 +21,8 @@ pub struct Analysis {
     pub chain: Option<chain::ChainSummary>,
     /// Per-phase and per-function attribution from cpu-clock samples (sampled mode).
     pub sampled: Option<attribution::SampledAttribution>,
+    /// Per-function exact times from entry/return probes (exact mode).
+    pub exact: Option<exact::ExactTiming>,
     /// Processes seen in the traced tree (the launched one plus every forked process).
     pub processes: u64,
     pub threads_created: u64,
@@ -64,8 +68,15 @@ pub struct SymbolContext<'a> {
     pub model: &'a PhaseModel,
 }
 
-pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>) -> Analysis {
+/// What exact-mode analysis needs besides the events.
+pub struct ExactContext<'a> {
+    pub plan: &'a ExactPlan,
+    pub model: &'a PhaseModel,
+}
+
+pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Option<ExactContext<'_>>) -> Analysis {
     let attempts: Vec<&ExecAttempt> = events.iter().filter_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).collect();
+    let calls: Vec<&Call> = events.iter().filter_map(|e| if let Event::Call(c) = e { Some(c) } else { None }).collect();
     let samples: Vec<&Sample> = events.iter().filter_map(|e| if let Event::Sample(s) = e { Some(s) } else { None }).collect();
     let forks = events.iter().filter_map(|e| if let Event::Fork(f) = e { Some(f) } else { None });
     let (mut processes, mut threads) = (1u64, 0u64);
@@ -80,6 +91,7 @@ pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>) -> Analysis
         success_split: outcome::success_split(&attempts),
         chain: chain::summarize(&steps),
         sampled: symbols.map(|c| attribution::attribute(&attempts, &samples, c.symbols, c.model)),
+        exact: exact.map(|c| exact::analyse(&attempts, &calls, c.plan, c.model)),
         processes,
         threads_created: threads,
         filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,
@@ -125,7 +137,7 @@ mod tests {
     fn counts_processes_and_threads_from_forks() {
         let fork = |thread| Event::Fork(Fork { ts_ns: 0, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: if thread { 1 } else { 2 }, thread });
         let events = vec![fork(false), fork(false), fork(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
-        let a = analyse(&events, None);
+        let a = analyse(&events, None, None);
         assert_eq!((a.processes, a.threads_created, a.attempts), (3, 1, 1));
     }
 
@@ -136,7 +148,7 @@ mod tests {
         let mut hit = test_support::attempt(1, 20, 30, 0, None);
         hit.filename = "/b/t".into();
         let events = vec![Event::Exec(miss.clone()), Event::Exec(miss), Event::Exec(hit)];
-        let a = analyse(&events, None);
+        let a = analyse(&events, None, None);
         assert_eq!(
             a.files,
             vec![

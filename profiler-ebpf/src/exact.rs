@@ -1,0 +1,110 @@
+//! Exact mode, for kernels with kprobes: entry and return probes on the exec-path functions
+//! this kernel has. Each function gets its own slot (a kprobe/kretprobe program pair with
+//! the slot number built in), so the return probe knows which function returned without
+//! relying on helpers older kernels lack. Only calls inside a traced thread's exec attempt
+//! are kept.
+use aya_ebpf::{
+    bindings::BPF_ANY,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::{kprobe, kretprobe, map},
+    maps::HashMap,
+    programs::{ProbeContext, RetProbeContext},
+};
+use profiler_common::{CallRecord, RecordHeader, counter, kind, limits};
+
+use crate::maps;
+
+/// Entry time per (thread, slot): `tid << 8 | slot`. Exec-path functions do not recurse.
+#[map]
+static CALL_ENTRIES: HashMap<u64, u64> = HashMap::with_max_entries(limits::MAX_IN_FLIGHT * 8, 0);
+
+#[inline(always)]
+fn key(pid: u32, slot: u32) -> u64 {
+    (u64::from(pid) << 8) | u64::from(slot)
+}
+
+#[inline(always)]
+fn entry(slot: u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    if !maps::is_traced(tgid) || unsafe { maps::IN_FLIGHT.get(&pid) }.is_none() {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if CALL_ENTRIES.insert(&key(pid, slot), &now, BPF_ANY as u64).is_err() {
+        maps::count(counter::IN_FLIGHT_FULL);
+    }
+}
+
+#[inline(always)]
+fn ret(slot: u32) {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let k = key(pid, slot);
+    let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else { return };
+    let _ = CALL_ENTRIES.remove(&k);
+    // A call that returns after the exec took the leader's id (de_thread) finds its attempt
+    // under the new id; one that cannot be tied to an attempt keeps 0 and is counted there.
+    let attempt_enter_ns = unsafe { maps::IN_FLIGHT.get(&pid) }.map_or(0, |a| a.enter_ns);
+    let rec = CallRecord {
+        header: RecordHeader { kind: kind::CALL, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
+        enter_ns,
+        attempt_enter_ns,
+        slot,
+        _reserved: 0,
+    };
+    if maps::EVENTS.output::<CallRecord>(&rec, maps::NO_WAKEUP).is_err() {
+        maps::count(counter::RING_FULL);
+    }
+}
+
+macro_rules! slots {
+    ($($n:literal => $entry:ident, $ret:ident;)*) => {$(
+        #[kprobe]
+        pub fn $entry(_ctx: ProbeContext) -> u32 {
+            entry($n);
+            0
+        }
+        #[kretprobe]
+        pub fn $ret(_ctx: RetProbeContext) -> u32 {
+            ret($n);
+            0
+        }
+    )*};
+}
+
+slots! {
+    0 => exact_entry_0, exact_return_0;
+    1 => exact_entry_1, exact_return_1;
+    2 => exact_entry_2, exact_return_2;
+    3 => exact_entry_3, exact_return_3;
+    4 => exact_entry_4, exact_return_4;
+    5 => exact_entry_5, exact_return_5;
+    6 => exact_entry_6, exact_return_6;
+    7 => exact_entry_7, exact_return_7;
+    8 => exact_entry_8, exact_return_8;
+    9 => exact_entry_9, exact_return_9;
+    10 => exact_entry_10, exact_return_10;
+    11 => exact_entry_11, exact_return_11;
+    12 => exact_entry_12, exact_return_12;
+    13 => exact_entry_13, exact_return_13;
+    14 => exact_entry_14, exact_return_14;
+    15 => exact_entry_15, exact_return_15;
+    16 => exact_entry_16, exact_return_16;
+    17 => exact_entry_17, exact_return_17;
+    18 => exact_entry_18, exact_return_18;
+    19 => exact_entry_19, exact_return_19;
+    20 => exact_entry_20, exact_return_20;
+    21 => exact_entry_21, exact_return_21;
+    22 => exact_entry_22, exact_return_22;
+    23 => exact_entry_23, exact_return_23;
+    24 => exact_entry_24, exact_return_24;
+    25 => exact_entry_25, exact_return_25;
+    26 => exact_entry_26, exact_return_26;
+    27 => exact_entry_27, exact_return_27;
+    28 => exact_entry_28, exact_return_28;
+    29 => exact_entry_29, exact_return_29;
+    30 => exact_entry_30, exact_return_30;
+    31 => exact_entry_31, exact_return_31;
+}

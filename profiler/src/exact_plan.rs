@@ -1,0 +1,110 @@
+//! Which exec-path functions exact mode probes on this kernel, and in which slot: resolved
+//! at run time from kallsyms (suffixed names such as `copy_strings.isra.0` included; a
+//! function present under several addresses, like `load_elf_binary`, gets one slot per
+//! address, since attaching by its ambiguous name fails).
+use serde::Serialize;
+
+use crate::{
+    ksyms::{FunctionPresence, KernelSymbols},
+    phases::PhaseModel,
+};
+
+/// Functions not probed although they are candidates: the syscall entries span the whole
+/// attempt, which the syscall tracepoints already time exactly.
+const SKIP: &[&str] = &["__x64_sys_execve", "__x64_sys_execveat"];
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbedFunction {
+    pub slot: u32,
+    /// Canonical name (no compiler suffix): what the report groups by.
+    pub function: String,
+    /// The kernel's name for the attached symbol.
+    pub raw_name: String,
+    pub address: u64,
+    /// Attached by address because the name is ambiguous.
+    pub by_address: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ExactPlan {
+    pub functions: Vec<ProbedFunction>,
+    /// Candidates this kernel does not have as symbols (inlined): no exact time for them.
+    pub absent: Vec<String>,
+    /// Candidates left out because the slots ran out.
+    pub over_capacity: Vec<String>,
+}
+
+impl ExactPlan {
+    pub fn resolve(model: &PhaseModel, symbols: &KernelSymbols, max_slots: u32) -> Self {
+        let mut plan = ExactPlan::default();
+        for name in model.probe_candidates() {
+            if SKIP.contains(&name.as_str()) {
+                continue;
+            }
+            let presence = symbols.presence(name, &crate::ksyms::NoBtf);
+            let targets = presence.attach_targets();
+            if targets.is_empty() {
+                plan.absent.push(name.clone());
+                continue;
+            }
+            let by_address = matches!(presence, FunctionPresence::Ambiguous { .. });
+            for t in targets {
+                let slot = plan.functions.len() as u32;
+                if slot >= max_slots {
+                    plan.over_capacity.push(name.clone());
+                    break;
+                }
+                plan.functions.push(ProbedFunction {
+                    slot,
+                    function: name.clone(),
+                    raw_name: t.raw_name.clone(),
+                    address: t.address,
+                    by_address,
+                });
+            }
+        }
+        plan
+    }
+
+    pub fn function_of(&self, slot: u32) -> Option<&ProbedFunction> {
+        self.functions.get(slot as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KALLSYMS: &str = "\
+ffffffff81000000 T _stext
+ffffffff81100000 t do_open_execat
+ffffffff81100100 t alloc_bprm
+ffffffff81100200 t copy_strings.isra.0
+ffffffff81100300 t do_execveat_common.isra.0
+ffffffff81100400 t do_execveat_common.isra.0.cold
+ffffffff81100500 t load_elf_binary
+ffffffff81100600 t load_elf_binary
+ffffffff81100700 T __x64_sys_execve
+ffffffff81100800 T bprm_execve
+";
+
+    #[test]
+    fn resolves_suffixed_ambiguous_and_absent_functions() {
+        let model = PhaseModel::builtin().unwrap();
+        let syms = KernelSymbols::from_kallsyms_text(KALLSYMS).unwrap();
+        let plan = ExactPlan::resolve(&model, &syms, 32);
+        let names: Vec<(&str, &str, bool)> =
+            plan.functions.iter().map(|f| (f.function.as_str(), f.raw_name.as_str(), f.by_address)).collect();
+        assert!(names.contains(&("copy_strings", "copy_strings.isra.0", false)));
+        assert!(names.contains(&("do_execveat_common", "do_execveat_common.isra.0", false)));
+        assert_eq!(names.iter().filter(|n| n.0 == "load_elf_binary" && n.2).count(), 2, "one slot per address");
+        assert!(!names.iter().any(|n| n.0 == "__x64_sys_execve"));
+        assert!(plan.absent.contains(&"bprm_mm_init".to_owned()));
+        for (i, f) in plan.functions.iter().enumerate() {
+            assert_eq!(f.slot as usize, i);
+        }
+        let small = ExactPlan::resolve(&model, &syms, 2);
+        assert_eq!(small.functions.len(), 2);
+        assert!(!small.over_capacity.is_empty());
+    }
+}
