@@ -207,6 +207,21 @@ pub fn render(r: &RunReport) -> String {
         render_sampled(&mut o, s);
     }
 
+    for ag in &a.agreement {
+        let _ = writeln!(o, "\nExact vs sampled: {} (shares of exec-phase time; {} samples)", ag.outcome.label(), ag.samples);
+        let _ = writeln!(o, "  {:<10} {:>7} {:>22}  agree", "phase", "exact", "sampled [95% CI]");
+        for p in &ag.phases {
+            let _ = writeln!(
+                o,
+                "  {:<10} {:>6}% {:>22}  {}",
+                p.phase,
+                pct(p.exact_share),
+                format!("{}% [{}–{}]", pct(p.sampled_share), pct(p.sampled_low), pct(p.sampled_high)),
+                if p.agree { "yes" } else { "no" }
+            );
+        }
+    }
+
     if !a.files.is_empty() {
         let _ = writeln!(o, "\nFiles exec'd (most attempts first)");
         let _ = writeln!(o, "  {:>8} {:>9}  file", "attempts", "succeeded");

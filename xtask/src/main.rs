@@ -11,6 +11,9 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 
+mod cpio;
+mod vm;
+
 #[derive(Parser)]
 #[command(name = "xtask")]
 struct Cli {
@@ -28,13 +31,23 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Set up, build, and run every test (root BPF tests included when run as root).
+    /// Set up, build, and run every test (root BPF tests included when run as root), then the
+    /// exact-mode tests inside stock Debian 6.1 and 6.12 kernels under QEMU.
     Ci,
+    /// Run execprof's exact-mode check inside stock Debian kernels under QEMU (TCG).
+    VmTest {
+        /// Only this guest kernel (6.1 or 6.12).
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Chain steps inside the guest.
+        #[arg(long, default_value_t = 200)]
+        steps: u32,
+    },
 }
 
 /// Debian packages: the rustc whose `core` sources match it (for `-Z build-std=core` on the
 /// bpfel target), and the LLVM that bpf-linker links against.
-const APT_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools"];
+const APT_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools", "qemu-system-x86"];
 const TOOLCHAIN_NAME: &str = "rustc-web";
 const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
 const LLVM_PREFIX: &str = "/opt/execprof-llvm22";
@@ -46,7 +59,8 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Setup => setup(),
         Task::Run { args } => setup().and_then(|()| run_builtin(&args)),
-        Task::Ci => setup().and_then(|()| ci()),
+        Task::Ci => setup().and_then(|()| ci()).and_then(|()| vm_test(None, 200)),
+        Task::VmTest { kernel, steps } => setup().and_then(|()| vm_test(kernel.as_deref(), steps)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -146,6 +160,29 @@ fn ci() -> Result<()> {
     run(Command::new("cargo").args(["test", "--release", "--", "--test-threads=1"]))
 }
 
+/// Boots each guest kernel, runs execprof's exact-mode chain in it, checks the known answers
+/// (the 6.8 reordering: mm set-up and argument copying inside failed lookups on 6.1, not on
+/// 6.12) and keeps the recordings under target/vm/.
+fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
+    run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
+    let exe = Path::new("target/release/execprof").canonicalize()?;
+    let opts = vm::VmOptions { steps, misses: 6, timeout: std::time::Duration::from_secs(600) };
+    let mut failures = Vec::new();
+    for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
+        let guest = vm::run_guest(label, meta, &exe, &opts)?;
+        eprintln!("xtask: guest {label} report:\n{}", guest.report);
+        let failed = vm::check_guest(&guest, &opts);
+        if failed.is_empty() {
+            println!("vm: {label} ({}) passed", guest.package);
+        }
+        failures.extend(failed);
+    }
+    if !failures.is_empty() {
+        bail!("guest checks failed:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
+}
+
 fn is_root() -> bool {
     // SAFETY: plain getter.
     unsafe { libc_geteuid() == 0 }
@@ -156,7 +193,7 @@ unsafe extern "C" {
     fn libc_geteuid() -> u32;
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed with {status}");

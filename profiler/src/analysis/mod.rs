@@ -1,4 +1,5 @@
 //! Pure analysis of decoded events: no I/O, no kernel, tested without root.
+pub mod agreement;
 pub mod attribution;
 pub mod chain;
 pub mod exact;
@@ -23,6 +24,8 @@ pub struct Analysis {
     pub sampled: Option<attribution::SampledAttribution>,
     /// Per-function exact times from entry/return probes (exact mode).
     pub exact: Option<exact::ExactTiming>,
+    /// Exact vs sampled phase shares, where both ran.
+    pub agreement: Vec<agreement::OutcomeAgreement>,
     /// Processes seen in the traced tree (the launched one plus every forked process).
     pub processes: u64,
     pub threads_created: u64,
@@ -84,14 +87,21 @@ pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Opti
         if f.thread { threads += 1 } else { processes += 1 }
     }
     let steps = chain::steps(&attempts);
+    let sampled = symbols.map(|c| attribution::attribute(&attempts, &samples, c.symbols, c.model));
+    let exact = exact.map(|c| exact::analyse(&attempts, &calls, c.plan, c.model));
+    let agreement = match (&exact, &sampled) {
+        (Some(e), Some(s)) => agreement::compare(e, s),
+        _ => Vec::new(),
+    };
     let (files, files_not_listed) = files(&attempts);
     Analysis {
         attempts: attempts.len() as u64,
         outcomes: outcome::summarize(&attempts),
         success_split: outcome::success_split(&attempts),
         chain: chain::summarize(&steps),
-        sampled: symbols.map(|c| attribution::attribute(&attempts, &samples, c.symbols, c.model)),
-        exact: exact.map(|c| exact::analyse(&attempts, &calls, c.plan, c.model)),
+        sampled,
+        exact,
+        agreement,
         processes,
         threads_created: threads,
         filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,

@@ -1,0 +1,252 @@
+//! Runs execprof inside stock Debian kernels under QEMU (TCG: this machine's KVM cannot run
+//! a stock kernel) to test exact mode where kprobes exist, and brings the recordings back.
+//!
+//! Each guest boots a minimal initramfs: busybox, the execprof binary with the glibc files
+//! it links against, and an init script that runs the built-in chain and prints the JSON
+//! between markers on the serial console. QEMU exits 0 even when killed, so pass or fail
+//! is decided from the guest's output only.
+use std::{
+    io::Read as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+
+use crate::{cpio::Cpio, run};
+
+/// Guest kernels: a label and the Debian metapackage that names the current build.
+pub const KERNELS: &[(&str, &str)] = &[("6.1", "linux-image-cloud-amd64"), ("6.12", "linux-image-6.12-cloud-amd64")];
+
+pub struct VmOptions {
+    pub steps: u32,
+    pub misses: u32,
+    pub timeout: Duration,
+}
+
+pub struct GuestRun {
+    pub kernel: String,
+    pub package: String,
+    pub report: String,
+    pub json: serde_json::Value,
+}
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from("target/vm")
+}
+
+/// The concrete package a metapackage depends on (ABI numbers change; old ones leave the archive).
+fn resolve_package(meta: &str) -> Result<String> {
+    let out = Command::new("apt-cache").args(["depends", meta]).output().context("running apt-cache")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|p| p.starts_with("linux-image-"))
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("cannot resolve {meta} (run `apt-get update`?)"))
+}
+
+/// Downloads and unpacks a Debian package into the cache (never installs it).
+fn fetch_package(pkg: &str) -> Result<PathBuf> {
+    let dir = cache_dir().join(pkg);
+    let done = dir.join(".extracted");
+    if done.exists() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&dir)?;
+    let dl = dir.join("deb");
+    std::fs::create_dir_all(&dl)?;
+    run(Command::new("apt-get").current_dir(&dl).args(["download", "-q", pkg]))?;
+    let deb = std::fs::read_dir(&dl)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .ok_or_else(|| anyhow!("apt-get download {pkg} produced no .deb"))?;
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(dir.join("root")))?;
+    std::fs::remove_file(&deb)?;
+    std::fs::write(&done, "")?;
+    Ok(dir)
+}
+
+fn vmlinuz(pkg_dir: &Path) -> Result<PathBuf> {
+    std::fs::read_dir(pkg_dir.join("root/boot"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .ok_or_else(|| anyhow!("no vmlinuz in {}", pkg_dir.display()))
+}
+
+/// Shared libraries the binary needs, as `ldd` lists them (the loader included).
+fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>> {
+    let out = Command::new("ldd").arg(exe).output().context("running ldd")?;
+    let mut libs = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let path = match line.split_once("=>") {
+            Some((_, rest)) => rest.split_whitespace().next(),
+            None => line.split_whitespace().next(),
+        };
+        if let Some(p) = path.filter(|p| p.starts_with('/')) {
+            libs.push(PathBuf::from(p));
+        }
+    }
+    Ok(libs)
+}
+
+fn init_script(opts: &VmOptions) -> String {
+    format!(
+        r#"#!/bin/busybox sh
+B=/bin/busybox
+export PATH=/bin
+$B mount -t proc proc /proc
+$B mount -t sysfs sys /sys
+$B mount -t devtmpfs dev /dev
+$B mount -t tmpfs tmp /tmp
+echo "EXECPROF-VM-KERNEL $($B uname -r)"
+/execprof run --mode auto --steps {steps} --misses {misses} --json /tmp/out.json > /tmp/report.txt 2>&1
+echo "EXECPROF-VM-RC $?"
+echo EXECPROF-REPORT-BEGIN
+$B cat /tmp/report.txt
+echo EXECPROF-REPORT-END
+echo EXECPROF-JSON-BEGIN
+$B cat /tmp/out.json
+echo EXECPROF-JSON-END
+$B poweroff -f
+"#,
+        steps = opts.steps,
+        misses = opts.misses
+    )
+}
+
+fn build_initramfs(execprof: &Path, busybox: &Path, opts: &VmOptions, out: &Path) -> Result<()> {
+    let mut c = Cpio::default();
+    for d in ["bin", "dev", "proc", "sys", "tmp", "lib", "lib64", "lib/x86_64-linux-gnu", "etc"] {
+        c.dir(d);
+    }
+    c.char_device("dev/console", 5, 1);
+    c.file("bin/busybox", &std::fs::read(busybox)?, 0o755);
+    c.file("execprof", &std::fs::read(execprof)?, 0o755);
+    for lib in shared_libraries(execprof)? {
+        let name = lib.to_string_lossy().trim_start_matches('/').to_owned();
+        c.file(&name, &std::fs::read(&lib).with_context(|| format!("reading {}", lib.display()))?, 0o755);
+    }
+    c.file("init", init_script(opts).as_bytes(), 0o755);
+    std::fs::write(out, c.finish())?;
+    Ok(())
+}
+
+fn between<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
+    let start = text.find(begin)? + begin.len();
+    let stop = text[start..].find(end)? + start;
+    Some(text[start..stop].trim_matches(['\r', '\n']))
+}
+
+pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> Result<GuestRun> {
+    let package = resolve_package(meta)?;
+    let kernel = vmlinuz(&fetch_package(&package)?)?;
+    let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
+    let work = cache_dir().join(format!("guest-{label}"));
+    std::fs::create_dir_all(&work)?;
+    let initrd = work.join("initramfs.cpio");
+    build_initramfs(execprof, &busybox, opts, &initrd)?;
+
+    let started = Instant::now();
+    let mut child = Command::new("qemu-system-x86_64")
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1G", "-smp", "2", "-nographic", "-no-reboot", "-kernel"])
+        .arg(&kernel)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting qemu-system-x86_64 (is qemu-system-x86 installed? `cargo xtask setup` installs it)")?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stdout.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
+    });
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if started.elapsed() > opts.timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let console = reader.join().map_err(|_| anyhow!("console reader panicked"))?;
+    std::fs::write(work.join("console.log"), &console)?;
+    eprintln!("xtask: guest {label} ({package}) ran {:.1} s", started.elapsed().as_secs_f64());
+    let rc = between(&console, "EXECPROF-VM-RC ", "\n").map(|s| s.trim().to_owned());
+    if rc.as_deref() != Some("0") {
+        bail!(
+            "guest {label}: execprof did not succeed (exit {rc:?}, timeout {:?}); console in {}",
+            opts.timeout,
+            work.join("console.log").display()
+        );
+    }
+    let report = between(&console, "EXECPROF-REPORT-BEGIN", "EXECPROF-REPORT-END").unwrap_or_default().replace('\r', "");
+    let json_text = between(&console, "EXECPROF-JSON-BEGIN", "EXECPROF-JSON-END").ok_or_else(|| anyhow!("guest {label}: no JSON on the console"))?;
+    let json: serde_json::Value = serde_json::from_str(&json_text.replace('\r', "")).with_context(|| format!("guest {label}: JSON does not parse"))?;
+    std::fs::write(work.join("report.txt"), &report)?;
+    std::fs::write(work.join("run.json"), serde_json::to_string_pretty(&json)?)?;
+    Ok(GuestRun { kernel: label.to_owned(), package, report, json })
+}
+
+/// What must hold in a guest. Returns the checks that failed (empty: all passed).
+pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
+    let mut failed = Vec::new();
+    let v = &run.json;
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            failed.push(format!("{}: {what}", run.kernel));
+        }
+    };
+    let mode = v["mode"]["functions_mode"].as_str().unwrap_or("");
+    check(mode.starts_with("exact"), format!("auto mode chose exact mode (got {mode:?})"));
+    let outcome = |name: &str| v["analysis"]["outcomes"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == name)).cloned().unwrap_or_default();
+    let (steps, misses) = (u64::from(opts.steps), u64::from(opts.misses));
+    check(outcome("enoent")["count"] == steps * misses, format!("ENOENT attempts = {} (want {})", outcome("enoent")["count"], steps * misses));
+    check(outcome("success")["count"] == steps + 1, format!("successful execs = {} (want {})", outcome("success")["count"], steps + 1));
+    let lost: u64 = v["losses"].as_array().map_or(0, |a| a.iter().filter_map(|p| p[1].as_u64()).sum());
+    check(lost == 0, format!("{lost} events lost"));
+
+    let exact_enoent = v["analysis"]["exact"]["outcomes"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "enoent")).cloned().unwrap_or_default();
+    let calls = |f: &str| {
+        exact_enoent["functions"].as_array().and_then(|a| a.iter().find(|x| x["function"] == f)).and_then(|x| x["calls_per_attempt"].as_f64()).unwrap_or(0.0)
+    };
+    let faults = outcome("enoent")["minor_faults_per_attempt"].as_f64().unwrap_or(f64::NAN);
+    check(calls("do_open_execat") >= 0.99, format!("do_open_execat runs in every failed attempt ({:.2}/attempt)", calls("do_open_execat")));
+    // 6.8 moved the open before the mm set-up and the argument copying.
+    let version: Vec<u32> = run.kernel.split('.').filter_map(|x| x.parse().ok()).collect();
+    let before_68 = version.as_slice() < [6, 8].as_slice();
+    if before_68 {
+        check(calls("mm_alloc") >= 0.99, format!("failed attempts set up an mm before 6.8 (mm_alloc {:.2}/attempt)", calls("mm_alloc")));
+        check(calls("copy_strings") >= 0.99, format!("failed attempts copy arguments before 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")));
+        check((0.5..2.0).contains(&faults), format!("about one fault per failed attempt before 6.8 (got {faults:.2})"));
+    } else {
+        check(calls("mm_alloc") == 0.0, format!("no mm set-up in failed attempts since 6.8 (mm_alloc {:.2}/attempt)", calls("mm_alloc")));
+        check(calls("copy_strings") == 0.0, format!("no argument copying in failed attempts since 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")));
+        check(faults < 0.1, format!("no fault in failed attempts since 6.8 (got {faults:.2})"));
+    }
+    // Sampled and exact shares must agree where the probes cover a whole phase: all of the
+    // old mm's teardown runs under mmput. (Other phases differ by construction: a probed
+    // function's self time absorbs unprobed callees that sampling files under their own
+    // phase; the report's "Exact vs sampled" table shows them.)
+    let agreement = v["analysis"]["agreement"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "success")).cloned().unwrap_or_default();
+    let old_mm = agreement["phases"].as_array().and_then(|a| a.iter().find(|p| p["phase"] == "old_mm")).cloned().unwrap_or_default();
+    check(
+        old_mm["agree"] == true,
+        format!(
+            "old-mm teardown share: exact {:.3} within sampled [{:.3}, {:.3}] ({} samples)",
+            old_mm["exact_share"].as_f64().unwrap_or(f64::NAN),
+            old_mm["sampled_low"].as_f64().unwrap_or(f64::NAN),
+            old_mm["sampled_high"].as_f64().unwrap_or(f64::NAN),
+            old_mm["samples"]
+        ),
+    );
+    failed
+}
