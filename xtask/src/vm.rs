@@ -232,21 +232,26 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
         check(calls("copy_strings") == 0.0, format!("no argument copying in failed attempts since 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")));
         check(faults < 0.1, format!("no fault in failed attempts since 6.8 (got {faults:.2})"));
     }
-    // Sampled and exact shares must agree where the probes cover a whole phase: all of the
-    // old mm's teardown runs under mmput. (Other phases differ by construction: a probed
-    // function's self time absorbs unprobed callees that sampling files under their own
-    // phase; the report's "Exact vs sampled" table shows them.)
+    // Large phases (a fifth or more of a successful exec's exec-phase samples): the exact share
+    // must fall within the sampled 95% interval widened by 5 points. The widening is the
+    // systematic part, measured here over repeated runs: a probe's own cost lands in its
+    // caller's self time, which TCG inflates (run to run the 95% intervals alone missed by up
+    // to 2 points). It still catches a phase misattributed by a large margin. The report's
+    // "Exact vs sampled" table shows every phase.
     let agreement = v["analysis"]["agreement"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "success")).cloned().unwrap_or_default();
-    let old_mm = agreement["phases"].as_array().and_then(|a| a.iter().find(|p| p["phase"] == "old_mm")).cloned().unwrap_or_default();
-    check(
-        old_mm["agree"] == true,
-        format!(
-            "old-mm teardown share: exact {:.3} within sampled [{:.3}, {:.3}] ({} samples)",
-            old_mm["exact_share"].as_f64().unwrap_or(f64::NAN),
-            old_mm["sampled_low"].as_f64().unwrap_or(f64::NAN),
-            old_mm["sampled_high"].as_f64().unwrap_or(f64::NAN),
-            old_mm["samples"]
-        ),
-    );
+    let mut large = 0;
+    for p in agreement["phases"].as_array().into_iter().flatten() {
+        let f = |k: &str| p[k].as_f64().unwrap_or(f64::NAN);
+        if f("sampled_share") < 0.2 {
+            continue;
+        }
+        large += 1;
+        let (lo, hi) = (f("sampled_low") - 0.05, f("sampled_high") + 0.05);
+        check(
+            (lo..=hi).contains(&f("exact_share")),
+            format!("{} share: exact {:.3} outside sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p["phase"], f("exact_share")),
+        );
+    }
+    check(large > 0, "no large phase to compare exact and sampled shares on".into());
     failed
 }
