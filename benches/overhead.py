@@ -43,10 +43,10 @@ def untraced(chain, steps, misses, workdir):
     return t1 - t0
 
 
-def traced(steps, misses, workdir):
+def traced(steps, misses, workdir, extra):
     out = os.path.join(workdir, "run.json")
-    p = subprocess.run([EXECPROF, "run", "--steps", str(steps), "--misses", str(misses), "--json", out],
-                       stdout=subprocess.DEVNULL)
+    p = subprocess.run([EXECPROF, "run", "--steps", str(steps), "--misses", str(misses), "--json", out] + extra,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if p.returncode != 0:
         sys.exit(f"execprof failed: {p.returncode}")
     with open(out) as f:
@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--misses", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--execprof-args", default="", help="extra `execprof run` options, e.g. '--sample-hz 0'")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: tracing needs CAP_BPF and CAP_PERFMON")
@@ -73,12 +74,12 @@ def main():
             # Alternate which side goes first so drift in the machine's load cancels.
             order = [("untraced", base), ("traced", trace)] if r % 2 == 0 else [("traced", trace), ("untraced", base)]
             for name, sink in order:
-                ns = untraced(chain, a.steps, a.misses, work) if name == "untraced" else traced(a.steps, a.misses, work)
+                ns = untraced(chain, a.steps, a.misses, work) if name == "untraced" else traced(a.steps, a.misses, work, a.execprof_args.split())
                 sink.append(ns)
             print(f"round {r + 1}: untraced {base[-1] / 1e6:8.1f} ms   traced {trace[-1] / 1e6:8.1f} ms", flush=True)
     mb, mt = statistics.median(base), statistics.median(trace)
     per_step = lambda ns: ns / a.steps / 1e3
-    print(f"\nchain: {a.steps} steps, {a.misses} misses per step, {a.rounds} rounds")
+    print(f"\nchain: {a.steps} steps, {a.misses} misses per step, {a.rounds} rounds, execprof run {a.execprof_args}")
     print(f"untraced median {mb / 1e6:.1f} ms ({per_step(mb):.1f} µs/step), min {min(base) / 1e6:.1f} ms")
     print(f"traced   median {mt / 1e6:.1f} ms ({per_step(mt):.1f} µs/step), min {min(trace) / 1e6:.1f} ms")
     print(f"overhead: traced/untraced = {mt / mb:.3f} (medians), {min(trace) / min(base):.3f} (minima)")

@@ -36,8 +36,9 @@ pub struct RunArgs {
     /// or auto (exact where the kernel allows it, plus sampling; sampled otherwise).
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
     pub mode: ModeArg,
-    /// Kernel-stack sampling rate inside exec attempts, per CPU (0 turns sampling off).
-    #[arg(long, value_name = "HZ", default_value_t = 4999)]
+    /// Kernel-stack sampling rate inside exec attempts, per CPU (0 turns sampling off). Higher
+    /// rates narrow the intervals and cost more: see benches/README.md.
+    #[arg(long, value_name = "HZ", default_value_t = 999)]
     pub sample_hz: u64,
     /// Write folded stacks and a flame graph SVG per outcome into DIR.
     #[arg(long, value_name = "DIR")]

@@ -275,12 +275,16 @@ fn plan(mechanisms: &[Check], run_probes: &[Check]) -> Vec<String> {
         None
     };
     let sampled = check_ok(mechanisms, "perf_event sampling") && check_ok(mechanisms, "kernel stacks in samples");
-    plan.push(match (exact, sampled) {
-        (Some(how), _) => format!("per-function times: exact mode is possible here, via {how}"),
-        (None, true) => "per-function times: sampled mode only (no kprobes, no fentry/fexit here): perf_event cpu-clock samples with kernel stacks".into(),
-        (None, false) => "per-function times: not possible here (no kprobes, fentry or sampling with kernel stacks)".into(),
+    let kprobes = check_ok(mechanisms, "kprobe") && check_ok(mechanisms, "kretprobe");
+    plan.push(match (kprobes, exact, sampled) {
+        (true, _, true) => "per-function times: --mode auto runs exact mode (kprobe/kretprobe on the exec-path functions below) plus sampling".into(),
+        (true, _, false) => "per-function times: --mode auto runs exact mode (kprobe/kretprobe on the exec-path functions below)".into(),
+        (false, Some(how), _) => format!(
+            "per-function times: the kernel allows {how}, but execprof's exact mode uses kprobes, which are missing: --mode auto runs sampled mode"
+        ),
+        (false, None, true) => "per-function times: --mode auto runs sampled mode (no kprobes, no fentry/fexit here): cpu-clock samples with kernel stacks".into(),
+        (false, None, false) => "per-function times: not possible here (no kprobes, fentry or sampling with kernel stacks); run with --sample-hz 0".into(),
     });
-    plan.push("per-function attribution is not yet part of `run` in this version; the exec boundaries above are".into());
     plan
 }
 

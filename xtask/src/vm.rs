@@ -101,7 +101,7 @@ $B mount -t sysfs sys /sys
 $B mount -t devtmpfs dev /dev
 $B mount -t tmpfs tmp /tmp
 echo "EXECPROF-VM-KERNEL $($B uname -r)"
-/execprof run --mode auto --steps {steps} --misses {misses} --json /tmp/out.json > /tmp/report.txt 2>&1
+/execprof run --mode auto --sample-hz 4999 --steps {steps} --misses {misses} --json /tmp/out.json > /tmp/report.txt 2>&1
 echo "EXECPROF-VM-RC $?"
 echo EXECPROF-REPORT-BEGIN
 $B cat /tmp/report.txt
