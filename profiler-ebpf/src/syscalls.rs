@@ -86,11 +86,11 @@ fn exit(ret: i64) {
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
-    if !maps::is_traced(tgid) {
-        return;
-    }
+    // Only traced threads have an in-flight attempt: that lookup is the filter.
     let Some(attempt) = (unsafe { maps::IN_FLIGHT.get(&pid) }) else {
-        maps::count(counter::EXIT_WITHOUT_ENTER);
+        if maps::is_traced(tgid) {
+            maps::count(counter::EXIT_WITHOUT_ENTER);
+        }
         return;
     };
     let attempt = *attempt;
@@ -128,7 +128,9 @@ fn exit(ret: i64) {
             None => rec.flags |= exec_flags::FAULTS_UNAVAILABLE,
         }
     }
-    write_filename(pid, attempt.filename_ptr, rec);
+    // The kernel's copy of the name exists only past the point of no return.
+    let past_no_return = attempt.prepare_ns != 0 || attempt.loaded_ns != 0;
+    write_filename(pid, attempt.filename_ptr, past_no_return, rec);
     entry.submit(maps::NO_WAKEUP);
 }
 
@@ -136,8 +138,8 @@ fn exit(ret: i64) {
 /// old image, and the user's string with it, is gone by now), else from user memory, which a
 /// failed attempt leaves intact.
 #[inline(always)]
-fn write_filename(pid: u32, user_ptr: u64, rec: &mut ExecRecord) {
-    if let Some(saved) = unsafe { maps::NAMES.get(&pid) } {
+fn write_filename(pid: u32, user_ptr: u64, past_no_return: bool, rec: &mut ExecRecord) {
+    if let Some(saved) = past_no_return.then(|| unsafe { maps::NAMES.get(&pid) }).flatten() {
         let n = unsafe {
             generated::bpf_probe_read_kernel_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, saved.name.as_ptr().cast())
         };

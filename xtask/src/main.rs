@@ -168,15 +168,19 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
     let exe = Path::new("target/release/execprof").canonicalize()?;
     let opts = vm::VmOptions { steps, misses: 6, timeout: std::time::Duration::from_secs(600) };
     let mut failures = Vec::new();
+    let mut passed = 0;
     for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
         let guest = vm::run_guest(label, meta, &exe, &opts)?;
         eprintln!("xtask: guest {label} report:\n{}", guest.report);
         let failed = vm::check_guest(&guest, &opts);
         if failed.is_empty() {
             println!("vm: {label} ({}) passed", guest.package);
+            passed += 1;
         }
         failures.extend(failed);
     }
+    let kernels_failed = vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)).count() - passed;
+    println!("vm-test: {passed} passed, {kernels_failed} failed");
     if !failures.is_empty() {
         bail!("guest checks failed:\n  {}", failures.join("\n  "));
     }
