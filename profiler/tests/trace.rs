@@ -145,8 +145,12 @@ fn doctor_tries_mechanisms_and_names_exec_functions() {
     assert_ne!(f("do_execveat_common")["presence"]["status"], "absent");
 }
 
-fn python(script: &str) -> Vec<String> {
-    vec!["--".into(), "/usr/bin/python3".into(), "-c".into(), script.into()]
+/// Traces a python3 one-off that must succeed.
+fn run_python(script: &str) -> Value {
+    let (v, out) = run_json(&["--", "/usr/bin/python3", "-c", script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_losses(&v);
+    v
 }
 
 /// An exec from a non-leader thread: the kernel kills the other threads (the leader among
@@ -155,26 +159,18 @@ fn python(script: &str) -> Vec<String> {
 #[test]
 fn exec_from_a_thread_is_recorded_under_the_new_id() {
     require_root!();
-    let args = python("import os, threading\nt = threading.Thread(target=lambda: os.execv('/bin/true', ['true']))\nt.start()\nt.join()");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (v, out) = run_json(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = run_python("import os, threading\nt = threading.Thread(target=lambda: os.execv('/bin/true', ['true']))\nt.start()\nt.join()");
     let files = v["analysis"]["files"].as_array().unwrap();
     assert!(files.iter().any(|f| f["filename"] == "/bin/true" && f["successes"] == 1), "{files:?}");
     assert_eq!(v["analysis"]["from_non_leader_threads"], 1);
-    assert_no_losses(&v);
 }
 
 /// fexecve(3) goes through execveat(fd, "", AT_EMPTY_PATH).
 #[test]
 fn execveat_is_recorded() {
     require_root!();
-    let args = python("import os\nfd = os.open('/bin/true', os.O_RDONLY)\nos.execve(fd, ['true'], {})");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (v, out) = run_json(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = run_python("import os\nfd = os.open('/bin/true', os.O_RDONLY)\nos.execve(fd, ['true'], {})");
     assert_eq!(v["analysis"]["execveat_attempts"], 1);
-    assert_no_losses(&v);
 }
 
 /// A file name longer than the kept 255 bytes is cut and flagged, not dropped.
