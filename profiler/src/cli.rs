@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// rates narrow the intervals and cost more: see benches/README.md.
     #[arg(long, value_name = "HZ", default_value_t = 999)]
     pub sample_hz: u64,
+    /// Write a Perfetto-loadable trace (Chrome trace-event JSON) to FILE: a track per thread,
+    /// a slice per exec attempt with its parts, user-space gaps, forks, faults.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Write folded stacks and a flame graph SVG per outcome into DIR.
     #[arg(long, value_name = "DIR")]
     pub folded: Option<PathBuf>,

@@ -65,5 +65,5 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
     if mode == ModeRequest::Sampled && args.sample_hz == 0 {
         return Err(Failure::usage("--mode sampled needs samples; drop --sample-hz 0").into());
     }
-    Ok(RunConfig { target, json: args.json, folded: args.folded, sample_hz: args.sample_hz, mode, ring_bytes, verbose })
+    Ok(RunConfig { target, json: args.json, trace: args.trace, folded: args.folded, sample_hz: args.sample_hz, mode, ring_bytes, verbose })
 }

@@ -44,6 +44,8 @@ pub enum Target {
 pub struct RunConfig {
     pub target: Target,
     pub json: Option<PathBuf>,
+    /// Perfetto-loadable trace file.
+    pub trace: Option<PathBuf>,
     /// Folded stacks and flame graphs per outcome go here.
     pub folded: Option<PathBuf>,
     /// cpu-clock sampling rate per CPU; 0 = no per-function attribution.
@@ -134,6 +136,9 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     print!("{}", report::render(&report));
     if let (Some(dir), Some(sampled)) = (&cfg.folded, &report.analysis.sampled) {
         export::write_folded(dir, sampled)?;
+    }
+    if let Some(path) = &cfg.trace {
+        export::write_trace(path, &collected.events, exact_plan.as_ref())?;
     }
     if let Some(path) = &cfg.json {
         let json = serde_json::to_string_pretty(&report)?;

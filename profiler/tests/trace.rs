@@ -245,3 +245,21 @@ fn sampled_attribution_puts_failed_lookups_in_lookup_and_successes_in_image_work
     let folded = std::fs::read_to_string(dir.path().join("enoent.folded")).unwrap();
     assert!(folded.lines().all(|l| l.rsplit_once(' ').is_some_and(|(_, n)| n.parse::<u64>().is_ok())));
 }
+
+/// The Perfetto trace parses as JSON and has one exec slice per recorded attempt.
+#[test]
+fn trace_file_has_one_exec_slice_per_attempt() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let (v, out) = run_json(&["--steps", "100", "--misses", "2", "--trace", trace.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let evs = t["traceEvents"].as_array().unwrap();
+    let count = |cat: &str| evs.iter().filter(|e| e["cat"] == cat).count() as u64;
+    assert_eq!(count("exec"), v["analysis"]["attempts"].as_u64().unwrap());
+    assert_eq!(count("exec"), 100 * 2 + 101);
+    // Each chain step has its user-space slice, and every successful exec its two parts.
+    assert_eq!(count("user"), 100);
+    assert_eq!(count("exec.part"), 2 * 101);
+}
