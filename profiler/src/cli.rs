@@ -19,6 +19,62 @@ pub enum Command {
     Run(RunArgs),
     /// Print what this machine allows execprof to attach, by trying it.
     Doctor(DoctorArgs),
+    /// Run the classic exec benchmarks without tracing and print their own timings.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Linus's exec chain (the built-in workload of `run`), timed by execprof's own clock.
+    Chain(BenchChainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchChainArgs {
+    #[command(flatten)]
+    pub chain: ChainArgs,
+    /// Rounds, each the whole chain; the report gives the spread between them.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub rounds: u32,
+}
+
+/// The built-in exec chain's shape (shared by `run` without a command and `bench chain`).
+#[derive(Debug, Args)]
+pub struct ChainArgs {
+    /// Number of steps (re-execs) [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u32>,
+    /// PATH directories missed (one ENOENT each) before the program's own [default: 6].
+    #[arg(long, value_name = "K")]
+    pub misses: Option<u32>,
+    /// execve by absolute path instead of searching PATH (no ENOENT at all).
+    #[arg(long)]
+    pub direct: bool,
+    /// Extra environment variables (the published runs used 64).
+    #[arg(long, value_name = "N")]
+    pub env_vars: Option<u32>,
+    /// Bytes in each extra variable's value [default: the published `xN=N`].
+    #[arg(long, value_name = "BYTES")]
+    pub env_size: Option<u32>,
+    /// Extra arguments after the step count.
+    #[arg(long, value_name = "N")]
+    pub args: Option<u32>,
+    /// Bytes in each extra argument [default: 8].
+    #[arg(long, value_name = "BYTES")]
+    pub arg_size: Option<u32>,
+}
+
+impl ChainArgs {
+    pub fn any_given(&self) -> bool {
+        self.steps.is_some()
+            || self.misses.is_some()
+            || self.direct
+            || self.env_vars.is_some()
+            || self.env_size.is_some()
+            || self.args.is_some()
+            || self.arg_size.is_some()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -26,12 +82,8 @@ pub struct RunArgs {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Built-in chain: number of steps (re-execs).
-    #[arg(long, value_name = "N", conflicts_with = "command")]
-    pub steps: Option<u32>,
-    /// Built-in chain: PATH directories missed (one ENOENT each) before the program's own.
-    #[arg(long, value_name = "K", conflicts_with = "command")]
-    pub misses: Option<u32>,
+    #[command(flatten)]
+    pub chain: ChainArgs,
     /// Per-function timing: exact (kprobes on exec-path functions), sampled (kernel stacks),
     /// or auto (exact where the kernel allows it, plus sampling; sampled otherwise).
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]

@@ -5,6 +5,7 @@
 use clap::Parser as _;
 
 use execprof::{
+    bench,
     cli::{self, Cli, Command},
     doctor,
     run,
@@ -22,6 +23,9 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),
+        Command::Bench(cli::BenchCommand::Chain(args)) => {
+            chain_spec(&args.chain).map_err(anyhow::Error::from).and_then(|spec| bench::chain(spec, args.rounds)).map(|()| 0)
+        }
     };
     let status = match result {
         Ok(status) => status,
@@ -37,20 +41,42 @@ fn main() {
     std::process::exit(status);
 }
 
+/// Linux refuses an argument or environment string over 128 KiB, and the whole over a
+/// quarter of the stack limit; stay well inside.
+const MAX_ARG_BYTES: u64 = 1 << 20;
+
+fn chain_spec(a: &cli::ChainArgs) -> Result<ChainSpec, Failure> {
+    let mut spec = ChainSpec::new(a.steps.unwrap_or(ChainSpec::DEFAULT_STEPS), a.misses.unwrap_or(ChainSpec::DEFAULT_MISSES));
+    spec.direct = a.direct;
+    spec.env_vars = a.env_vars.unwrap_or(0);
+    spec.env_size = a.env_size.unwrap_or(0);
+    spec.args = a.args.unwrap_or(0);
+    spec.arg_size = a.arg_size.unwrap_or(8);
+    if spec.misses > 64 {
+        return Err(Failure::usage("--misses must be at most 64"));
+    }
+    if spec.direct && a.misses.is_some() {
+        return Err(Failure::usage("--direct does no PATH search, so --misses has no effect; drop one of them"));
+    }
+    if spec.env_size > 128 << 10 || spec.arg_size > 128 << 10 {
+        return Err(Failure::usage("--env-size and --arg-size must be at most 131072 (Linux's limit per string)"));
+    }
+    let total = u64::from(spec.env_vars) * (u64::from(spec.env_size.max(8)) + 8) + u64::from(spec.args) * (u64::from(spec.arg_size) + 1);
+    if total > MAX_ARG_BYTES {
+        return Err(Failure::usage(format!("the extra arguments and environment add up to {total} bytes; keep them under {MAX_ARG_BYTES}")));
+    }
+    Ok(spec)
+}
+
 /// The only place clap's types become the core's configuration.
 fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
     let ring_bytes = args.ring_mib.checked_mul(1 << 20).filter(|b| b.is_power_of_two() && *b >= 4096).ok_or_else(|| {
         Failure::usage(format!("--ring-mib {} is not a power of two between 1 and 2048; try --ring-mib 16", args.ring_mib))
     })?;
     let target = if args.command.is_empty() {
-        let spec = ChainSpec {
-            steps: args.steps.unwrap_or(ChainSpec::DEFAULT_STEPS),
-            misses: args.misses.unwrap_or(ChainSpec::DEFAULT_MISSES),
-        };
-        if spec.misses > 64 {
-            return Err(Failure::usage("--misses must be at most 64").into());
-        }
-        Target::Chain(spec)
+        Target::Chain(chain_spec(&args.chain)?)
+    } else if args.chain.any_given() {
+        return Err(Failure::usage("the chain options (--steps, --misses, --direct, --env-*, --args, --arg-size) shape the built-in workload and cannot be used with a command").into());
     } else {
         Target::Command(args.command)
     };

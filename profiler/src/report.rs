@@ -113,7 +113,7 @@ pub fn render(r: &RunReport) -> String {
     let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.execprof_version);
     match &r.chain {
         Some(c) => {
-            let _ = writeln!(o, "command   built-in exec chain: {} steps, {} missed PATH directories per step ({})", c.steps, c.misses, r.program);
+            let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), r.program);
         }
         None => {
             let _ = writeln!(o, "command   {}", r.command.join(" "));

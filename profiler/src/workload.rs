@@ -16,11 +16,49 @@ pub struct ChainSpec {
     pub steps: u32,
     /// PATH directories searched (and missed, ENOENT) before the one holding the program.
     pub misses: u32,
+    /// execve by absolute path instead of the PATH search: no ENOENT at all.
+    pub direct: bool,
+    /// Extra environment variables (`x1=...`, as in the published "64 extra" runs).
+    pub env_vars: u32,
+    /// Bytes of each extra variable's value (0: the published `xN=N`).
+    pub env_size: u32,
+    /// Extra arguments after the step count, passed along unchanged.
+    pub args: u32,
+    /// Bytes of each extra argument.
+    pub arg_size: u32,
 }
 
 impl ChainSpec {
     pub const DEFAULT_STEPS: u32 = 10_000;
     pub const DEFAULT_MISSES: u32 = 6;
+
+    pub fn new(steps: u32, misses: u32) -> Self {
+        Self { steps, misses, direct: false, env_vars: 0, env_size: 0, args: 0, arg_size: 8 }
+    }
+
+    /// ENOENT attempts per step.
+    pub fn misses_per_step(&self) -> u32 {
+        if self.direct { 0 } else { self.misses }
+    }
+
+    pub fn describe(&self) -> String {
+        let mut d = format!("{} steps, ", self.steps);
+        if self.direct {
+            d.push_str("execve by absolute path (no PATH search)");
+        } else {
+            d.push_str(&format!("{} missed PATH directories per step", self.misses));
+        }
+        if self.env_vars > 0 {
+            d.push_str(&format!(", {} extra env vars", self.env_vars));
+            if self.env_size > 0 {
+                d.push_str(&format!(" of {} bytes", self.env_size));
+            }
+        }
+        if self.args > 0 {
+            d.push_str(&format!(", {} extra args of {} bytes", self.args, self.arg_size));
+        }
+        d
+    }
 }
 
 /// The unpacked workload; the directory is removed when this is dropped.
@@ -32,7 +70,7 @@ pub struct ChainWorkload {
 impl ChainWorkload {
     pub fn prepare(spec: ChainSpec) -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("execprof-chain.").tempdir().context("creating a temporary directory for the built-in workload")?;
-        for i in 1..=spec.misses {
+        for i in 1..=spec.misses_per_step() {
             std::fs::create_dir(dir.path().join(format!("miss{i}")))?;
         }
         let bin = dir.path().join("bin");
@@ -49,7 +87,7 @@ impl ChainWorkload {
 
     /// The PATH the chain searches: the empty miss directories, then its own.
     pub fn path_var(&self) -> OsString {
-        let mut dirs: Vec<PathBuf> = (1..=self.spec.misses).map(|i| self.dir.path().join(format!("miss{i}"))).collect();
+        let mut dirs: Vec<PathBuf> = (1..=self.spec.misses_per_step()).map(|i| self.dir.path().join(format!("miss{i}"))).collect();
         dirs.push(self.dir.path().join("bin"));
         std::env::join_paths(dirs).expect("temporary paths contain no ':'")
     }
@@ -58,10 +96,18 @@ impl ChainWorkload {
     /// does the PATH search (`execvpe` semantics), with PATH as the whole environment
     /// (`env -i PATH=... t N`, as in the published runs).
     pub fn command(&self) -> Command {
-        Command {
-            program: self.program(),
-            argv: vec![CHAIN_NAME.into(), self.spec.steps.to_string().into()],
-            env: Some(vec![("PATH".into(), self.path_var())]),
-        }
+        let s = &self.spec;
+        // argv[0] with a '/' makes the chain execve it directly; a bare name makes it search PATH.
+        let argv0: OsString = if s.direct { self.program().into() } else { CHAIN_NAME.into() };
+        let mut argv = vec![argv0, s.steps.to_string().into()];
+        argv.extend((0..s.args).map(|_| OsString::from("a".repeat(s.arg_size as usize))));
+        let mut env: Vec<(OsString, OsString)> = (1..=s.env_vars)
+            .map(|i| {
+                let value = if s.env_size == 0 { i.to_string() } else { "v".repeat(s.env_size as usize) };
+                (format!("x{i}").into(), value.into())
+            })
+            .collect();
+        env.push(("PATH".into(), self.path_var()));
+        Command { program: self.program(), argv, env: Some(env) }
     }
 }

@@ -14,7 +14,7 @@ fn unknown_option_is_a_usage_error() {
 
 #[test]
 fn steps_conflict_with_a_command() {
-    execprof().args(["run", "--steps", "5", "--", "/bin/true"]).assert().code(2).stderr(predicate::str::contains("cannot be used with"));
+    execprof().args(["run", "--steps", "5", "--", "/bin/true"]).assert().code(2).stderr(predicate::str::contains("cannot be used with a command"));
 }
 
 #[test]
@@ -41,4 +41,10 @@ fn without_privileges_run_names_the_capabilities_and_sudo() {
         .code(3)
         .stderr(predicate::str::contains("CAP_BPF").and(predicate::str::contains("CAP_PERFMON")).and(predicate::str::contains("sudo execprof")));
     assert!(!marker_path.exists(), "the command ran although tracing was not possible");
+}
+
+#[test]
+fn chain_option_limits_are_usage_errors() {
+    execprof().args(["bench", "chain", "--env-size", "200000"]).assert().code(2).stderr(predicate::str::contains("at most 131072"));
+    execprof().args(["bench", "chain", "--direct", "--misses", "3"]).assert().code(2).stderr(predicate::str::contains("--direct does no PATH search"));
 }

@@ -263,3 +263,31 @@ fn trace_file_has_one_exec_slice_per_attempt() {
     assert_eq!(count("user"), 100);
     assert_eq!(count("exec.part"), 2 * 101);
 }
+
+/// execve by absolute path: no PATH search, so no ENOENT at all.
+#[test]
+fn direct_chain_has_no_enoent() {
+    require_root!();
+    let (v, _) = run_json(&["--steps", "50", "--direct"]);
+    assert_eq!(outcome_count(&v, "enoent"), 0);
+    assert_eq!(outcome_count(&v, "success"), 51);
+    assert_eq!(v["chain"]["direct"], true);
+}
+
+/// 64 extra environment variables (the published comparison) make successful execs
+/// costlier in argument copying: a ratio of sampled estimates, with disjoint intervals.
+#[test]
+fn extra_environment_costs_argument_copying() {
+    require_root!();
+    let args_phase = |env: &str| {
+        let (v, out) = run_json(&["--steps", "5000", "--env-vars", env, "--sample-hz", "4999"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let success = v["analysis"]["sampled"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "success").cloned().unwrap();
+        phase(&success, "args")["estimate"].clone()
+    };
+    let (none, env64) = (args_phase("0"), args_phase("64"));
+    let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
+    let ratio = f(&env64, "ns_per_attempt") / f(&none, "ns_per_attempt");
+    assert!(ratio > 1.3, "argument copying per exec: {} ns with 64 vars vs {} ns without", f(&env64, "ns_per_attempt"), f(&none, "ns_per_attempt"));
+    assert!(f(&env64, "ns_per_attempt_low") > f(&none, "ns_per_attempt_high"), "intervals overlap: {env64} vs {none}");
+}
