@@ -72,3 +72,21 @@ pub fn chain(spec: ChainSpec, rounds: u32) -> Result<()> {
     println!("  (user and system time come from getrusage(RUSAGE_CHILDREN): the kernel's tick-sampled accounting)");
     Ok(())
 }
+
+pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
+    use crate::spawn::{self, MemoryShape, Method};
+    if args.iterations == 0 {
+        return Err(crate::exit::Failure::usage("--iterations must be at least 1").into());
+    }
+    let methods: Vec<Method> = if args.methods.is_empty() { Method::ALL.to_vec() } else { args.methods.clone() };
+    // The child is the built-in chain binary in its "stamp" role: no libc start-up, so its
+    // first instruction reads the clock.
+    let child = ChainWorkload::prepare(ChainSpec::new(0, 0))?;
+    let shape = MemoryShape { bytes: args.mem, fragment: args.fragment, dirty: args.dirty };
+    let report = spawn::run(&methods, shape, args.iterations, &child)?;
+    print!("{}", spawn::render(&report));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n").map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -28,6 +28,49 @@ pub enum Command {
 pub enum BenchCommand {
     /// Linus's exec chain (the built-in workload of `run`), timed by execprof's own clock.
     Chain(BenchChainArgs),
+    /// spawntime.c / spawnbench: spawn a tiny child with each method from a parent whose
+    /// memory is shaped as asked; time to the child's first instruction.
+    Spawn(BenchSpawnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSpawnArgs {
+    /// Spawn methods to run (repeat the option; default: all four).
+    #[arg(long = "method", value_enum, value_name = "METHOD")]
+    pub methods: Vec<crate::spawn::Method>,
+    /// Parent memory to map first, e.g. 200M or 1G (spawntime.c -n).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "0")]
+    pub mem: u64,
+    /// Map it as alternating read-only/read-write pages, one mapping each (spawntime.c -r).
+    #[arg(long)]
+    pub fragment: bool,
+    /// Touch the memory (the writable pages) so it is really there (spawntime.c -d).
+    #[arg(long)]
+    pub dirty: bool,
+    /// Spawns per method.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub iterations: u32,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `4096`, `200M`, `1G` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                _ => return Err(format!("unknown size suffix `{c}`; use K, M or G")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(|| format!("`{s}` is not a size like 4096, 200M or 1G"))
 }
 
 #[derive(Debug, Args)]
@@ -119,4 +162,18 @@ pub struct DoctorArgs {
     /// Also write the findings as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("200M"), Ok(200 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("1T").is_err());
+        assert!(parse_size("x").is_err());
+    }
 }

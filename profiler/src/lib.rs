@@ -19,6 +19,7 @@ pub mod privileges;
 pub mod probes;
 pub mod report;
 pub mod run;
+pub mod spawn;
 pub mod symbolize;
 pub mod tracer;
 pub mod workload;

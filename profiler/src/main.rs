@@ -23,6 +23,7 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),
+        Command::Bench(cli::BenchCommand::Spawn(args)) => bench::spawn(&args).map(|()| 0),
         Command::Bench(cli::BenchCommand::Chain(args)) => {
             chain_spec(&args.chain).map_err(anyhow::Error::from).and_then(|spec| bench::chain(spec, args.rounds)).map(|()| 0)
         }

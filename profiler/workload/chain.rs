@@ -83,6 +83,32 @@ unsafe fn syscall3(n: usize, a1: usize, a2: usize, a3: usize) -> isize {
     ret
 }
 
+#[inline(always)]
+unsafe fn syscall4(n: usize, a1: usize, a2: usize, a3: usize, a4: usize) -> isize {
+    let ret: isize;
+    unsafe {
+        asm!("syscall", inlateout("rax") n as isize => ret,
+             in("rdi") a1, in("rsi") a2, in("rdx") a3, in("r10") a4,
+             lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+const SYS_PWRITE64: usize = 18;
+const SYS_CLOCK_GETTIME: usize = 228;
+const CLOCK_MONOTONIC: usize = 1;
+
+/// `execprof bench spawn`'s child: the first thing it does is read the clock, then it leaves
+/// the time (struct timespec) at offset 0 of the shared file on fd 3 and exits.
+fn stamp() -> ! {
+    let mut ts = [0i64; 2];
+    unsafe {
+        syscall3(SYS_CLOCK_GETTIME, CLOCK_MONOTONIC, ts.as_mut_ptr() as usize, 0);
+        syscall4(SYS_PWRITE64, 3, ts.as_ptr() as usize, 16, 0);
+    }
+    exit(0)
+}
+
 fn exit(code: i32) -> ! {
     unsafe {
         syscall1(SYS_EXIT_GROUP, code as usize);
@@ -241,6 +267,9 @@ unsafe extern "C" fn chain_main(sp: *const usize) -> ! {
     unsafe {
         let argc = *sp;
         let argv = sp.add(1) as *mut *const u8;
+        if argc == 2 && is_stamp(*argv.add(1)) {
+            stamp();
+        }
         let envp = argv.add(argc + 1) as *const *const u8;
         // t.c insists on exactly one argument; extra ones are let through unchanged so the
         // argument count and size can be varied (`--args`, `--arg-size`).
@@ -257,6 +286,19 @@ unsafe extern "C" fn chain_main(sp: *const usize) -> ! {
         let err = execvpe(*argv, argv, envp);
         fail(err)
     }
+}
+
+/// `argv[1] == "stamp"`.
+unsafe fn is_stamp(arg: *const u8) -> bool {
+    let want = b"stamp\0";
+    let mut i = 0;
+    while i < want.len() {
+        if unsafe { core::ptr::read_volatile(arg.add(i)) } != want[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 // No libc: provide the memory routines LLVM may emit calls to. Written in

@@ -1,0 +1,32 @@
+//! The spawn benchmark's known direction (no root needed): fork+exec slows by a large factor
+//! when the parent has a big dirty heap, while vfork, posix_spawn and clone(VM|VFORK) stay
+//! near flat (published: ~300x at 200 MB fragmented and dirty).
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn spawn_bench(extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("spawn.json");
+    Command::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["bench", "spawn", "--iterations", "20", "--json"])
+        .arg(&json)
+        .args(extra)
+        .assert()
+        .success();
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+fn start_p50(v: &Value, method: &str) -> f64 {
+    v["results"].as_array().unwrap().iter().find(|r| r["method"] == method).unwrap()["child_start_ns"]["p50_ns"].as_f64().unwrap()
+}
+
+#[test]
+fn fork_exec_degrades_with_a_big_dirty_parent_and_vfork_methods_do_not() {
+    let lean = spawn_bench(&[]);
+    let big = spawn_bench(&["--mem", "1G", "--dirty"]);
+    let ratio = |m: &str| start_p50(&big, m) / start_p50(&lean, m);
+    assert!(ratio("fork-exec") > 10.0, "fork+exec slowed only {:.1}x", ratio("fork-exec"));
+    for m in ["vfork-exec", "posix-spawn", "clone-vfork"] {
+        assert!(ratio(m) < 3.0, "{m} slowed {:.1}x with a big parent", ratio(m));
+    }
+}
