@@ -112,10 +112,16 @@ pub mod exec_flags {
     pub const FAULTS_UNAVAILABLE: u32 = 4;
 }
 
-/// Which syscall an exec attempt came through ([`ExecRecord::syscall`]).
+/// Which syscall an attempt came through ([`ExecRecord::syscall`]).
 pub mod exec_syscall {
     pub const EXECVE: u32 = 0;
     pub const EXECVEAT: u32 = 1;
+    /// The fork family, recorded in the same record (no file name): spawn cost beside exec
+    /// cost. Values from here on are spawns.
+    pub const CLONE: u32 = 2;
+    pub const CLONE3: u32 = 3;
+    pub const FORK: u32 = 4;
+    pub const VFORK: u32 = 5;
 }
 
 /// Bits of [`ExitRecord::flags`].

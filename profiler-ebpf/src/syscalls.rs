@@ -19,6 +19,10 @@ use crate::{
 /// x86_64 syscall numbers.
 const NR_EXECVE: u64 = 59;
 const NR_EXECVEAT: u64 = 322;
+const NR_CLONE: u64 = 56;
+const NR_FORK: u64 = 57;
+const NR_VFORK: u64 = 58;
+const NR_CLONE3: u64 = 435;
 /// Byte offsets in x86_64 `struct pt_regs` (a stable user-visible layout).
 const REGS_SI: u64 = 13 * 8;
 const REGS_DI: u64 = 14 * 8;
@@ -30,12 +34,17 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     let id: u64 = ctx.arg(1);
     // execve(filename, ...) has the name in rdi; execveat(fd, filename, ...) in rsi.
     let (reg, syscall) = match id {
-        NR_EXECVE => (REGS_DI, exec_syscall::EXECVE),
-        NR_EXECVEAT => (REGS_SI, exec_syscall::EXECVEAT),
+        NR_EXECVE => (Some(REGS_DI), exec_syscall::EXECVE),
+        NR_EXECVEAT => (Some(REGS_SI), exec_syscall::EXECVEAT),
+        // The fork family is timed the same way (spawn cost next to exec cost); no name.
+        NR_CLONE => (None, exec_syscall::CLONE),
+        NR_CLONE3 => (None, exec_syscall::CLONE3),
+        NR_FORK => (None, exec_syscall::FORK),
+        NR_VFORK => (None, exec_syscall::VFORK),
         _ => return 0,
     };
     let regs: u64 = ctx.arg(0);
-    enter(regs + reg, syscall);
+    enter(reg.map(|r| regs + r), syscall);
     0
 }
 
@@ -44,16 +53,18 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
 pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     let regs: u64 = ctx.arg(0);
     let nr: u64 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.unwrap_or(u64::MAX);
-    if nr != NR_EXECVE && nr != NR_EXECVEAT {
+    let spawn = matches!(nr, NR_CLONE | NR_CLONE3 | NR_FORK | NR_VFORK);
+    if nr != NR_EXECVE && nr != NR_EXECVEAT && !spawn {
         return 0;
     }
     let ret: i64 = ctx.arg(1);
-    exit(ret);
+    // A new child also leaves clone/fork through sys_exit, returning 0 with nothing in flight.
+    exit(ret, spawn);
     0
 }
 
 #[inline(always)]
-fn enter(filename_reg: u64, syscall: u32) {
+fn enter(filename_reg: Option<u64>, syscall: u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
     if !maps::is_traced(tgid) {
@@ -69,7 +80,7 @@ fn enter(filename_reg: u64, syscall: u32) {
         loaded_ns: 0,
         min_flt,
         maj_flt,
-        filename_ptr: unsafe { bpf_probe_read_kernel(filename_reg as *const u64) }.unwrap_or(0),
+        filename_ptr: filename_reg.and_then(|r| unsafe { bpf_probe_read_kernel(r as *const u64) }.ok()).unwrap_or(0),
         enter_pid: pid,
         syscall,
         flags,
@@ -81,14 +92,14 @@ fn enter(filename_reg: u64, syscall: u32) {
 }
 
 #[inline(always)]
-fn exit(ret: i64) {
+fn exit(ret: i64, spawn: bool) {
     // First thing: the probe's own work below stays outside the attempt's measured time.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
     // Only traced threads have an in-flight attempt: that lookup is the filter.
     let Some(attempt) = (unsafe { maps::IN_FLIGHT.get(&pid) }) else {
-        if maps::is_traced(tgid) {
+        if !spawn && maps::is_traced(tgid) {
             maps::count(counter::EXIT_WITHOUT_ENTER);
         }
         return;
@@ -130,7 +141,11 @@ fn exit(ret: i64) {
     }
     // The kernel's copy of the name exists only past the point of no return.
     let past_no_return = attempt.prepare_ns != 0 || attempt.loaded_ns != 0;
-    write_filename(pid, attempt.filename_ptr, past_no_return, rec);
+    if attempt.syscall >= exec_syscall::CLONE {
+        rec.filename_len = 0;
+    } else {
+        write_filename(pid, attempt.filename_ptr, past_no_return, rec);
+    }
     entry.submit(maps::NO_WAKEUP);
 }
 

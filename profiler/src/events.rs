@@ -74,6 +74,47 @@ pub struct Sample {
     pub frames: Vec<u64>,
 }
 
+/// A fork-family syscall (clone, clone3, fork, vfork) of the traced tree, timed like an exec
+/// attempt: spawn cost beside exec cost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnCall {
+    pub pid: u32,
+    pub tgid: u32,
+    pub syscall: SpawnSyscall,
+    pub enter_ns: u64,
+    pub exit_ns: u64,
+    /// The child's id, or -errno.
+    pub ret: i64,
+    pub minor_faults: Option<u64>,
+    pub major_faults: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpawnSyscall {
+    Clone,
+    Clone3,
+    Fork,
+    Vfork,
+}
+
+impl SpawnSyscall {
+    pub fn label(self) -> &'static str {
+        match self {
+            SpawnSyscall::Clone => "clone",
+            SpawnSyscall::Clone3 => "clone3",
+            SpawnSyscall::Fork => "fork",
+            SpawnSyscall::Vfork => "vfork",
+        }
+    }
+}
+
+impl SpawnCall {
+    pub fn duration_ns(&self) -> u64 {
+        self.exit_ns.saturating_sub(self.enter_ns)
+    }
+}
+
 /// Exact mode: one call of a probed kernel function inside an exec attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
@@ -95,6 +136,7 @@ pub enum Event {
     Exit(Exit),
     Sample(Sample),
     Call(Call),
+    Spawn(SpawnCall),
 }
 
 /// Reads a `#[repr(C)]` record from the front of `bytes` (ring buffer items are 8-byte
@@ -110,7 +152,13 @@ fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
 pub fn decode(bytes: &[u8]) -> Result<Event> {
     let header: RecordHeader = read(bytes)?;
     match header.kind {
-        kind::EXEC => Ok(Event::Exec(decode_exec(&read::<ExecRecord>(bytes)?))),
+        kind::EXEC => {
+            let r = read::<ExecRecord>(bytes)?;
+            Ok(match spawn_syscall(r.syscall) {
+                Some(syscall) => Event::Spawn(decode_spawn(&r, syscall)),
+                None => Event::Exec(decode_exec(&r)),
+            })
+        }
         kind::FORK => {
             let r: ForkRecord = read(bytes)?;
             Ok(Event::Fork(Fork {
@@ -154,6 +202,30 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
             }))
         }
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
+    }
+}
+
+fn spawn_syscall(s: u32) -> Option<SpawnSyscall> {
+    Some(match s {
+        exec_syscall::CLONE => SpawnSyscall::Clone,
+        exec_syscall::CLONE3 => SpawnSyscall::Clone3,
+        exec_syscall::FORK => SpawnSyscall::Fork,
+        exec_syscall::VFORK => SpawnSyscall::Vfork,
+        _ => return None,
+    })
+}
+
+fn decode_spawn(r: &ExecRecord, syscall: SpawnSyscall) -> SpawnCall {
+    let faults_ok = r.flags & exec_flags::FAULTS_UNAVAILABLE == 0;
+    SpawnCall {
+        pid: r.enter_pid,
+        tgid: r.header.tgid,
+        syscall,
+        enter_ns: r.enter_ns,
+        exit_ns: r.header.ts_ns,
+        ret: r.ret,
+        minor_faults: faults_ok.then_some(r.min_flt),
+        major_faults: faults_ok.then_some(r.maj_flt),
     }
 }
 
@@ -247,6 +319,18 @@ mod tests {
         let Event::Sample(s) = decode(&bytes_of(&r)).unwrap() else { panic!() };
         assert_eq!(s.frames, vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020]);
         assert_eq!((s.attempt_enter_ns, s.tgid), (40, 3));
+    }
+
+    #[test]
+    fn fork_family_records_decode_as_spawns() {
+        let mut r = ExecRecord::zeroed();
+        r.header = RecordHeader { kind: kind::EXEC, cpu: 0, ts_ns: 900, pid: 5, tgid: 5 };
+        r.enter_ns = 100;
+        r.ret = 77;
+        r.enter_pid = 5;
+        r.syscall = exec_syscall::CLONE3;
+        let Event::Spawn(s) = decode(&bytes_of(&r)).unwrap() else { panic!("not a spawn") };
+        assert_eq!((s.syscall, s.ret, s.duration_ns()), (SpawnSyscall::Clone3, 77, 800));
     }
 
     #[test]

@@ -11,7 +11,8 @@ pub fn write_folded(dir: &Path, sampled: &SampledAttribution) -> Result<Vec<std:
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();
     for oc in sampled.outcomes.iter().filter(|o| o.samples > 0) {
-        let name = oc.outcome.label().to_lowercase().replace(' ', "-");
+        let name: String = oc.outcome.label().to_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        let name = name.trim_matches('-').replace("--", "-");
         let lines: Vec<String> = oc.folded.iter().map(|(stack, n)| format!("{stack} {n}")).collect();
         let folded = dir.join(format!("{name}.folded"));
         fs::write(&folded, lines.join("\n") + "\n").with_context(|| format!("writing {}", folded.display()))?;
@@ -44,6 +45,7 @@ pub fn trace_events(events: &[crate::events::Event], plan: Option<&crate::exact_
             Event::Exit(x) => x.ts_ns,
             Event::Sample(s) => s.ts_ns,
             Event::Call(c) => c.enter_ns,
+            Event::Spawn(s) => s.enter_ns,
         })
         .min()
         .unwrap_or(0);
@@ -80,6 +82,11 @@ pub fn trace_events(events: &[crate::events::Event], plan: Option<&crate::exact_
             Event::Call(c) => {
                 let name = plan.and_then(|p| p.function_of(c.slot)).map_or_else(|| format!("slot {}", c.slot), |f| f.function.clone());
                 out.push(json!({"name": name, "cat": "function", "ph": "X", "ts": us(c.enter_ns), "dur": dur(c.enter_ns, c.exit_ns), "pid": c.tgid, "tid": c.pid}));
+            }
+            Event::Spawn(s) => {
+                threads.insert((s.tgid, s.pid));
+                out.push(json!({"name": s.syscall.label(), "cat": "spawn", "ph": "X", "ts": us(s.enter_ns), "dur": dur(s.enter_ns, s.exit_ns),
+                    "pid": s.tgid, "tid": s.pid, "args": {"ret": s.ret, "minor_faults": s.minor_faults}}));
             }
             Event::Exit(_) | Event::Sample(_) => {}
         }

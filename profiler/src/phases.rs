@@ -995,6 +995,16 @@ fault handle_mm_fault
     }
 
     #[test]
+    fn mm_set_up_is_exec_under_mm_alloc_and_fork_under_dup_mm() {
+        let m = PhaseModel::builtin().unwrap();
+        let bprm_mm = m.phase_by_name("bprm_mm").unwrap();
+        let fork_mm = m.phase_by_name("fork_mm").unwrap();
+        assert_eq!(m.classify_stack(&["pgd_alloc", "mm_init", "mm_alloc", "alloc_bprm"]), bprm_mm);
+        assert_eq!(m.classify_stack(&["pgd_alloc", "mm_init", "dup_mm", "copy_process"]), fork_mm);
+        assert_eq!(m.classify_stack(&["copy_pte_range", "copy_page_range", "dup_mmap", "dup_mm", "copy_process"]), fork_mm);
+    }
+
+    #[test]
     fn overhead_lines_need_the_tracer_phase() {
         let err = PhaseModel::parse("phase other 9 \"o\"\noverhead bpf_prog_*\n").unwrap_err();
         assert!(format!("{err:#}").contains("`tracer` is not declared"), "{err:#}");
@@ -1015,6 +1025,8 @@ fault handle_mm_fault
                 "old_mm",
                 "new_image",
                 "cleanup",
+                "fork_mm",
+                "fork_task",
                 "tracer",
                 "other"
             ]

@@ -200,6 +200,18 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+    if !a.spawns.is_empty() {
+        let _ = writeln!(o, "\nFork-family calls (latency = syscall enter to exit in the caller)");
+        let _ = writeln!(o, "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}", "syscall", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/call");
+        for sp in &a.spawns {
+            let faults = sp.minor_faults_per_call.map_or("-".into(), |f| format!("{f:.2}"));
+            let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", sp.syscall.label(), sp.count, dist_cells(&sp.latency), faults);
+            if sp.failed > 0 {
+                let _ = writeln!(o, "  {:<12} {} failed", "", sp.failed);
+            }
+        }
+    }
+
     if let Some(x) = &a.exact {
         render_exact(&mut o, x);
     }

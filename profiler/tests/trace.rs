@@ -291,3 +291,20 @@ fn extra_environment_costs_argument_copying() {
     assert!(ratio > 1.3, "argument copying per exec: {} ns with 64 vars vs {} ns without", f(&env64, "ns_per_attempt"), f(&none, "ns_per_attempt"));
     assert!(f(&env64, "ns_per_attempt_low") > f(&none, "ns_per_attempt_high"), "intervals overlap: {env64} vs {none}");
 }
+
+/// Why fork+exec slows with a big dirty parent: under execprof, the traced tree's fork
+/// calls are timed and their samples land in copying the parent's mm (page tables).
+#[test]
+fn fork_calls_of_a_big_parent_spend_their_time_copying_the_mm() {
+    require_root!();
+    let exe = env!("CARGO_BIN_EXE_execprof");
+    let (v, out) = run_json(&["--sample-hz", "4999", "--", exe, "bench", "spawn", "--method", "fork-exec", "--mem", "512M", "--dirty", "--iterations", "10"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let spawns = v["analysis"]["spawns"].as_array().unwrap();
+    let clone = spawns.iter().find(|s| s["syscall"] == "clone").expect("glibc fork() is clone");
+    assert!(clone["count"].as_u64().unwrap() >= 10);
+    let sampled = v["analysis"]["sampled"]["outcomes"].as_array().unwrap();
+    let fork = sampled.iter().find(|o| o["outcome"]["spawn"] == "clone").expect("samples inside clone");
+    let share = phase(fork, "fork_mm")["estimate"]["share"].as_f64().unwrap();
+    assert!(share > 0.7, "fork_mm share {share}");
+}

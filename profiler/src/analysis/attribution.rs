@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::outcome::Outcome;
 use crate::{
-    events::{ExecAttempt, Sample},
+    events::{ExecAttempt, Sample, SpawnCall},
     phases::{AttributionReason, PhaseModel},
 };
 
@@ -136,9 +136,18 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
-pub fn attribute(attempts: &[&ExecAttempt], samples: &[&Sample], symbols: &dyn Symbolizer, model: &PhaseModel) -> SampledAttribution {
-    let outcome_of: HashMap<(u32, u64), (Outcome, u64)> =
-        attempts.iter().map(|a| ((a.tgid, a.enter_ns), (Outcome::of(a.ret), a.exit_ns))).collect();
+pub fn attribute(
+    attempts: &[&ExecAttempt],
+    spawns: &[&SpawnCall],
+    samples: &[&Sample],
+    symbols: &dyn Symbolizer,
+    model: &PhaseModel,
+) -> SampledAttribution {
+    let outcome_of: HashMap<(u32, u64), (Outcome, u64)> = attempts
+        .iter()
+        .map(|a| ((a.tgid, a.enter_ns), (Outcome::of(a.ret), a.exit_ns)))
+        .chain(spawns.iter().map(|s| ((s.tgid, s.enter_ns), (Outcome::Spawn(s.syscall), s.exit_ns))))
+        .collect();
     let names = symbolize_unique(samples, symbols);
     let unknown = names.values().filter(|n| n.starts_with("[unknown ")).count() as u64;
     let phase_count = model.phases().len();
@@ -181,10 +190,16 @@ pub fn attribute(attempts: &[&ExecAttempt], samples: &[&Sample], symbols: &dyn S
     }
 
     let mut outcomes = Vec::new();
-    for outcome in Outcome::ALL {
+    let mut spawn_kinds: Vec<Outcome> = spawns.iter().map(|s| Outcome::Spawn(s.syscall)).collect();
+    spawn_kinds.sort();
+    spawn_kinds.dedup();
+    for outcome in Outcome::ALL.into_iter().chain(spawn_kinds) {
         let Some((by_phase, folded)) = per.remove(&outcome) else { continue };
-        let of_kind: Vec<&&ExecAttempt> = attempts.iter().filter(|a| Outcome::of(a.ret) == outcome).collect();
-        let mean_ns = of_kind.iter().map(|a| a.duration_ns() as f64).sum::<f64>() / of_kind.len().max(1) as f64;
+        let durations: Vec<u64> = match outcome {
+            Outcome::Spawn(kind) => spawns.iter().filter(|s| s.syscall == kind).map(|s| s.duration_ns()).collect(),
+            _ => attempts.iter().filter(|a| Outcome::of(a.ret) == outcome).map(|a| a.duration_ns()).collect(),
+        };
+        let mean_ns = durations.iter().map(|&d| d as f64).sum::<f64>() / durations.len().max(1) as f64;
         let total: u64 = by_phase.iter().flat_map(|m| m.values()).sum();
         let phases = model
             .phases()
@@ -206,7 +221,7 @@ pub fn attribute(attempts: &[&ExecAttempt], samples: &[&Sample], symbols: &dyn S
             .collect();
         let mut folded: Vec<(String, u64)> = folded.into_iter().collect();
         folded.sort();
-        outcomes.push(OutcomeAttribution { outcome, attempts: of_kind.len() as u64, mean_ns, samples: total, phases, folded });
+        outcomes.push(OutcomeAttribution { outcome, attempts: durations.len() as u64, mean_ns, samples: total, phases, folded });
     }
     SampledAttribution {
         samples: samples.len() as u64,
@@ -266,7 +281,7 @@ mod tests {
             Sample { ts_ns: 1_200, pid: 1, tgid: 1, attempt_enter_ns: 100, frames: vec![PATH_OPENAT] }, // after exit
         ];
         let refs: Vec<&Sample> = samples.iter().collect();
-        let a = attribute(&[&fail, &ok], &refs, &symbols(), &model);
+        let a = attribute(&[&fail, &ok], &[], &refs, &symbols(), &model);
         assert_eq!((a.samples, a.samples_without_attempt, a.samples_without_stack, a.unknown_addresses), (8, 1, 1, 1));
         assert_eq!(a.samples_after_exit, 1);
         let enoent = a.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();

@@ -9,7 +9,7 @@ pub mod stats;
 use serde::Serialize;
 
 use crate::{
-    events::{Call, Event, ExecAttempt, Sample},
+    events::{Call, Event, ExecAttempt, Sample, SpawnCall, SpawnSyscall},
     exact_plan::ExactPlan,
     phases::PhaseModel,
 };
@@ -22,6 +22,8 @@ pub struct Analysis {
     pub chain: Option<chain::ChainSummary>,
     /// Per-phase and per-function attribution from cpu-clock samples (sampled mode).
     pub sampled: Option<attribution::SampledAttribution>,
+    /// Fork-family calls of the traced tree, per syscall.
+    pub spawns: Vec<SpawnSummary>,
     /// Per-function exact times from entry/return probes (exact mode).
     pub exact: Option<exact::ExactTiming>,
     /// Exact vs sampled phase shares, where both ran.
@@ -42,6 +44,34 @@ pub struct Analysis {
 }
 
 pub const MAX_FILES: usize = 100;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SpawnSummary {
+    pub syscall: SpawnSyscall,
+    pub count: u64,
+    pub failed: u64,
+    pub latency: stats::Distribution,
+    pub minor_faults_per_call: Option<f64>,
+}
+
+fn spawn_summaries(spawns: &[&SpawnCall]) -> Vec<SpawnSummary> {
+    let mut by: std::collections::BTreeMap<SpawnSyscall, Vec<&SpawnCall>> = std::collections::BTreeMap::new();
+    for s in spawns {
+        by.entry(s.syscall).or_default().push(s);
+    }
+    by.into_iter()
+        .filter_map(|(syscall, list)| {
+            let faults: Vec<u64> = list.iter().filter_map(|s| s.minor_faults).collect();
+            Some(SpawnSummary {
+                syscall,
+                count: list.len() as u64,
+                failed: list.iter().filter(|s| s.ret < 0).count() as u64,
+                latency: stats::Distribution::of(list.iter().map(|s| s.duration_ns()).collect())?,
+                minor_faults_per_call: (!faults.is_empty()).then(|| faults.iter().sum::<u64>() as f64 / faults.len() as f64),
+            })
+        })
+        .collect()
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FileCount {
@@ -79,6 +109,7 @@ pub struct ExactContext<'a> {
 
 pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Option<ExactContext<'_>>) -> Analysis {
     let attempts: Vec<&ExecAttempt> = events.iter().filter_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).collect();
+    let spawns: Vec<&SpawnCall> = events.iter().filter_map(|e| if let Event::Spawn(s) = e { Some(s) } else { None }).collect();
     let calls: Vec<&Call> = events.iter().filter_map(|e| if let Event::Call(c) = e { Some(c) } else { None }).collect();
     let samples: Vec<&Sample> = events.iter().filter_map(|e| if let Event::Sample(s) = e { Some(s) } else { None }).collect();
     let forks = events.iter().filter_map(|e| if let Event::Fork(f) = e { Some(f) } else { None });
@@ -87,7 +118,7 @@ pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Opti
         if f.thread { threads += 1 } else { processes += 1 }
     }
     let steps = chain::steps(&attempts);
-    let sampled = symbols.map(|c| attribution::attribute(&attempts, &samples, c.symbols, c.model));
+    let sampled = symbols.map(|c| attribution::attribute(&attempts, &spawns, &samples, c.symbols, c.model));
     let exact = exact.map(|c| exact::analyse(&attempts, &calls, c.plan, c.model));
     let agreement = match (&exact, &sampled) {
         (Some(e), Some(s)) => agreement::compare(e, s),
@@ -99,6 +130,7 @@ pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Opti
         outcomes: outcome::summarize(&attempts),
         success_split: outcome::success_split(&attempts),
         chain: chain::summarize(&steps),
+        spawns: spawn_summaries(&spawns),
         sampled,
         exact,
         agreement,

@@ -13,6 +13,8 @@ pub enum Outcome {
     Enoexec,
     /// Any other errno.
     Other,
+    /// Not an exec: a fork-family call, analysed alongside.
+    Spawn(crate::events::SpawnSyscall),
 }
 
 impl Outcome {
@@ -35,6 +37,12 @@ impl Outcome {
             Outcome::Eacces => "EACCES",
             Outcome::Enoexec => "ENOEXEC",
             Outcome::Other => "other errno",
+            Outcome::Spawn(s) => match s {
+                crate::events::SpawnSyscall::Clone => "clone (fork)",
+                crate::events::SpawnSyscall::Clone3 => "clone3",
+                crate::events::SpawnSyscall::Fork => "fork",
+                crate::events::SpawnSyscall::Vfork => "vfork",
+            },
         }
     }
 }
