@@ -18,6 +18,8 @@ pub mod names {
     pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
     pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
     pub const PROG_SAMPLE: &str = "sample_exec_stack";
+    pub const PROG_SCHED_SWITCH: &str = "sched_switch";
+    pub const PROG_MAIN_ENTRY: &str = "main_entry";
     /// Exact mode: `exact_entry_N` / `exact_return_N` for function slot N < MAX_PROBED.
     pub const PROG_EXACT_ENTRY_PREFIX: &str = "exact_entry_";
     pub const PROG_EXACT_RETURN_PREFIX: &str = "exact_return_";
@@ -56,6 +58,10 @@ pub mod kind {
     pub const EXIT: u32 = 3;
     pub const SAMPLE: u32 = 4;
     pub const CALL: u32 = 5;
+    /// [`MarkRecord`]: a traced thread ran again after being off-CPU since `value`.
+    pub const OFF_CPU: u32 = 6;
+    /// [`MarkRecord`]: a traced process reached `main` (uprobe); `value` unused.
+    pub const MAIN: u32 = 7;
 }
 
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
@@ -216,6 +222,14 @@ pub struct CallRecord {
     pub _reserved: u32,
 }
 
+/// A point event with one value (see [`kind::OFF_CPU`], [`kind::MAIN`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MarkRecord {
+    pub header: RecordHeader,
+    pub value: u64,
+}
+
 /// A traced thread exited (`sched_process_exit`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -232,6 +246,7 @@ const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 6 * 8 + 4 * 4 +
 const _: () = assert!(core::mem::size_of::<ForkRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<CallRecord>() == 24 + 24);
+const _: () = assert!(core::mem::size_of::<MarkRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 16 + 8 * limits::MAX_FRAMES);
 
 impl ExecRecord {
@@ -263,4 +278,5 @@ mod pod {
     unsafe impl aya::Pod for ExitRecord {}
     unsafe impl aya::Pod for SampleRecord {}
     unsafe impl aya::Pod for CallRecord {}
+    unsafe impl aya::Pod for MarkRecord {}
 }

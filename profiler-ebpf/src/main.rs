@@ -11,6 +11,7 @@ mod sampling;
 mod sched;
 mod syscalls;
 mod task;
+mod timeline;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -2,7 +2,7 @@
 //! only place that knows the wire layout; a record of unknown kind or size is an error that
 //! names it, never a silent skip.
 use anyhow::{Result, bail};
-use profiler_common::{CallRecord, ExecRecord, ExitRecord, ForkRecord, RecordHeader, SampleRecord, exec_flags, exec_syscall, exit_flags, fork_flags, kind};
+use profiler_common::{CallRecord, ExecRecord, ExitRecord, ForkRecord, MarkRecord, RecordHeader, SampleRecord, exec_flags, exec_syscall, exit_flags, fork_flags, kind};
 use serde::{Deserialize, Serialize};
 
 /// One `execve`/`execveat` attempt. Times are CLOCK_MONOTONIC nanoseconds.
@@ -137,6 +137,10 @@ pub enum Event {
     Sample(Sample),
     Call(Call),
     Spawn(SpawnCall),
+    /// A traced thread was off-CPU from `start_ns` to `end_ns`.
+    OffCpu { pid: u32, tgid: u32, start_ns: u64, end_ns: u64 },
+    /// A traced process entered `main` of the launched program.
+    Main { pid: u32, tgid: u32, ts_ns: u64 },
 }
 
 /// Reads a `#[repr(C)]` record from the front of `bytes` (ring buffer items are 8-byte
@@ -200,6 +204,14 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
                 attempt_enter_ns: r.attempt_enter_ns,
                 slot: r.slot,
             }))
+        }
+        kind::OFF_CPU => {
+            let r: MarkRecord = read(bytes)?;
+            Ok(Event::OffCpu { pid: r.header.pid, tgid: r.header.tgid, start_ns: r.value, end_ns: r.header.ts_ns })
+        }
+        kind::MAIN => {
+            let r: MarkRecord = read(bytes)?;
+            Ok(Event::Main { pid: r.header.pid, tgid: r.header.tgid, ts_ns: r.header.ts_ns })
         }
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
     }

@@ -46,6 +46,8 @@ pub fn trace_events(events: &[crate::events::Event], plan: Option<&crate::exact_
             Event::Sample(s) => s.ts_ns,
             Event::Call(c) => c.enter_ns,
             Event::Spawn(s) => s.enter_ns,
+            Event::OffCpu { start_ns, .. } => *start_ns,
+            Event::Main { ts_ns, .. } => *ts_ns,
         })
         .min()
         .unwrap_or(0);
@@ -87,6 +89,12 @@ pub fn trace_events(events: &[crate::events::Event], plan: Option<&crate::exact_
                 threads.insert((s.tgid, s.pid));
                 out.push(json!({"name": s.syscall.label(), "cat": "spawn", "ph": "X", "ts": us(s.enter_ns), "dur": dur(s.enter_ns, s.exit_ns),
                     "pid": s.tgid, "tid": s.pid, "args": {"ret": s.ret, "minor_faults": s.minor_faults}}));
+            }
+            Event::OffCpu { pid, tgid, start_ns, end_ns } => {
+                out.push(json!({"name": "off-CPU", "cat": "offcpu", "ph": "X", "ts": us(*start_ns), "dur": dur(*start_ns, *end_ns), "pid": tgid, "tid": pid}));
+            }
+            Event::Main { pid, tgid, ts_ns } => {
+                out.push(json!({"name": "main", "cat": "main", "ph": "i", "s": "t", "ts": us(*ts_ns), "pid": tgid, "tid": pid}));
             }
             Event::Exit(_) | Event::Sample(_) => {}
         }

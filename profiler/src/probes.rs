@@ -67,6 +67,12 @@ pub const RUN_PROBES: &[ProbeSpec] = &[
         lost: "",
     },
     ProbeSpec {
+        program: names::PROG_SCHED_SWITCH,
+        attach: Attach::RawTracepoint { name: "sched_switch" },
+        required: false,
+        lost: "off-CPU time is not separated out of chain steps",
+    },
+    ProbeSpec {
         program: names::PROG_SCHED_PREPARE_EXEC,
         attach: Attach::RawTracepoint { name: "sched_prepare_exec" },
         required: false,

@@ -70,6 +70,8 @@ pub struct RunReport {
     pub analysis: Analysis,
     pub losses: LossCounters,
     pub undecodable_records: u64,
+    /// Why image-start-to-main is not measured, when it is not.
+    pub startup_note: Option<String>,
 }
 
 /// Human time with three significant digits: 950 ns, 1.23 µs, 45.6 µs, 1.20 ms, 2.34 s.
@@ -180,23 +182,36 @@ pub fn render(r: &RunReport) -> String {
             "\nExec chain: {} steps in {} process(es), {:.2} failed attempts per step",
             c.steps, c.processes, c.failed_attempts_per_step
         );
-        let _ = writeln!(o, "  {:<30} {:>9} {:>9} {:>9} {:>7}", "per step", "p50", "mean", "total", "share");
+        let _ = writeln!(o, "  {:<34} {:>9} {:>9} {:>9} {:>7}", "per step", "p50", "mean", "total", "share");
         let total = c.wall_ns.total_ns.max(1) as f64;
-        for (label, d) in [
-            ("kernel, failed attempts", &c.failed_ns),
-            ("kernel, successful exec", &c.exec_ns),
-            ("user space + other syscalls", &c.rest_ns),
-            ("step wall time", &c.wall_ns),
-        ] {
+        let mut rows = vec![("kernel, failed attempts", &c.failed_ns), ("kernel, successful exec", &c.exec_ns)];
+        if let Some(s) = &c.startup_ns {
+            rows.push(("image start to main (loader, libc)", s));
+        }
+        rows.push(("off-CPU outside exec", &c.off_cpu_ns));
+        rows.push(("user space + untraced syscalls", &c.rest_ns));
+        rows.push(("step wall time", &c.wall_ns));
+        for (label, d) in rows {
             let _ = writeln!(
                 o,
-                "  {:<30} {:>9} {:>9} {:>9} {:>6.1}%",
+                "  {:<34} {:>9} {:>9} {:>9} {:>6.1}%",
                 label,
                 human_ns(d.p50_ns as f64),
                 human_ns(d.mean_ns),
                 human_ns(d.total_ns as f64),
                 100.0 * d.total_ns as f64 / total
             );
+        }
+        let steps_ns = c.wall_ns.total_ns;
+        let _ = writeln!(
+            o,
+            "  execprof's own clock: the command ran {}; its steps add up to {}; the difference ({}) is the launch exec, the last image's run and the exit",
+            human_ns(r.command_wall_ns as f64),
+            human_ns(steps_ns as f64),
+            human_ns(r.command_wall_ns.saturating_sub(steps_ns) as f64)
+        );
+        if let Some(note) = &r.startup_note {
+            let _ = writeln!(o, "  {note}");
         }
     }
 
@@ -433,6 +448,7 @@ mod tests {
             analysis: analysis::analyse(&events, Some(analysis::SymbolContext { symbols: &symbols, model: &model }), None),
             losses: LossCounters(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()),
             undecodable_records: 0,
+            startup_note: None,
         }
     }
 

@@ -91,6 +91,12 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     if let Some(note) = &mode_note {
         eprintln!("execprof: {note}");
     }
+    let startup_note = match chain {
+        Some(_) => Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned()),
+        None => tracer.attach_main(&command.program).err().map(|e| {
+            format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display())
+        }),
+    };
     let collector = tracer.start_collector()?;
     launch::install_signal_forwarding();
 
@@ -129,6 +135,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         analysis,
         losses,
         undecodable_records: collected.undecodable,
+        startup_note,
     };
     if let Some(err) = &collected.first_decode_error {
         eprintln!("execprof: warning: {} records could not be decoded (first: {err})", collected.undecodable);

@@ -149,6 +149,19 @@ impl Tracer {
         Ok((attached, warnings))
     }
 
+    /// A uprobe on `main` of `program`, so a step's time from image start to `main`
+    /// (dynamic loader, libc start-up) is measured.
+    pub fn attach_main(&mut self, program: &std::path::Path) -> Result<()> {
+        let p: &mut aya::programs::UProbe = self
+            .ebpf
+            .program_mut(names::PROG_MAIN_ENTRY)
+            .ok_or_else(|| anyhow!("program {} missing", names::PROG_MAIN_ENTRY))?
+            .try_into()?;
+        p.load()?;
+        p.attach("main", program, aya::programs::uprobe::UProbeScope::AllProcesses)?;
+        Ok(())
+    }
+
     /// Starts draining the ring buffer on its own thread.
     pub fn start_collector(&mut self) -> Result<Collector> {
         let ring: RingBuf<MapData> = take_map(&mut self.ebpf, names::MAP_EVENTS)?;

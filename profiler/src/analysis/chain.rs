@@ -19,15 +19,20 @@ pub struct ChainStep {
     pub failed_ns: u64,
     /// Kernel time in the step's successful exec.
     pub exec_ns: u64,
+    /// From the new image's start to its `main` (dynamic loader, libc start-up), where a
+    /// uprobe on `main` saw it.
+    pub startup_ns: Option<u64>,
+    /// Time off-CPU outside the step's exec attempts (the attempts' own include theirs).
+    pub off_cpu_ns: u64,
 }
 
 impl ChainStep {
     pub fn wall_ns(&self) -> u64 {
         self.end_ns - self.start_ns
     }
-    /// What the exec attempts do not explain: user space, other syscalls, time off-CPU.
+    /// What the measured parts do not explain: user space and untraced syscalls.
     pub fn rest_ns(&self) -> u64 {
-        self.wall_ns().saturating_sub(self.failed_ns + self.exec_ns)
+        self.wall_ns().saturating_sub(self.failed_ns + self.exec_ns + self.startup_ns.unwrap_or(0) + self.off_cpu_ns)
     }
 }
 
@@ -40,6 +45,9 @@ pub struct ChainSummary {
     pub failed_ns: Distribution,
     pub exec_ns: Distribution,
     pub rest_ns: Distribution,
+    /// Present when a uprobe on `main` saw the steps' images start.
+    pub startup_ns: Option<Distribution>,
+    pub off_cpu_ns: Distribution,
     pub failed_attempts_per_step: f64,
 }
 
@@ -61,13 +69,71 @@ pub fn steps(attempts: &[&ExecAttempt]) -> Vec<ChainStep> {
                 continue;
             }
             if let Some(s) = start {
-                out.push(ChainStep { tgid, start_ns: s, end_ns: a.exit_ns, failed_attempts: failed, failed_ns, exec_ns: a.duration_ns() });
+                out.push(ChainStep {
+                    tgid,
+                    start_ns: s,
+                    end_ns: a.exit_ns,
+                    failed_attempts: failed,
+                    failed_ns,
+                    exec_ns: a.duration_ns(),
+                    startup_ns: None,
+                    off_cpu_ns: 0,
+                });
             }
             start = Some(a.exit_ns);
             (failed, failed_ns) = (0, 0);
         }
     }
     out
+}
+
+/// An off-CPU interval of a traced thread.
+#[derive(Clone, Copy, Debug)]
+pub struct OffCpu {
+    pub tgid: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
+    a.1.min(b.1).saturating_sub(a.0.max(b.0))
+}
+
+/// Fills in each step's start-up time (first `main` of its process after the step began)
+/// and its off-CPU time outside exec attempts.
+pub fn annotate(steps: &mut [ChainStep], attempts: &[&ExecAttempt], mains: &[(u32, u64)], off_cpu: &[OffCpu]) {
+    let mut mains_by: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for &(tgid, ts) in mains {
+        mains_by.entry(tgid).or_default().push(ts);
+    }
+    mains_by.values_mut().for_each(|v| v.sort_unstable());
+    let mut off_by: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for o in off_cpu {
+        off_by.entry(o.tgid).or_default().push((o.start_ns, o.end_ns));
+    }
+    let mut attempts_by: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for a in attempts {
+        attempts_by.entry(a.tgid).or_default().push((a.enter_ns, a.exit_ns));
+    }
+    for step in steps.iter_mut() {
+        let window = (step.start_ns, step.end_ns);
+        if let Some(list) = mains_by.get(&step.tgid) {
+            let i = list.partition_point(|&t| t <= step.start_ns);
+            if let Some(&t) = list.get(i).filter(|&&t| t < step.end_ns) {
+                step.startup_ns = Some(t - step.start_ns);
+            }
+        }
+        let inside: Vec<(u64, u64)> =
+            attempts_by.get(&step.tgid).map(|v| v.iter().copied().filter(|&w| overlap(w, window) > 0).collect()).unwrap_or_default();
+        step.off_cpu_ns = off_by
+            .get(&step.tgid)
+            .map(|v| {
+                v.iter()
+                    .map(|&o| overlap(o, window).saturating_sub(inside.iter().map(|&w| overlap(o, w)).sum::<u64>()))
+                    .sum()
+            })
+            .unwrap_or(0);
+    }
 }
 
 pub fn summarize(steps: &[ChainStep]) -> Option<ChainSummary> {
@@ -80,6 +146,8 @@ pub fn summarize(steps: &[ChainStep]) -> Option<ChainSummary> {
         failed_ns: dist(|s| s.failed_ns)?,
         exec_ns: dist(|s| s.exec_ns)?,
         rest_ns: dist(ChainStep::rest_ns)?,
+        startup_ns: Distribution::of(steps.iter().filter_map(|s| s.startup_ns).collect()),
+        off_cpu_ns: dist(|s| s.off_cpu_ns)?,
         failed_attempts_per_step: steps.iter().map(|s| s.failed_attempts as f64).sum::<f64>() / steps.len() as f64,
     })
 }
@@ -105,7 +173,7 @@ mod tests {
         let refs: Vec<&ExecAttempt> = a.iter().collect();
         let s = steps(&refs);
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0], ChainStep { tgid: 7, start_ns: 100, end_ns: 400, failed_attempts: 2, failed_ns: 30, exec_ns: 150 });
+        assert_eq!(s[0], ChainStep { tgid: 7, start_ns: 100, end_ns: 400, failed_attempts: 2, failed_ns: 30, exec_ns: 150, startup_ns: None, off_cpu_ns: 0 });
         assert_eq!((s[0].wall_ns(), s[0].rest_ns()), (300, 120));
         assert_eq!((s[1].failed_ns, s[1].exec_ns, s[1].rest_ns()), (10, 180, 110));
         let sum = summarize(&s).unwrap();
@@ -120,6 +188,22 @@ mod tests {
         let a = [attempt(3, 300, 400, 0, None), attempt(3, 0, 100, 0, None), attempt(3, 150, 160, -2, None)];
         let refs: Vec<&ExecAttempt> = a.iter().collect();
         let s = steps(&refs);
-        assert_eq!(s, vec![ChainStep { tgid: 3, start_ns: 100, end_ns: 400, failed_attempts: 1, failed_ns: 10, exec_ns: 100 }]);
+        assert_eq!(s, vec![ChainStep { tgid: 3, start_ns: 100, end_ns: 400, failed_attempts: 1, failed_ns: 10, exec_ns: 100, startup_ns: None, off_cpu_ns: 0 }]);
+    }
+
+    #[test]
+    fn start_up_and_off_cpu_split_the_rest_of_a_step() {
+        // Step 100..400: failed 150..160, exec 300..400; main at 130; off-CPU 140..170
+        // (10 of it inside the failed attempt) and 250..260.
+        let a = [attempt(3, 0, 100, 0, None), attempt(3, 150, 160, -2, None), attempt(3, 300, 400, 0, None)];
+        let refs: Vec<&ExecAttempt> = a.iter().collect();
+        let mut s = steps(&refs);
+        let off = [OffCpu { tgid: 3, start_ns: 140, end_ns: 170 }, OffCpu { tgid: 3, start_ns: 250, end_ns: 260 }, OffCpu { tgid: 9, start_ns: 0, end_ns: 999 }];
+        annotate(&mut s, &refs, &[(3, 130), (3, 50)], &off);
+        assert_eq!(s[0].startup_ns, Some(30));
+        assert_eq!(s[0].off_cpu_ns, 30);
+        assert_eq!(s[0].rest_ns(), 300 - 10 - 100 - 30 - 30);
+        let sum = summarize(&s).unwrap();
+        assert_eq!(sum.startup_ns.unwrap().p50_ns, 30);
     }
 }

@@ -117,7 +117,13 @@ pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Opti
     for f in forks {
         if f.thread { threads += 1 } else { processes += 1 }
     }
-    let steps = chain::steps(&attempts);
+    let mut steps = chain::steps(&attempts);
+    let mains: Vec<(u32, u64)> = events.iter().filter_map(|e| if let Event::Main { tgid, ts_ns, .. } = e { Some((*tgid, *ts_ns)) } else { None }).collect();
+    let off_cpu: Vec<chain::OffCpu> = events
+        .iter()
+        .filter_map(|e| if let Event::OffCpu { tgid, start_ns, end_ns, .. } = e { Some(chain::OffCpu { tgid: *tgid, start_ns: *start_ns, end_ns: *end_ns }) } else { None })
+        .collect();
+    chain::annotate(&mut steps, &attempts, &mains, &off_cpu);
     let sampled = symbols.map(|c| attribution::attribute(&attempts, &spawns, &samples, c.symbols, c.model));
     let exact = exact.map(|c| exact::analyse(&attempts, &calls, c.plan, c.model));
     let agreement = match (&exact, &sampled) {

@@ -1,0 +1,60 @@
+//! The rest of a traced process's timeline: when its threads are off-CPU (sched_switch),
+//! and when an exec'd image reaches `main` (a uprobe user space attaches to the launched
+//! program), so a chain step can be split into kernel, loader/start-up, user and off-CPU.
+use aya_ebpf::{
+    bindings::BPF_ANY,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::{map, raw_tracepoint, uprobe},
+    maps::HashMap,
+    programs::{ProbeContext, RawTracePointContext},
+};
+use profiler_common::{MarkRecord, RecordHeader, counter, kind, limits};
+
+use crate::{maps, task};
+
+const TASK_DEAD: u64 = 0x80;
+
+/// Switch-out time of each traced thread currently off-CPU.
+#[map]
+static OFF_CPU_SINCE: HashMap<u32, u64> = HashMap::with_max_entries(limits::MAX_TRACED, 0);
+
+#[inline(always)]
+fn emit(kind: u32, pid: u32, tgid: u32, ts_ns: u64, value: u64) {
+    let rec = MarkRecord { header: RecordHeader { kind, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns, pid, tgid }, value };
+    if maps::EVENTS.output::<MarkRecord>(&rec, maps::NO_WAKEUP).is_err() {
+        maps::count(counter::RING_FULL);
+    }
+}
+
+/// `sched_switch(preempt, prev, next, prev_state)`.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
+    let prev: u64 = ctx.arg(1);
+    let next: u64 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
+    let now = unsafe { bpf_ktime_get_ns() };
+    // A dying thread's last switch (TASK_DEAD) starts no off-CPU interval.
+    if let Some((pid, tgid)) = task::ids(prev).filter(|_| prev_state & TASK_DEAD == 0) {
+        if maps::is_traced(tgid) && OFF_CPU_SINCE.insert(&pid, &now, BPF_ANY as u64).is_err() {
+            maps::count(counter::TRACED_FULL);
+        }
+    }
+    if let Some((pid, tgid)) = task::ids(next) {
+        if let Some(&since) = unsafe { OFF_CPU_SINCE.get(&pid) } {
+            let _ = OFF_CPU_SINCE.remove(&pid);
+            emit(kind::OFF_CPU, pid, tgid, now, since);
+        }
+    }
+    0
+}
+
+/// Entry of `main` in the launched program.
+#[uprobe]
+pub fn main_entry(_ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    if maps::is_traced(tgid) {
+        emit(kind::MAIN, pid, tgid, unsafe { bpf_ktime_get_ns() }, 0);
+    }
+    0
+}
