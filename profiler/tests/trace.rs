@@ -308,3 +308,44 @@ fn fork_calls_of_a_big_parent_spend_their_time_copying_the_mm() {
     let share = phase(fork, "fork_mm")["estimate"]["share"].as_f64().unwrap();
     assert!(share > 0.7, "fork_mm share {share}");
 }
+
+/// A dynamically linked chain (the seed's t.c built with gcc): each step's time from the new
+/// image's start to main (dynamic loader, libc start-up) is measured by a uprobe on main,
+/// and the parts of a step add up to its wall time.
+#[test]
+fn timeline_measures_start_up_to_main_of_a_dynamic_chain() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("tg.c");
+    std::fs::write(
+        &src,
+        "#define _GNU_SOURCE\n#include <unistd.h>\n#include <stdlib.h>\n#include <stdio.h>\n\
+         int main(int argc, char **argv, char **envp) { char b[12]; int n;\n\
+         if (argc != 2) return 1; n = atoi(argv[1]); if (n <= 0) return 0;\n\
+         snprintf(b, sizeof b, \"%d\", n - 1); argv[1] = b; execvpe(\"tg\", argv, envp); return 3; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("tg");
+    let cc = StdCommand::new("cc").arg("-O2").arg("-o").arg(&exe).arg(&src).status();
+    if !cc.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no C compiler to build a dynamically linked chain");
+        return;
+    }
+    let json = dir.path().join("out.json");
+    let out = execprof()
+        .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+        .args(["run", "--sample-hz", "0", "--json"])
+        .arg(&json)
+        .args(["--", "tg", "40"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let chain = &v["analysis"]["chain"];
+    assert_eq!(chain["steps"], 40);
+    let total = |k: &str| chain[k]["total_ns"].as_u64().unwrap_or(0);
+    assert!(chain["startup_ns"]["count"].as_u64() == Some(40), "start-up measured in every step: {}", chain["startup_ns"]);
+    assert!(chain["startup_ns"]["p50_ns"].as_u64().unwrap() > 1_000, "a dynamic loader takes more than 1 µs");
+    let parts = total("failed_ns") + total("exec_ns") + total("startup_ns") + total("off_cpu_ns") + total("rest_ns");
+    assert_eq!(parts, total("wall_ns"), "the parts of the steps add up to their wall time");
+}
