@@ -185,6 +185,10 @@ pub fn render(r: &RunReport) -> String {
         let _ = writeln!(o, "  {:<34} {:>9} {:>9} {:>9} {:>7}", "per step", "p50", "mean", "total", "share");
         let total = c.wall_ns.total_ns.max(1) as f64;
         let mut rows = vec![("kernel, failed attempts", &c.failed_ns), ("kernel, successful exec", &c.exec_ns)];
+        if let (Some(b), Some(a)) = (&c.exec_before_ns, &c.exec_after_ns) {
+            rows.push(("  before the point of no return", b));
+            rows.push(("  after it", a));
+        }
         if let Some(s) = &c.startup_ns {
             rows.push(("image start to main (loader, libc)", s));
         }

@@ -19,6 +19,8 @@ pub struct ChainStep {
     pub failed_ns: u64,
     /// Kernel time in the step's successful exec.
     pub exec_ns: u64,
+    /// Of `exec_ns`, the part before the point of no return (where the kernel reports it).
+    pub exec_before_ns: Option<u64>,
     /// From the new image's start to its `main` (dynamic loader, libc start-up), where a
     /// uprobe on `main` saw it.
     pub startup_ns: Option<u64>,
@@ -45,6 +47,9 @@ pub struct ChainSummary {
     pub failed_ns: Distribution,
     pub exec_ns: Distribution,
     pub rest_ns: Distribution,
+    /// Successful exec before / after the point of no return, where the kernel reports it.
+    pub exec_before_ns: Option<Distribution>,
+    pub exec_after_ns: Option<Distribution>,
     /// Present when a uprobe on `main` saw the steps' images start.
     pub startup_ns: Option<Distribution>,
     pub off_cpu_ns: Distribution,
@@ -76,6 +81,7 @@ pub fn steps(attempts: &[&ExecAttempt]) -> Vec<ChainStep> {
                     failed_attempts: failed,
                     failed_ns,
                     exec_ns: a.duration_ns(),
+                    exec_before_ns: a.prepare_ns.map(|p| p.saturating_sub(a.enter_ns)),
                     startup_ns: None,
                     off_cpu_ns: 0,
                 });
@@ -100,7 +106,8 @@ fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
 }
 
 /// Fills in each step's start-up time (first `main` of its process after the step began)
-/// and its off-CPU time outside exec attempts.
+/// and its off-CPU time outside exec attempts and outside that start-up, so the parts of a
+/// step never overlap and add up to its wall time.
 pub fn annotate(steps: &mut [ChainStep], attempts: &[&ExecAttempt], mains: &[(u32, u64)], off_cpu: &[OffCpu]) {
     let mut mains_by: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for &(tgid, ts) in mains {
@@ -123,8 +130,12 @@ pub fn annotate(steps: &mut [ChainStep], attempts: &[&ExecAttempt], mains: &[(u3
                 step.startup_ns = Some(t - step.start_ns);
             }
         }
-        let inside: Vec<(u64, u64)> =
+        // Windows already accounted for: the step's exec attempts and its start-up to main.
+        let mut inside: Vec<(u64, u64)> =
             attempts_by.get(&step.tgid).map(|v| v.iter().copied().filter(|&w| overlap(w, window) > 0).collect()).unwrap_or_default();
+        if let Some(s) = step.startup_ns {
+            inside.push((step.start_ns, step.start_ns + s));
+        }
         step.off_cpu_ns = off_by
             .get(&step.tgid)
             .map(|v| {
@@ -147,6 +158,8 @@ pub fn summarize(steps: &[ChainStep]) -> Option<ChainSummary> {
         exec_ns: dist(|s| s.exec_ns)?,
         rest_ns: dist(ChainStep::rest_ns)?,
         startup_ns: Distribution::of(steps.iter().filter_map(|s| s.startup_ns).collect()),
+        exec_before_ns: Distribution::of(steps.iter().filter_map(|s| s.exec_before_ns).collect()),
+        exec_after_ns: Distribution::of(steps.iter().filter_map(|s| s.exec_before_ns.map(|b| s.exec_ns - b)).collect()),
         off_cpu_ns: dist(|s| s.off_cpu_ns)?,
         failed_attempts_per_step: steps.iter().map(|s| s.failed_attempts as f64).sum::<f64>() / steps.len() as f64,
     })
@@ -173,7 +186,7 @@ mod tests {
         let refs: Vec<&ExecAttempt> = a.iter().collect();
         let s = steps(&refs);
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0], ChainStep { tgid: 7, start_ns: 100, end_ns: 400, failed_attempts: 2, failed_ns: 30, exec_ns: 150, startup_ns: None, off_cpu_ns: 0 });
+        assert_eq!(s[0], ChainStep { tgid: 7, start_ns: 100, end_ns: 400, failed_attempts: 2, failed_ns: 30, exec_ns: 150, exec_before_ns: None, startup_ns: None, off_cpu_ns: 0 });
         assert_eq!((s[0].wall_ns(), s[0].rest_ns()), (300, 120));
         assert_eq!((s[1].failed_ns, s[1].exec_ns, s[1].rest_ns()), (10, 180, 110));
         let sum = summarize(&s).unwrap();
@@ -188,17 +201,17 @@ mod tests {
         let a = [attempt(3, 300, 400, 0, None), attempt(3, 0, 100, 0, None), attempt(3, 150, 160, -2, None)];
         let refs: Vec<&ExecAttempt> = a.iter().collect();
         let s = steps(&refs);
-        assert_eq!(s, vec![ChainStep { tgid: 3, start_ns: 100, end_ns: 400, failed_attempts: 1, failed_ns: 10, exec_ns: 100, startup_ns: None, off_cpu_ns: 0 }]);
+        assert_eq!(s, vec![ChainStep { tgid: 3, start_ns: 100, end_ns: 400, failed_attempts: 1, failed_ns: 10, exec_ns: 100, exec_before_ns: None, startup_ns: None, off_cpu_ns: 0 }]);
     }
 
     #[test]
     fn start_up_and_off_cpu_split_the_rest_of_a_step() {
         // Step 100..400: failed 150..160, exec 300..400; main at 130; off-CPU 140..170
-        // (10 of it inside the failed attempt) and 250..260.
+        // (10 of it inside the failed attempt), 250..260, and 110..120 (inside start-up).
         let a = [attempt(3, 0, 100, 0, None), attempt(3, 150, 160, -2, None), attempt(3, 300, 400, 0, None)];
         let refs: Vec<&ExecAttempt> = a.iter().collect();
         let mut s = steps(&refs);
-        let off = [OffCpu { tgid: 3, start_ns: 140, end_ns: 170 }, OffCpu { tgid: 3, start_ns: 250, end_ns: 260 }, OffCpu { tgid: 9, start_ns: 0, end_ns: 999 }];
+        let off = [OffCpu { tgid: 3, start_ns: 140, end_ns: 170 }, OffCpu { tgid: 3, start_ns: 250, end_ns: 260 }, OffCpu { tgid: 3, start_ns: 110, end_ns: 120 }, OffCpu { tgid: 9, start_ns: 0, end_ns: 999 }];
         annotate(&mut s, &refs, &[(3, 130), (3, 50)], &off);
         assert_eq!(s[0].startup_ns, Some(30));
         assert_eq!(s[0].off_cpu_ns, 30);
