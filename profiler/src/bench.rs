@@ -73,6 +73,57 @@ pub fn chain(spec: ChainSpec, rounds: u32) -> Result<()> {
     Ok(())
 }
 
+/// Traces execprof's own process (and so the spawned children) for `bench spawn --kernel`.
+fn self_tracer() -> Result<(crate::tracer::Tracer, crate::tracer::Collector)> {
+    use crate::{kernel_layout::TaskLayout, probes::RUN_PROBES, tracer::{Tracer, TracerOptions}};
+    crate::privileges::require_tracing_privileges("bench spawn --kernel")?;
+    let layout = TaskLayout::from_running_kernel()?;
+    let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: 8 << 20, verbose: false })?;
+    tracer.trace_process(std::process::id())?;
+    let collector = tracer.start_collector()?;
+    Ok((tracer, collector))
+}
+
+/// Per method: the benchmark's own spawn-call time beside the kernel's syscall time for the
+/// same calls (matched by time), and the difference (the C library's share and the return).
+pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[&crate::events::SpawnCall]) -> String {
+    use std::fmt::Write as _;
+
+    use crate::analysis::stats::Distribution;
+    let mut o = String::new();
+    let _ = writeln!(o, "\nSpawn call: the benchmark's clock vs the kernel's (syscall enter to exit), medians");
+    let _ = writeln!(o, "  {:<22} {:>8} {:>12} {:>12} {:>12}  syscall", "method", "matched", "benchmark", "kernel", "difference");
+    for m in &report.results {
+        let mut driver = Vec::new();
+        let mut kernel = Vec::new();
+        let mut syscalls = std::collections::BTreeSet::new();
+        for &(t0, t_ret) in &m.calls {
+            // The spawn syscall the call made: inside the call's window; a C library may
+            // make one spawn syscall per call.
+            if let Some(k) = calls.iter().find(|c| c.enter_ns >= t0 && c.exit_ns <= t_ret) {
+                driver.push(t_ret - t0);
+                kernel.push(k.duration_ns());
+                syscalls.insert(k.syscall.label());
+            }
+        }
+        let (Some(d), Some(k)) = (Distribution::of(driver), Distribution::of(kernel)) else {
+            let _ = writeln!(o, "  {:<22} {:>8}", m.method.label(), 0);
+            continue;
+        };
+        let _ = writeln!(
+            o,
+            "  {:<22} {:>8} {:>12} {:>12} {:>12}  {}",
+            m.method.label(),
+            d.count,
+            human_ns(d.p50_ns as f64),
+            human_ns(k.p50_ns as f64),
+            human_ns(d.p50_ns as f64 - k.p50_ns as f64),
+            syscalls.into_iter().collect::<Vec<_>>().join(",")
+        );
+    }
+    o
+}
+
 pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
     use crate::spawn::{self, MemoryShape, Method};
     if args.iterations == 0 {
@@ -83,8 +134,24 @@ pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
     // first instruction reads the clock.
     let child = ChainWorkload::prepare(ChainSpec::new(0, 0))?;
     let shape = MemoryShape { bytes: args.mem, fragment: args.fragment, dirty: args.dirty };
+    let kernel = if args.kernel { Some(self_tracer()?) } else { None };
     let report = spawn::run(&methods, shape, args.iterations, &child)?;
-    print!("{}", spawn::render(&report));
+    print!("{}", spawn::render(&report, kernel.is_some()));
+    if let Some((tracer, collector)) = kernel {
+        let collected = collector.finish()?;
+        let losses = tracer.losses()?;
+        let me = std::process::id();
+        let calls: Vec<&crate::events::SpawnCall> = collected
+            .events
+            .iter()
+            .filter_map(|e| if let crate::events::Event::Spawn(s) = e { Some(s) } else { None })
+            .filter(|s| s.tgid == me)
+            .collect();
+        print!("{}", driver_vs_kernel(&report, &calls));
+        if losses.total() > 0 {
+            println!("  warning: {} kernel events were lost; the kernel column may miss calls", losses.total());
+        }
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n").map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }

@@ -53,6 +53,10 @@ pub struct BenchSpawnArgs {
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also trace the spawn syscalls in the kernel (needs root) and print, per method, the
+    /// benchmark's own time for the spawn call beside the kernel's, with the difference.
+    #[arg(long)]
+    pub kernel: bool,
 }
 
 /// `4096`, `200M`, `1G` (powers of 1024).

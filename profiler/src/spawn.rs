@@ -56,6 +56,9 @@ pub struct MethodResult {
     pub call_return_ns: Distribution,
     /// Spawn call start → the parent reaped the exited child.
     pub reaped_ns: Distribution,
+    /// Each spawn call's (start, return) on CLOCK_MONOTONIC, to match kernel records.
+    #[serde(skip)]
+    pub calls: Vec<(u64, u64)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -261,7 +264,7 @@ pub fn run(methods: &[Method], shape: MemoryShape, iterations: u32, child: &Chai
     let mut stack = vec![0u8; 64 << 10];
     let mut results = Vec::new();
     for &method in methods {
-        let (mut start, mut ret, mut reaped) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut start, mut ret, mut reaped, mut calls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..iterations {
             let zero = [0u8; 16];
             std::os::unix::fs::FileExt::write_all_at(&shared_file, &zero, 0)?;
@@ -290,14 +293,15 @@ pub fn run(methods: &[Method], shape: MemoryShape, iterations: u32, child: &Chai
             start.push(child_ns.saturating_sub(t0));
             ret.push(t_ret - t0);
             reaped.push(t_reaped - t0);
+            calls.push((t0, t_ret));
         }
         let d = |v| Distribution::of(v).expect("iterations > 0");
-        results.push(MethodResult { method, child_start_ns: d(start), call_return_ns: d(ret), reaped_ns: d(reaped) });
+        results.push(MethodResult { method, child_start_ns: d(start), call_return_ns: d(ret), reaped_ns: d(reaped), calls });
     }
     Ok(SpawnReport { shape, iterations, results })
 }
 
-pub fn render(r: &SpawnReport) -> String {
+pub fn render(r: &SpawnReport, traced: bool) -> String {
     use std::fmt::Write as _;
 
     use crate::report::human_ns;
@@ -305,7 +309,8 @@ pub fn render(r: &SpawnReport) -> String {
     let s = r.shape;
     let _ = writeln!(
         o,
-        "execprof bench spawn (untraced): parent memory {} bytes{}{}; {} spawns per method",
+        "execprof bench spawn ({}): parent memory {} bytes{}{}; {} spawns per method",
+        if traced { "spawn syscalls traced" } else { "untraced" },
         s.bytes,
         if s.fragment { ", fragmented (alternating ro/rw pages)" } else { "" },
         if s.dirty { ", dirty" } else { "" },

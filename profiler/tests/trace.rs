@@ -349,3 +349,22 @@ fn timeline_measures_start_up_to_main_of_a_dynamic_chain() {
     let parts = total("failed_ns") + total("exec_ns") + total("startup_ns") + total("off_cpu_ns") + total("rest_ns");
     assert_eq!(parts, total("wall_ns"), "the parts of the steps add up to their wall time");
 }
+
+/// bench spawn --kernel: every spawn call of every method is matched with its syscall, and
+/// the benchmark's own time for the call is at least the kernel's.
+#[test]
+fn bench_spawn_matches_each_call_with_its_syscall() {
+    require_root!();
+    let out = execprof().args(["bench", "spawn", "--kernel", "--iterations", "20"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let table = text.split("benchmark's clock vs the kernel's").nth(1).expect("comparison table");
+    for (label, syscall) in [("fork+exec", "clone"), ("vfork+exec", "vfork"), ("posix_spawn", "clone"), ("clone(VM|VFORK)+exec", "clone")] {
+        let line = table.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no row for {label}: {table}"));
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[1], "20", "{label}: all calls matched: {line}");
+        // posix_spawn is clone3 or clone depending on the C library's version.
+        assert!(cols.last().unwrap().starts_with(syscall), "{line}");
+        assert!(!cols[cols.len() - 3].starts_with('-'), "{label}: benchmark time below the kernel's: {line}");
+    }
+}
