@@ -8,7 +8,8 @@
 /// Names of the maps, programs and globals, shared so neither side spells them on its own.
 pub mod names {
     pub const MAP_EVENTS: &str = "EVENTS";
-    pub const MAP_TRACED: &str = "TRACED";
+    pub const MAP_IDS: &str = "IDS";
+    pub const MAP_TREE_ALIVE: &str = "TREE_ALIVE";
     pub const MAP_COUNTERS: &str = "COUNTERS";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
@@ -33,26 +34,33 @@ pub mod names {
     pub const GLOBAL_TASK_SIGNAL: &str = "TASK_SIGNAL_OFFSET";
     pub const GLOBAL_SIGNAL_LIVE: &str = "SIGNAL_LIVE_OFFSET";
     pub const GLOBAL_BPRM_FILENAME: &str = "BPRM_FILENAME_OFFSET";
+    /// Non-zero when the kernel has no `sched_prepare_exec`: the exec'd name is then read at
+    /// `sched_process_exec` instead.
+    pub const GLOBAL_NAME_AT_LOADED: &str = "NAME_AT_LOADED";
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.
 pub mod limits {
     /// Bytes of an exec's file name kept (including the terminating NUL).
     pub const FILENAME_CAP: usize = 256;
-    /// Processes (thread groups) traced at once.
-    pub const MAX_TRACED: u32 = 65_536;
+    /// Ids (pids, tids) per entry of the `IDS` flag array; user space sizes the array to
+    /// cover the kernel's `pid_max`.
+    pub const IDS_PER_ENTRY: usize = 64;
     /// Kernel frames kept per sample (deeper stacks keep their innermost frames).
     pub const MAX_FRAMES: usize = 64;
     /// Kernel functions exact mode can probe at once (one entry/return program pair each).
     pub const MAX_PROBED: u32 = 32;
-    /// Threads inside an exec syscall at once.
-    pub const MAX_IN_FLIGHT: u32 = 16_384;
+    /// Traced threads off-CPU at once (for the step timeline).
+    pub const MAX_OFF_CPU: u32 = 65_536;
+    /// Exact mode: probed calls open at once (thread, function).
+    pub const MAX_OPEN_CALLS: u32 = 131_072;
     /// Default ring buffer size in bytes (a power of two, a multiple of the page size).
     pub const DEFAULT_RING_BYTES: u32 = 8 << 20;
 }
 
 /// What a record is; the first field of every record.
 pub mod kind {
+    /// [`ExecRecord`]: an exec or fork-family syscall returned.
     pub const EXEC: u32 = 1;
     pub const FORK: u32 = 2;
     pub const EXIT: u32 = 3;
@@ -62,6 +70,20 @@ pub mod kind {
     pub const OFF_CPU: u32 = 6;
     /// [`MarkRecord`]: a traced process reached `main` (uprobe); `value` unused.
     pub const MAIN: u32 = 7;
+    /// [`EnterRecord`]: an exec or fork-family syscall was entered.
+    pub const ENTER: u32 = 8;
+    /// [`PathRecord`]: an exec passed its point of no return (`sched_prepare_exec`).
+    pub const NO_RETURN: u32 = 9;
+    /// [`PathRecord`]: an exec's new image is in place (`sched_process_exec`).
+    pub const LOADED: u32 = 10;
+}
+
+/// Bits of the per-id flag bytes in the `IDS` array (one byte per pid/tid).
+pub mod id_flags {
+    /// The id is the tgid of a process in the traced tree.
+    pub const TRACED: u8 = 1;
+    /// The thread with this id is inside a traced syscall (exec or fork family).
+    pub const IN_CALL: u8 = 2;
 }
 
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
@@ -69,25 +91,23 @@ pub mod kind {
 pub mod counter {
     /// A record could not be reserved in the ring buffer (user space too slow).
     pub const RING_FULL: u32 = 0;
-    /// A forked process could not be added to the traced set: it and its descendants are lost.
+    /// A forked process could not be added to the traced set (its id is beyond the flag
+    /// array, i.e. `pid_max` was raised during the run): it and its descendants are lost.
     pub const TRACED_FULL: u32 = 1;
-    /// An exec attempt could not be remembered between enter and exit.
-    pub const IN_FLIGHT_FULL: u32 = 2;
     /// The exec's file name could not be read from user memory (kept as empty, flagged).
-    pub const FILENAME_UNREADABLE: u32 = 3;
-    /// A thread exited while one of its exec attempts was in flight (no exit was seen).
-    pub const ABANDONED: u32 = 4;
-    /// An exec exit was seen without its enter (tracing started mid-exec).
-    pub const EXIT_WITHOUT_ENTER: u32 = 5;
-    pub const COUNT: u32 = 6;
+    pub const FILENAME_UNREADABLE: u32 = 2;
+    /// Exact mode: a probed call could not be remembered between entry and return.
+    pub const OPEN_CALLS_FULL: u32 = 3;
+    /// A traced thread's switch-out could not be remembered: that off-CPU interval is lost.
+    pub const OFF_CPU_FULL: u32 = 4;
+    pub const COUNT: u32 = 5;
 
     pub const NAMES: [&str; COUNT as usize] = [
         "ring buffer full",
         "traced-process table full",
-        "in-flight exec table full",
         "file name unreadable",
-        "exec abandoned by exiting thread",
-        "exec exit without enter",
+        "open probed calls table full",
+        "off-CPU table full",
     ];
 }
 
@@ -156,30 +176,61 @@ pub struct RecordHeader {
     pub tgid: u32,
 }
 
-/// One `execve`/`execveat` attempt, from syscall enter to syscall exit. The header's time is
-/// the exit time and its ids are the ones at exit (an exec from a non-leader thread takes the
-/// leader's id); `enter_pid` is the thread id at enter.
+/// An exec or fork-family syscall was entered by a traced thread. The header's time is the
+/// enter time. Enter, point of no return, new image and exit arrive as separate records in
+/// the one ring buffer (in the order they were reserved) and are joined per thread in user
+/// space: the kernel keeps no per-attempt state, which is what tracing costs least.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct ExecRecord {
+pub struct EnterRecord {
     pub header: RecordHeader,
-    pub enter_ns: u64,
-    /// `sched_prepare_exec`: the point of no return (0 when not reached or not available).
-    pub prepare_ns: u64,
-    /// `sched_process_exec`: the new image is loaded (0 when not reached).
-    pub loaded_ns: u64,
-    /// The syscall's return value: 0 or -errno.
-    pub ret: i64,
-    /// Minor and major page faults taken by the task during the attempt.
+    /// The thread's minor and major fault counters at enter.
     pub min_flt: u64,
     pub maj_flt: u64,
-    pub enter_pid: u32,
     /// One of [`exec_syscall`].
     pub syscall: u32,
     /// Bits of [`exec_flags`].
     pub flags: u32,
-    /// Bytes of `filename` in use, without the NUL.
+}
+
+/// An exec or fork-family syscall returned. The header's time is the exit time and its ids
+/// are the ones at exit (an exec from a non-leader thread has taken the leader's id; the
+/// [`kind::LOADED`] record says which thread it was before).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecRecord {
+    pub header: RecordHeader,
+    /// The syscall's return value: 0 or -errno (for the fork family: the child's id).
+    pub ret: i64,
+    /// The thread's minor and major fault counters at exit.
+    pub min_flt: u64,
+    pub maj_flt: u64,
+    /// One of [`exec_syscall`], from `orig_ax` at exit. After a successful `execveat` the
+    /// kernel reports `execve` here; the [`EnterRecord`]'s is the one to trust.
+    pub syscall: u32,
+    /// Bits of [`exec_flags`].
+    pub flags: u32,
+    /// Bytes of `filename` in use, without the NUL. A failed exec's name is read here from
+    /// the caller's memory; a successful one's comes with [`PathRecord`].
     pub filename_len: u32,
+    pub _reserved: u32,
+    pub filename: [u8; limits::FILENAME_CAP],
+}
+
+/// An exec reached its point of no return ([`kind::NO_RETURN`]) or has its new image in place
+/// ([`kind::LOADED`]). Carries the kernel's copy of the file name (`bprm->filename`) from
+/// whichever of the two the kernel reads it at (`filename_len` 0 in the other).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PathRecord {
+    pub header: RecordHeader,
+    /// The thread's id before the exec (differs from the header's when a non-leader thread
+    /// exec'd and took the leader's id); equal to it for [`kind::NO_RETURN`].
+    pub old_pid: u32,
+    /// Bits of [`exec_flags`].
+    pub flags: u32,
+    pub filename_len: u32,
+    pub _reserved: u32,
     pub filename: [u8; limits::FILENAME_CAP],
 }
 
@@ -195,14 +246,12 @@ pub struct ForkRecord {
     pub _reserved: u32,
 }
 
-/// A cpu-clock sample taken while a traced thread was inside an exec attempt: the kernel
-/// stack, innermost frame first, and the attempt it belongs to (its thread group and enter
-/// time), so it can be attributed by the attempt's outcome once the attempt ends.
+/// A cpu-clock sample taken while a traced thread was inside an exec attempt or fork-family
+/// call: the kernel stack, innermost frame first. User space ties it to the open call.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SampleRecord {
     pub header: RecordHeader,
-    pub attempt_enter_ns: u64,
     /// Frames in use; 0 when the stack could not be read (the sample still counts).
     pub nr_frames: u32,
     pub _reserved: u32,
@@ -216,7 +265,6 @@ pub struct SampleRecord {
 pub struct CallRecord {
     pub header: RecordHeader,
     pub enter_ns: u64,
-    pub attempt_enter_ns: u64,
     /// The probe slot: user space knows which function it attached there.
     pub slot: u32,
     pub _reserved: u32,
@@ -242,38 +290,23 @@ pub struct ExitRecord {
 
 // The layouts are the contract: a change here must be deliberate on both sides.
 const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
-const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 6 * 8 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<EnterRecord>() == 24 + 3 * 8);
+const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 3 * 8 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<PathRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<ForkRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<ExitRecord>() == 24 + 8);
-const _: () = assert!(core::mem::size_of::<CallRecord>() == 24 + 24);
+const _: () = assert!(core::mem::size_of::<CallRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<MarkRecord>() == 24 + 8);
-const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 16 + 8 * limits::MAX_FRAMES);
-
-impl ExecRecord {
-    pub const fn zeroed() -> Self {
-        Self {
-            header: RecordHeader { kind: kind::EXEC, cpu: 0, ts_ns: 0, pid: 0, tgid: 0 },
-            enter_ns: 0,
-            prepare_ns: 0,
-            loaded_ns: 0,
-            ret: 0,
-            min_flt: 0,
-            maj_flt: 0,
-            enter_pid: 0,
-            syscall: 0,
-            flags: 0,
-            filename_len: 0,
-            filename: [0; limits::FILENAME_CAP],
-        }
-    }
-}
+const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
 
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
     // SAFETY: plain `#[repr(C)]` integers and byte arrays without padding (asserted above).
     unsafe impl aya::Pod for RecordHeader {}
+    unsafe impl aya::Pod for EnterRecord {}
     unsafe impl aya::Pod for ExecRecord {}
+    unsafe impl aya::Pod for PathRecord {}
     unsafe impl aya::Pod for ForkRecord {}
     unsafe impl aya::Pod for ExitRecord {}
     unsafe impl aya::Pod for SampleRecord {}

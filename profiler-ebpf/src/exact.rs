@@ -16,7 +16,7 @@ use crate::maps;
 
 /// Entry time per (thread, slot): `tid << 8 | slot`. Exec-path functions do not recurse.
 #[map]
-static CALL_ENTRIES: HashMap<u64, u64> = HashMap::with_max_entries(limits::MAX_IN_FLIGHT * 8, 0);
+static CALL_ENTRIES: HashMap<u64, u64> = HashMap::with_max_entries(limits::MAX_OPEN_CALLS, 0);
 
 #[inline(always)]
 fn key(pid: u32, slot: u32) -> u64 {
@@ -27,12 +27,12 @@ fn key(pid: u32, slot: u32) -> u64 {
 fn entry(slot: u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
-    if !maps::is_traced(tgid) || unsafe { maps::IN_FLIGHT.get(&pid) }.is_none() {
+    if !maps::is_traced(tgid) || !maps::in_call(pid) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
     if CALL_ENTRIES.insert(&key(pid, slot), &now, BPF_ANY as u64).is_err() {
-        maps::count(counter::IN_FLIGHT_FULL);
+        maps::count(counter::OPEN_CALLS_FULL);
     }
 }
 
@@ -44,13 +44,9 @@ fn ret(slot: u32) {
     let k = key(pid, slot);
     let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else { return };
     let _ = CALL_ENTRIES.remove(&k);
-    // A call that returns after the exec took the leader's id (de_thread) finds its attempt
-    // under the new id; one that cannot be tied to an attempt keeps 0 and is counted there.
-    let attempt_enter_ns = unsafe { maps::IN_FLIGHT.get(&pid) }.map_or(0, |a| a.enter_ns);
     let rec = CallRecord {
         header: RecordHeader { kind: kind::CALL, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
         enter_ns,
-        attempt_enter_ns,
         slot,
         _reserved: 0,
     };

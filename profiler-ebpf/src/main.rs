@@ -1,6 +1,6 @@
 //! execprof's kernel side: exact timestamps at the exec path's tracepoint boundaries for the
-//! traced process tree only. Tiny on purpose: filter first, remember the attempt per thread,
-//! emit one record when the attempt ends, count every loss.
+//! traced process tree only. Tiny on purpose: filter first, send one small record per
+//! boundary, keep no per-attempt state (user space joins the records), count every loss.
 #![no_std]
 #![no_main]
 

@@ -1,5 +1,5 @@
-//! cpu-clock sampling with kernel stacks, kept only for traced threads that are inside an
-//! exec attempt: per-function attribution on kernels without kprobes or fentry.
+//! cpu-clock sampling with kernel stacks, kept only for traced threads inside an exec
+//! attempt or fork-family call (user space ties each to its call): per-function attribution on kernels without kprobes or fentry.
 use aya_ebpf::{
     EbpfContext as _,
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, generated},
@@ -14,11 +14,9 @@ use crate::maps;
 pub fn sample_exec_stack(ctx: PerfEventContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
-    if !maps::is_traced(tgid) {
+    if !maps::is_traced(tgid) || !maps::in_call(pid) {
         return 0;
     }
-    let Some(attempt) = (unsafe { maps::IN_FLIGHT.get(&pid) }) else { return 0 };
-    let enter_ns = attempt.enter_ns;
     let Some(mut entry) = maps::EVENTS.reserve::<SampleRecord>(0) else {
         maps::count(counter::RING_FULL);
         return 0;
@@ -32,7 +30,6 @@ pub fn sample_exec_stack(ctx: PerfEventContext) -> u32 {
         pid,
         tgid,
     };
-    rec.attempt_enter_ns = enter_ns;
     rec._reserved = 0;
     // Flags 0: kernel stack, no frames skipped. Returns bytes written.
     let n = unsafe {

@@ -1,13 +1,12 @@
 //! `sched_*` raw tracepoints: the point of no return, the new image, and the process tree.
 //! Raw tracepoints are the cheapest hook per hit; their arguments are the TP_PROTO ones.
 use aya_ebpf::{
-    bindings::BPF_ANY,
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
 use aya_log_ebpf::warn;
-use profiler_common::{counter, exec_flags, exit_flags, fork_flags, kind, limits::FILENAME_CAP, ExitRecord, ForkRecord, RecordHeader};
+use profiler_common::{counter, exec_flags, exit_flags, fork_flags, kind, limits::FILENAME_CAP, ExitRecord, ForkRecord, PathRecord, RecordHeader};
 
 use crate::{maps, task};
 
@@ -28,23 +27,24 @@ fn header(kind: u32, pid: u32, tgid: u32) -> RecordHeader {
     }
 }
 
+/// Non-zero when the kernel has no `sched_prepare_exec` (before 6.10): the name is then read
+/// at `sched_process_exec`. Set by the loader.
+#[unsafe(no_mangle)]
+static NAME_AT_LOADED: u64 = 0;
+
 /// `sched_prepare_exec(task, bprm)` (6.10+): fires in `begin_new_exec`, the point of no return.
+/// The kernel's copy of the name is read here: past this point the caller's copy is gone.
 #[raw_tracepoint(tracepoint = "sched_prepare_exec")]
 pub fn sched_prepare_exec(ctx: RawTracePointContext) -> u32 {
     let (pid, tgid) = current_ids();
-    if !maps::is_traced(tgid) {
-        return 0;
-    }
-    if let Some(rec) = maps::IN_FLIGHT.get_ptr_mut(&pid) {
-        unsafe { (*rec).prepare_ns = bpf_ktime_get_ns() };
-        let bprm: u64 = ctx.arg(1);
-        save_name(pid, bprm);
+    if maps::is_traced(tgid) {
+        emit_path(kind::NO_RETURN, pid, tgid, pid, Some(ctx.arg(1)));
     }
     0
 }
 
 /// `sched_process_exec(task, old_pid, bprm)`: the new image is in place. An exec from a
-/// non-leader thread has taken the leader's id by now, so the attempt moves to the new id.
+/// non-leader thread has taken the leader's id by now: the record says which thread it was.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
 pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     let (pid, tgid) = current_ids();
@@ -53,45 +53,46 @@ pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     }
     let old_pid: u64 = ctx.arg(1);
     let old_pid = old_pid as u32;
-    let bprm: u64 = ctx.arg(2);
-    let now = unsafe { bpf_ktime_get_ns() };
-    let Some(rec) = maps::IN_FLIGHT.get_ptr_mut(&old_pid) else { return 0 };
-    unsafe { (*rec).loaded_ns = now };
     if old_pid != pid {
-        let moved = unsafe { maps::IN_FLIGHT.insert(&pid, &*rec, BPF_ANY as u64) };
-        if moved.is_err() {
-            maps::count(counter::IN_FLIGHT_FULL);
-        }
-        let _ = maps::IN_FLIGHT.remove(&old_pid);
-        let _ = maps::NAMES.remove(&old_pid);
+        maps::set_in_call(old_pid, false);
+        maps::set_in_call(pid, true);
     }
-    // Saved again here for kernels without sched_prepare_exec, and under the new id.
-    save_name(pid, bprm);
+    // SAFETY: a read-only global the loader fixed; volatile so it is not constant-folded.
+    let name_here = unsafe { core::ptr::read_volatile(&NAME_AT_LOADED) } != 0;
+    emit_path(kind::LOADED, pid, tgid, old_pid, name_here.then(|| ctx.arg(2)));
     0
 }
 
-/// Keeps the kernel's copy of the exec'd file name for the syscall exit.
+/// A [`PathRecord`], with the kernel's copy of the file name when `bprm` is given.
 #[inline(always)]
-fn save_name(pid: u32, bprm: u64) {
-    let Some(filename) = task::bprm_filename(bprm) else { return };
-    let Some(saved) = maps::NAME_SCRATCH.get_ptr_mut(0) else { return };
-    let saved = unsafe { &mut *saved };
-    let n = unsafe {
-        generated::bpf_probe_read_kernel_str(saved.name.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _)
-    };
-    if n <= 0 {
+fn emit_path(kind: u32, pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
+    let Some(mut entry) = maps::EVENTS.reserve::<PathRecord>(0) else {
+        maps::count(counter::RING_FULL);
         return;
-    }
-    saved.flags = 0;
-    if n as usize == FILENAME_CAP {
-        let next: u8 = unsafe { bpf_probe_read_kernel((filename + FILENAME_CAP as u64 - 1) as *const u8) }.unwrap_or(1);
-        if next != 0 {
-            saved.flags = exec_flags::FILENAME_TRUNCATED;
+    };
+    // SAFETY: our reservation, sized for one PathRecord; the name bytes past
+    // `filename_len` are not read.
+    let rec = unsafe { &mut *entry.as_mut_ptr() };
+    rec.header = header(kind, pid, tgid);
+    rec.old_pid = old_pid;
+    rec.flags = 0;
+    rec.filename_len = 0;
+    rec._reserved = 0;
+    if let Some(filename) = bprm.and_then(task::bprm_filename) {
+        let n = unsafe {
+            generated::bpf_probe_read_kernel_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _)
+        };
+        if n > 0 {
+            rec.filename_len = (n - 1) as u32;
+            if n as usize == FILENAME_CAP {
+                let next: u8 = unsafe { bpf_probe_read_kernel((filename + FILENAME_CAP as u64 - 1) as *const u8) }.unwrap_or(1);
+                if next != 0 {
+                    rec.flags = exec_flags::FILENAME_TRUNCATED;
+                }
+            }
         }
     }
-    if maps::NAMES.insert(&pid, &*saved, BPF_ANY as u64).is_err() {
-        maps::count(counter::IN_FLIGHT_FULL);
-    }
+    entry.submit(maps::NO_WAKEUP);
 }
 
 /// `sched_process_fork(parent, child)`: runs before the child can run, so a traced parent's
@@ -105,9 +106,13 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
     let child: u64 = ctx.arg(1);
     let Some((child_pid, child_tgid)) = task::ids(child) else { return 0 };
     let thread = child_tgid == tgid;
-    if !thread && maps::TRACED.insert(&child_tgid, &tgid, BPF_ANY as u64).is_err() {
-        maps::count(counter::TRACED_FULL);
-        warn!(&ctx, "traced-process table full: process {} is not traced", child_tgid);
+    if !thread {
+        if maps::set_traced(child_tgid, true) {
+            maps::tree_alive_add(1);
+        } else {
+            maps::count(counter::TRACED_FULL);
+            warn!(&ctx, "process {} has an id above the pid_max seen at start: it is not traced", child_tgid);
+        }
     }
     let rec = ForkRecord {
         header: header(kind::FORK, pid, tgid),
@@ -130,14 +135,12 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
     if !maps::is_traced(tgid) {
         return 0;
     }
-    if unsafe { maps::IN_FLIGHT.get(&pid) }.is_some() {
-        maps::count(counter::ABANDONED);
-        let _ = maps::IN_FLIGHT.remove(&pid);
-    }
-    let _ = maps::NAMES.remove(&pid);
+    // An exec in flight is abandoned; user space sees its enter without an exit and counts it.
+    maps::set_in_call(pid, false);
     let dead = task::group_dead(task::current());
     if dead {
-        let _ = maps::TRACED.remove(&tgid);
+        maps::set_traced(tgid, false);
+        maps::tree_alive_add(-1);
     }
     let rec = ExitRecord {
         header: header(kind::EXIT, pid, tgid),

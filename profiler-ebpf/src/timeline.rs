@@ -16,7 +16,7 @@ const TASK_DEAD: u64 = 0x80;
 
 /// Switch-out time of each traced thread currently off-CPU.
 #[map]
-static OFF_CPU_SINCE: HashMap<u32, u64> = HashMap::with_max_entries(limits::MAX_TRACED, 0);
+static OFF_CPU_SINCE: HashMap<u32, u64> = HashMap::with_max_entries(limits::MAX_OFF_CPU, 0);
 
 #[inline(always)]
 fn emit(kind: u32, pid: u32, tgid: u32, ts_ns: u64, value: u64) {
@@ -36,7 +36,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
     // A dying thread's last switch (TASK_DEAD) starts no off-CPU interval.
     if let Some((pid, tgid)) = task::ids(prev).filter(|_| prev_state & TASK_DEAD == 0) {
         if maps::is_traced(tgid) && OFF_CPU_SINCE.insert(&pid, &now, BPF_ANY as u64).is_err() {
-            maps::count(counter::TRACED_FULL);
+            maps::count(counter::OFF_CPU_FULL);
         }
     }
     if let Some((pid, tgid)) = task::ids(next) {

@@ -139,7 +139,7 @@ pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
     print!("{}", spawn::render(&report, kernel.is_some()));
     if let Some((tracer, collector)) = kernel {
         let collected = collector.finish()?;
-        let losses = tracer.losses()?;
+        let losses = tracer.losses()?.with_unjoined(&collected.unjoined);
         let me = std::process::id();
         let calls: Vec<&crate::events::SpawnCall> = collected
             .events

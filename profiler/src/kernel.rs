@@ -34,6 +34,13 @@ impl KernelInfo {
     }
 }
 
+/// The highest process id plus one (`/proc/sys/kernel/pid_max`).
+pub fn pid_max() -> anyhow::Result<u32> {
+    use anyhow::Context as _;
+    let text = std::fs::read_to_string("/proc/sys/kernel/pid_max").context("reading /proc/sys/kernel/pid_max")?;
+    text.trim().parse().with_context(|| format!("/proc/sys/kernel/pid_max holds {text:?}, not a number"))
+}
+
 /// Mounts a kernel pseudo filesystem (tracefs, securityfs) at its standard place.
 pub fn mount_pseudo_fs(fstype: &std::ffi::CStr, target: &std::ffi::CStr) -> anyhow::Result<()> {
     // SAFETY: valid C strings; no data argument.

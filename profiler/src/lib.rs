@@ -3,6 +3,7 @@
 //!
 //! `CLI → config → launch + attach → collect → decode → analyse (pure) → render/export`.
 pub mod analysis;
+pub mod assemble;
 pub mod bench;
 pub mod cli;
 pub mod doctor;

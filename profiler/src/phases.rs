@@ -985,7 +985,7 @@ fault handle_mm_fault
     fn the_profilers_own_frames_go_to_tracer_wherever_they_are() {
         let m = PhaseModel::builtin().unwrap();
         let tracer = m.phase_by_name("tracer").unwrap();
-        // The in-flight insert of the sys_enter program, called from the syscall entry.
+        // A map update in the sys_enter program, called from the syscall entry.
         let stack = ["htab_map_update_elem", "bpf_prog_0123_sys_enter", "bpf_trace_run2", "syscall_trace_enter", "do_syscall_64"];
         assert_eq!(m.classify_stack(&stack), tracer);
         // Even under an exec-path frame: the probe's time is not the phase's.

@@ -450,7 +450,7 @@ mod tests {
             exit_status: ExitStatus::Code(0),
             command_wall_ns: 200_000,
             analysis: analysis::analyse(&events, Some(analysis::SymbolContext { symbols: &symbols, model: &model }), None),
-            losses: LossCounters(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()),
+            losses: LossCounters::zero(),
             undecodable_records: 0,
             startup_note: None,
         }

@@ -111,7 +111,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     wait_for_tree(&tracer);
 
     let collected = collector.finish()?;
-    let losses = tracer.losses()?;
+    let losses = tracer.losses()?.with_unjoined(&collected.unjoined);
     if let Some(failure) = launch_failure {
         return Err(failure.into());
     }

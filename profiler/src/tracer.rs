@@ -12,15 +12,16 @@ use std::{
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, MapData, PerCpuArray, PerCpuValues, RingBuf},
     programs::{
         KProbe, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use profiler_common::{counter, names};
+use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
 
 use crate::{
+    assemble::{Assembler, Unjoined},
     events::{self, Event},
     exact_plan::ExactPlan,
     kernel_layout::TaskLayout,
@@ -36,7 +37,8 @@ pub struct TracerOptions {
 
 pub struct Tracer {
     ebpf: Ebpf,
-    traced: HashMap<MapData, u32, u32>,
+    ids: Array<MapData, [u8; IDS_PER_ENTRY]>,
+    tree_alive: PerCpuArray<MapData, i64>,
     counters: PerCpuArray<MapData, u64>,
     pub attach: AttachOutcome,
 }
@@ -47,15 +49,28 @@ pub struct Collected {
     /// Records user space could not decode (a version mismatch): counted, never dropped silently.
     pub undecodable: u64,
     pub first_decode_error: Option<String>,
+    /// Record pieces that could not be joined into calls.
+    pub unjoined: Unjoined,
 }
 
-/// The kernel's loss counters, summed over CPUs, in `profiler_common::counter` order.
+/// Loss counters: the kernel's, summed over CPUs, in `profiler_common::counter` order, then
+/// the pieces user space could not join.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LossCounters(pub Vec<(String, u64)>);
 
 impl LossCounters {
     pub fn total(&self) -> u64 {
         self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    pub fn with_unjoined(mut self, unjoined: &Unjoined) -> Self {
+        self.0.extend(unjoined.as_losses().iter().map(|&(name, n)| (name.to_owned(), n)));
+        self
+    }
+
+    /// All counters at zero (for reports built without a kernel).
+    pub fn zero() -> Self {
+        Self(counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()).with_unjoined(&Unjoined::default())
     }
 }
 
@@ -68,21 +83,29 @@ impl Tracer {
     pub fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
         let mut ebpf = load_object(layout, opts)?;
         let attach = probes::attach_all(&mut ebpf, probes)?;
-        let traced = take_map(&mut ebpf, names::MAP_TRACED)?;
+        let ids = take_map(&mut ebpf, names::MAP_IDS)?;
+        let tree_alive = take_map(&mut ebpf, names::MAP_TREE_ALIVE)?;
         let counters = take_map(&mut ebpf, names::MAP_COUNTERS)?;
-        Ok(Self { ebpf, traced, counters, attach })
+        Ok(Self { ebpf, ids, tree_alive, counters, attach })
     }
 
-    /// Puts a process into the traced set: its execs and its descendants are recorded.
+    /// Puts a process into the traced set: its execs and its descendants are recorded. Call
+    /// it before the process runs (a suspended child, or this process before it forks): the
+    /// kernel side updates the same entries as the tree forks and exits.
     pub fn trace_process(&mut self, tgid: u32) -> Result<()> {
-        self.traced
-            .insert(tgid, 0, 0)
-            .with_context(|| format!("adding process {tgid} to the traced set"))
+        let index = tgid / IDS_PER_ENTRY as u32;
+        let context = || format!("adding process {tgid} to the traced set");
+        let mut entry = self.ids.get(&index, 0).with_context(|| format!("{}: its id is above this kernel's pid_max", context()))?;
+        entry[tgid as usize % IDS_PER_ENTRY] |= id_flags::TRACED;
+        self.ids.set(index, entry, 0).with_context(context)?;
+        let mut alive: Vec<i64> = self.tree_alive.get(&0, 0).with_context(context)?.iter().copied().collect();
+        alive[0] += 1;
+        self.tree_alive.set(0, PerCpuValues::try_from(alive).with_context(context)?, 0).with_context(context)
     }
 
     /// Number of traced processes still alive, by the kernel's own bookkeeping.
     pub fn traced_alive(&self) -> usize {
-        self.traced.keys().filter(Result::is_ok).count()
+        self.tree_alive.get(&0, 0).map_or(0, |per_cpu| per_cpu.iter().sum::<i64>().max(0) as usize)
     }
 
     pub fn losses(&self) -> Result<LossCounters> {
@@ -188,21 +211,23 @@ impl Collector {
 const POLL_MS: i32 = 10;
 
 fn collect(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Result<Collected> {
-    let mut out = Collected { events: Vec::with_capacity(1 << 16), undecodable: 0, first_decode_error: None };
+    let mut events = Vec::with_capacity(1 << 16);
+    let (mut undecodable, mut first_decode_error) = (0, None);
+    let mut assembler = Assembler::new();
     let fd = ring.as_fd().as_raw_fd();
     loop {
         let stopping = stop.load(Ordering::Acquire);
         while let Some(item) = ring.next() {
             match events::decode(&item) {
-                Ok(ev) => out.events.push(ev),
+                Ok(record) => assembler.push(record, &mut events),
                 Err(e) => {
-                    out.undecodable += 1;
-                    out.first_decode_error.get_or_insert_with(|| format!("{e:#}"));
+                    undecodable += 1;
+                    first_decode_error.get_or_insert_with(|| format!("{e:#}"));
                 }
             }
         }
         if stopping {
-            return Ok(out);
+            return Ok(Collected { events, undecodable, first_decode_error, unjoined: assembler.finish() });
         }
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd; a timeout keeps the stop flag responsive.
@@ -213,7 +238,11 @@ fn collect(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Result<Collected> {
 /// Loads execprof's eBPF object with this kernel's struct offsets; nothing is attached yet.
 pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
     bump_memlock_rlimit();
-    ensure_tracefs()?;
+    let tracefs = ensure_tracefs()?;
+    // Without the point-of-no-return tracepoint (before 6.10) the kernel's copy of the name
+    // is read at the new image instead.
+    let name_at_loaded = u64::from(!tracefs.join("events/sched/sched_prepare_exec").exists());
+    let id_entries = crate::kernel::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
     let mut loader = EbpfLoader::new();
     loader
         .override_global(names::GLOBAL_TASK_PID, &layout.pid, true)
@@ -223,7 +252,9 @@ pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
         .override_global(names::GLOBAL_TASK_SIGNAL, &layout.signal, true)
         .override_global(names::GLOBAL_SIGNAL_LIVE, &layout.signal_live, true)
         .override_global(names::GLOBAL_BPRM_FILENAME, &layout.bprm_filename, true)
-        .map_max_entries(names::MAP_EVENTS, opts.ring_bytes);
+        .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
+        .map_max_entries(names::MAP_EVENTS, opts.ring_bytes)
+        .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {
         loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
     }
@@ -254,16 +285,14 @@ fn bump_memlock_rlimit() {
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Tracepoint ids are read from tracefs, which some systems do not mount: mount it (as root).
-pub fn ensure_tracefs() -> Result<()> {
-    let mounted = |p: &str| std::path::Path::new(p).join("events").is_dir();
-    if mounted(TRACEFS) || mounted("/sys/kernel/debug/tracing") {
-        return Ok(());
+/// Returns where it is.
+pub fn ensure_tracefs() -> Result<std::path::PathBuf> {
+    let mounted = |p: &str| std::path::Path::new(p).join("events").is_dir().then(|| p.into());
+    if let Some(dir) = mounted(TRACEFS).or_else(|| mounted("/sys/kernel/debug/tracing")) {
+        return Ok(dir);
     }
     crate::kernel::mount_pseudo_fs(c"tracefs", c"/sys/kernel/tracing")?;
-    if !mounted(TRACEFS) {
-        anyhow::bail!("tracefs mounted at {TRACEFS} but has no events directory");
-    }
-    Ok(())
+    mounted(TRACEFS).ok_or_else(|| anyhow!("tracefs mounted at {TRACEFS} but has no events directory"))
 }
 
 /// CPUs to sample on, from `/sys/devices/system/cpu/online` ("0-3,5").
