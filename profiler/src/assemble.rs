@@ -153,10 +153,10 @@ impl Assembler {
                 }));
             }
             Record::Event(event) => {
-                if let Event::Exit(e) = &event {
-                    if self.open.remove(&e.pid).is_some() {
-                        self.unjoined.abandoned += 1;
-                    }
+                if let Event::Exit(e) = &event
+                    && self.open.remove(&e.pid).is_some()
+                {
+                    self.unjoined.abandoned += 1;
                 }
                 out.push(event);
             }
