@@ -7,8 +7,7 @@ use profiler_common::{id_flags, limits::IDS_PER_ENTRY};
 
 /// Records to user space.
 #[map]
-pub static EVENTS: RingBuf =
-    RingBuf::with_byte_size(profiler_common::limits::DEFAULT_RING_BYTES, 0);
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(profiler_common::limits::DEFAULT_RING_BYTES, 0);
 
 /// One flag byte per id (pid or tid), `IDS_PER_ENTRY` ids per entry; user space sizes it to
 /// cover `pid_max`. Bits of `id_flags`: the id is a traced process's tgid; the thread with
@@ -27,8 +26,7 @@ pub static TREE_ALIVE: PerCpuArray<i64> = PerCpuArray::with_max_entries(1, 0);
 
 /// Loss counters, indexed by `profiler_common::counter`.
 #[map]
-pub static COUNTERS: PerCpuArray<u64> =
-    PerCpuArray::with_max_entries(profiler_common::counter::COUNT, 0);
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(profiler_common::counter::COUNT, 0);
 
 #[inline(always)]
 pub fn count(index: u32) {

@@ -9,16 +9,13 @@
 //! cost ~300 ns of the ~1 µs the two programs took per attempt.
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_user_buf, generated,
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user_buf,
+        generated,
     },
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use profiler_common::{
-    EnterRecord, ExecRecord, RecordHeader, counter, exec_flags, exec_syscall, kind,
-    limits::FILENAME_CAP,
-};
+use profiler_common::{EnterRecord, ExecRecord, RecordHeader, counter, exec_flags, exec_syscall, kind, limits::FILENAME_CAP};
 
 use crate::{maps, task};
 
@@ -76,18 +73,9 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         pid,
         tgid,
     };
-    let rec = EnterRecord {
-        header,
-        min_flt,
-        maj_flt,
-        syscall,
-        flags,
-    };
+    let rec = EnterRecord { header, min_flt, maj_flt, syscall, flags };
     maps::set_in_call(pid, true);
-    if maps::EVENTS
-        .output::<EnterRecord>(&rec, maps::NO_WAKEUP)
-        .is_err()
-    {
+    if maps::EVENTS.output::<EnterRecord>(&rec, maps::NO_WAKEUP).is_err() {
         maps::count(counter::RING_FULL);
     }
     0
@@ -97,8 +85,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
 #[raw_tracepoint(tracepoint = "sys_exit")]
 pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     let regs: u64 = ctx.arg(0);
-    let nr: u64 =
-        unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.unwrap_or(u64::MAX);
+    let nr: u64 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.unwrap_or(u64::MAX);
     let Some(syscall) = classify(nr) else {
         return 0;
     };
@@ -122,13 +109,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // SAFETY: the reservation is ours and sized for one ExecRecord; every field the user
     // side reads is written below (the name bytes past `filename_len` are not read).
     let rec = unsafe { &mut *entry.as_mut_ptr() };
-    rec.header = RecordHeader {
-        kind: kind::EXEC,
-        cpu: unsafe { bpf_get_smp_processor_id() },
-        ts_ns: now,
-        pid,
-        tgid,
-    };
+    rec.header = RecordHeader { kind: kind::EXEC, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
     rec.ret = ret;
     rec.syscall = syscall;
     rec._reserved = 0;
@@ -140,11 +121,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // A failed exec leaves the caller's memory, and its name argument, as it was: execve's
     // name is in rdi, execveat's in rsi. A successful one's name comes from the kernel's copy.
     if exec && ret != 0 {
-        let reg = if syscall == exec_syscall::EXECVE {
-            REGS_DI
-        } else {
-            REGS_SI
-        };
+        let reg = if syscall == exec_syscall::EXECVE { REGS_DI } else { REGS_SI };
         let ptr = unsafe { bpf_probe_read_kernel((regs + reg) as *const u64) }.unwrap_or(0);
         read_user_filename(ptr, rec);
     }
@@ -155,11 +132,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
 #[inline(always)]
 fn read_user_filename(user_ptr: u64, rec: &mut ExecRecord) {
     let n = unsafe {
-        generated::bpf_probe_read_user_str(
-            rec.filename.as_mut_ptr().cast(),
-            FILENAME_CAP as u32,
-            user_ptr as *const _,
-        )
+        generated::bpf_probe_read_user_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, user_ptr as *const _)
     };
     if n <= 0 {
         rec.flags |= exec_flags::FILENAME_UNREADABLE;
@@ -170,10 +143,7 @@ fn read_user_filename(user_ptr: u64, rec: &mut ExecRecord) {
     rec.filename_len = (n - 1) as u32;
     if n as usize == FILENAME_CAP {
         let mut next = [0u8; 1];
-        let fits = unsafe {
-            bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next)
-        }
-        .is_ok()
+        let fits = unsafe { bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next) }.is_ok()
             && next[0] == 0;
         if !fits {
             rec.flags |= exec_flags::FILENAME_TRUNCATED;

@@ -60,22 +60,8 @@ impl Assembler {
     /// Takes the next record; appends what it completes to `out`.
     pub fn push(&mut self, record: Record, out: &mut Vec<Event>) {
         match record {
-            Record::Enter {
-                ts_ns,
-                pid,
-                call,
-                faults,
-                ..
-            } => {
-                let fresh = Open {
-                    call,
-                    enter_pid: pid,
-                    enter_ns: ts_ns,
-                    faults,
-                    prepare_ns: None,
-                    loaded_ns: None,
-                    name: None,
-                };
+            Record::Enter { ts_ns, pid, call, faults, .. } => {
+                let fresh = Open { call, enter_pid: pid, enter_ns: ts_ns, faults, prepare_ns: None, loaded_ns: None, name: None };
                 if self.open.insert(pid, fresh).is_some() {
                     self.unjoined.enter_without_exit += 1;
                 }
@@ -86,12 +72,7 @@ impl Assembler {
                     o.name = name.or(o.name.take());
                 }
             }
-            Record::Loaded {
-                ts_ns,
-                pid,
-                old_pid,
-                name,
-            } => {
+            Record::Loaded { ts_ns, pid, old_pid, name } => {
                 // An exec from a non-leader thread continues under the leader's id.
                 if let Some(mut o) = self.open.remove(&old_pid) {
                     o.loaded_ns = Some(ts_ns);
@@ -101,56 +82,21 @@ impl Assembler {
                     }
                 }
             }
-            Record::Exit {
-                ts_ns,
-                pid,
-                tgid,
-                cpu,
-                call,
-                ret,
-                faults,
-                name,
-            } => match self.open.remove(&pid) {
-                Some(o) if same_syscall(o.call, call) => {
-                    out.push(joined(o, ts_ns, pid, tgid, cpu, ret, faults, name))
-                }
+            Record::Exit { ts_ns, pid, tgid, cpu, call, ret, faults, name } => match self.open.remove(&pid) {
+                Some(o) if same_syscall(o.call, call) => out.push(joined(o, ts_ns, pid, tgid, cpu, ret, faults, name)),
                 Some(_) => {
                     self.unjoined.enter_without_exit += 1;
                     self.unjoined.exit_without_enter += 1;
                 }
                 None => self.unjoined.exit_without_enter += 1,
             },
-            Record::Sample {
-                ts_ns,
-                pid,
-                tgid,
-                frames,
-            } => {
+            Record::Sample { ts_ns, pid, tgid, frames } => {
                 let attempt_enter_ns = self.open_on(pid);
-                out.push(Event::Sample(Sample {
-                    ts_ns,
-                    pid,
-                    tgid,
-                    attempt_enter_ns,
-                    frames,
-                }));
+                out.push(Event::Sample(Sample { ts_ns, pid, tgid, attempt_enter_ns, frames }));
             }
-            Record::Call {
-                pid,
-                tgid,
-                enter_ns,
-                exit_ns,
-                slot,
-            } => {
+            Record::Call { pid, tgid, enter_ns, exit_ns, slot } => {
                 let attempt_enter_ns = self.open_on(pid);
-                out.push(Event::Call(Call {
-                    pid,
-                    tgid,
-                    enter_ns,
-                    exit_ns,
-                    attempt_enter_ns,
-                    slot,
-                }));
+                out.push(Event::Call(Call { pid, tgid, enter_ns, exit_ns, attempt_enter_ns, slot }));
             }
             Record::Event(event) => {
                 if let Event::Exit(e) = &event
@@ -197,10 +143,7 @@ fn joined(
     faults: Option<(u64, u64)>,
     exit_name: Option<Name>,
 ) -> Event {
-    let delta = o
-        .faults
-        .zip(faults)
-        .map(|((min0, maj0), (min1, maj1))| (min1.wrapping_sub(min0), maj1.wrapping_sub(maj0)));
+    let delta = o.faults.zip(faults).map(|((min0, maj0), (min1, maj1))| (min1.wrapping_sub(min0), maj1.wrapping_sub(maj0)));
     match o.call {
         CallKind::Spawn(syscall) => Event::Spawn(SpawnCall {
             pid: o.enter_pid,
@@ -215,10 +158,7 @@ fn joined(
         CallKind::Exec(syscall) => {
             // The kernel's copy when the exec got that far (past the point of no return the
             // caller's copy is gone), else the caller's, read at exit.
-            let name = o.name.or(exit_name).unwrap_or(Name {
-                unreadable: true,
-                ..Name::default()
-            });
+            let name = o.name.or(exit_name).unwrap_or(Name { unreadable: true, ..Name::default() });
             Event::Exec(ExecAttempt {
                 pid: o.enter_pid,
                 exit_pid,
@@ -258,44 +198,16 @@ mod tests {
     const EXECVE: CallKind = CallKind::Exec(Syscall::Execve);
 
     fn enter(ts_ns: u64, pid: u32, call: CallKind, faults: (u64, u64)) -> Record {
-        Record::Enter {
-            ts_ns,
-            pid,
-            tgid: 100,
-            call,
-            faults: Some(faults),
-        }
+        Record::Enter { ts_ns, pid, tgid: 100, call, faults: Some(faults) }
     }
 
-    fn exit(
-        ts_ns: u64,
-        pid: u32,
-        call: CallKind,
-        ret: i64,
-        faults: (u64, u64),
-        name: Option<&str>,
-    ) -> Record {
-        let name = name.map(|n| Name {
-            text: n.into(),
-            ..Name::default()
-        });
-        Record::Exit {
-            ts_ns,
-            pid,
-            tgid: 100,
-            cpu: 1,
-            call,
-            ret,
-            faults: Some(faults),
-            name,
-        }
+    fn exit(ts_ns: u64, pid: u32, call: CallKind, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
+        let name = name.map(|n| Name { text: n.into(), ..Name::default() });
+        Record::Exit { ts_ns, pid, tgid: 100, cpu: 1, call, ret, faults: Some(faults), name }
     }
 
     fn named(n: &str) -> Option<Name> {
-        Some(Name {
-            text: n.into(),
-            ..Name::default()
-        })
+        Some(Name { text: n.into(), ..Name::default() })
     }
 
     fn only_exec(events: &[Event]) -> &ExecAttempt {
@@ -307,20 +219,12 @@ mod tests {
 
     #[test]
     fn failed_attempt_takes_the_callers_name_and_fault_difference() {
-        let (events, unjoined) = assemble([
-            enter(1_000, 100, EXECVE, (10, 2)),
-            exit(2_500, 100, EXECVE, -2, (13, 2), Some("/m1/t")),
-        ]);
+        let (events, unjoined) =
+            assemble([enter(1_000, 100, EXECVE, (10, 2)), exit(2_500, 100, EXECVE, -2, (13, 2), Some("/m1/t"))]);
         let e = only_exec(&events);
-        assert_eq!(
-            (e.enter_ns, e.exit_ns, e.ret, e.duration_ns()),
-            (1_000, 2_500, -2, 1_500)
-        );
+        assert_eq!((e.enter_ns, e.exit_ns, e.ret, e.duration_ns()), (1_000, 2_500, -2, 1_500));
         assert_eq!((e.minor_faults, e.major_faults), (Some(3), Some(0)));
-        assert_eq!(
-            (e.filename.as_str(), e.prepare_ns, e.loaded_ns),
-            ("/m1/t", None, None)
-        );
+        assert_eq!((e.filename.as_str(), e.prepare_ns, e.loaded_ns), ("/m1/t", None, None));
         assert_eq!(unjoined, Unjoined::default());
     }
 
@@ -328,24 +232,12 @@ mod tests {
     fn success_takes_phase_times_and_the_kernels_name() {
         let (events, _) = assemble([
             enter(1_000, 100, EXECVE, (0, 0)),
-            Record::NoReturn {
-                ts_ns: 2_000,
-                pid: 100,
-                name: named("/bin/t"),
-            },
-            Record::Loaded {
-                ts_ns: 3_000,
-                pid: 100,
-                old_pid: 100,
-                name: None,
-            },
+            Record::NoReturn { ts_ns: 2_000, pid: 100, name: named("/bin/t") },
+            Record::Loaded { ts_ns: 3_000, pid: 100, old_pid: 100, name: None },
             exit(4_000, 100, EXECVE, 0, (5, 0), None),
         ]);
         let e = only_exec(&events);
-        assert_eq!(
-            (e.prepare_ns, e.loaded_ns, e.exit_ns),
-            (Some(2_000), Some(3_000), 4_000)
-        );
+        assert_eq!((e.prepare_ns, e.loaded_ns, e.exit_ns), (Some(2_000), Some(3_000), 4_000));
         assert_eq!(e.filename, "/bin/t");
         assert_eq!(e.minor_faults, Some(5));
     }
@@ -354,25 +246,12 @@ mod tests {
     fn exec_from_a_non_leader_thread_moves_to_the_leaders_id() {
         let (events, unjoined) = assemble([
             enter(1_000, 101, EXECVE, (0, 0)),
-            Record::Event(Event::Exit(Exit {
-                ts_ns: 1_500,
-                pid: 100,
-                tgid: 100,
-                group_dead: false,
-            })),
-            Record::Loaded {
-                ts_ns: 3_000,
-                pid: 100,
-                old_pid: 101,
-                name: named("/bin/t"),
-            },
+            Record::Event(Event::Exit(Exit { ts_ns: 1_500, pid: 100, tgid: 100, group_dead: false })),
+            Record::Loaded { ts_ns: 3_000, pid: 100, old_pid: 101, name: named("/bin/t") },
             exit(4_000, 100, EXECVE, 0, (0, 0), None),
         ]);
         let e = only_exec(&events[1..]);
-        assert_eq!(
-            (e.pid, e.exit_pid, e.filename.as_str()),
-            (101, 100, "/bin/t")
-        );
+        assert_eq!((e.pid, e.exit_pid, e.filename.as_str()), (101, 100, "/bin/t"));
         assert_eq!(unjoined, Unjoined::default(), "the leader had no call open");
     }
 
@@ -380,19 +259,8 @@ mod tests {
     fn failure_past_the_point_of_no_return_keeps_the_kernels_name() {
         let (events, _) = assemble([
             enter(1_000, 100, EXECVE, (0, 0)),
-            Record::NoReturn {
-                ts_ns: 2_000,
-                pid: 100,
-                name: named("/bin/t"),
-            },
-            exit(
-                4_000,
-                100,
-                EXECVE,
-                -12,
-                (0, 0),
-                Some("garbage from the new mm"),
-            ),
+            Record::NoReturn { ts_ns: 2_000, pid: 100, name: named("/bin/t") },
+            exit(4_000, 100, EXECVE, -12, (0, 0), Some("garbage from the new mm")),
         ]);
         assert_eq!(only_exec(&events).filename, "/bin/t");
     }
@@ -400,48 +268,19 @@ mod tests {
     #[test]
     fn spawns_join_like_execs() {
         let clone3 = CallKind::Spawn(SpawnSyscall::Clone3);
-        let (events, _) = assemble([
-            enter(100, 100, clone3, (1, 0)),
-            exit(900, 100, clone3, 77, (4, 0), None),
-        ]);
-        let [Event::Spawn(s)] = &events[..] else {
-            panic!("{events:?}")
-        };
-        assert_eq!(
-            (s.syscall, s.ret, s.duration_ns(), s.minor_faults),
-            (SpawnSyscall::Clone3, 77, 800, Some(3))
-        );
+        let (events, _) = assemble([enter(100, 100, clone3, (1, 0)), exit(900, 100, clone3, 77, (4, 0), None)]);
+        let [Event::Spawn(s)] = &events[..] else { panic!("{events:?}") };
+        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (SpawnSyscall::Clone3, 77, 800, Some(3)));
     }
 
     #[test]
     fn samples_and_calls_are_tied_to_the_attempt_open_on_their_thread() {
         let (events, _) = assemble([
-            Record::Sample {
-                ts_ns: 500,
-                pid: 100,
-                tgid: 100,
-                frames: vec![1],
-            },
+            Record::Sample { ts_ns: 500, pid: 100, tgid: 100, frames: vec![1] },
             enter(1_000, 100, EXECVE, (0, 0)),
-            Record::Sample {
-                ts_ns: 1_100,
-                pid: 100,
-                tgid: 100,
-                frames: vec![2],
-            },
-            Record::Sample {
-                ts_ns: 1_150,
-                pid: 101,
-                tgid: 100,
-                frames: vec![3],
-            },
-            Record::Call {
-                pid: 100,
-                tgid: 100,
-                enter_ns: 1_200,
-                exit_ns: 1_300,
-                slot: 4,
-            },
+            Record::Sample { ts_ns: 1_100, pid: 100, tgid: 100, frames: vec![2] },
+            Record::Sample { ts_ns: 1_150, pid: 101, tgid: 100, frames: vec![3] },
+            Record::Call { pid: 100, tgid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4 },
             exit(2_000, 100, EXECVE, -2, (0, 0), Some("x")),
         ]);
         let tied: Vec<u64> = events
@@ -461,57 +300,26 @@ mod tests {
             exit(10, 100, EXECVE, -2, (0, 0), Some("x")), // tracing began mid-call
             enter(20, 100, EXECVE, (0, 0)),
             enter(30, 100, EXECVE, (0, 0)), // the first one's exit was lost
-            Record::Event(Event::Exit(Exit {
-                ts_ns: 40,
-                pid: 100,
-                tgid: 100,
-                group_dead: true,
-            })), // killed mid-exec
+            Record::Event(Event::Exit(Exit { ts_ns: 40, pid: 100, tgid: 100, group_dead: true })), // killed mid-exec
             enter(50, 102, EXECVE, (0, 0)), // still open at the end
         ]);
         assert_eq!(events.len(), 1, "only the thread exit is an event");
-        assert_eq!(
-            unjoined,
-            Unjoined {
-                abandoned: 1,
-                exit_without_enter: 1,
-                enter_without_exit: 2
-            }
-        );
+        assert_eq!(unjoined, Unjoined { abandoned: 1, exit_without_enter: 1, enter_without_exit: 2 });
     }
 
     #[test]
     fn a_successful_execveat_may_exit_as_execve() {
         let execveat = CallKind::Exec(Syscall::Execveat);
-        let (events, unjoined) = assemble([
-            enter(20, 100, execveat, (0, 0)),
-            exit(30, 100, EXECVE, 0, (0, 0), None),
-        ]);
+        let (events, unjoined) = assemble([enter(20, 100, execveat, (0, 0)), exit(30, 100, EXECVE, 0, (0, 0), None)]);
         assert_eq!(only_exec(&events).syscall, Syscall::Execveat);
         assert_eq!(unjoined, Unjoined::default());
     }
 
     #[test]
     fn an_exit_of_another_syscall_does_not_close_an_exec() {
-        let (events, unjoined) = assemble([
-            enter(20, 100, EXECVE, (0, 0)),
-            exit(
-                30,
-                100,
-                CallKind::Spawn(SpawnSyscall::Clone),
-                5,
-                (0, 0),
-                None,
-            ),
-        ]);
+        let (events, unjoined) =
+            assemble([enter(20, 100, EXECVE, (0, 0)), exit(30, 100, CallKind::Spawn(SpawnSyscall::Clone), 5, (0, 0), None)]);
         assert!(events.is_empty());
-        assert_eq!(
-            unjoined,
-            Unjoined {
-                abandoned: 0,
-                exit_without_enter: 1,
-                enter_without_exit: 1
-            }
-        );
+        assert_eq!(unjoined, Unjoined { abandoned: 0, exit_without_enter: 1, enter_without_exit: 1 });
     }
 }

@@ -216,12 +216,7 @@ pub enum CallKind {
 /// aligned, but a copy avoids relying on it).
 fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
     if bytes.len() < size_of::<T>() {
-        bail!(
-            "record of {} bytes is shorter than {} ({} bytes)",
-            bytes.len(),
-            std::any::type_name::<T>(),
-            size_of::<T>()
-        );
+        bail!("record of {} bytes is shorter than {} ({} bytes)", bytes.len(), std::any::type_name::<T>(), size_of::<T>());
     }
     // SAFETY: length checked; T is a plain-old-data record from profiler-common.
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
@@ -260,18 +255,9 @@ pub fn decode(bytes: &[u8]) -> Result<Record> {
             let r: PathRecord = read(bytes)?;
             let name = (r.filename_len > 0).then(|| name(&r.filename, r.filename_len, r.flags));
             if header.kind == kind::NO_RETURN {
-                Record::NoReturn {
-                    ts_ns: h.ts_ns,
-                    pid: h.pid,
-                    name,
-                }
+                Record::NoReturn { ts_ns: h.ts_ns, pid: h.pid, name }
             } else {
-                Record::Loaded {
-                    ts_ns: h.ts_ns,
-                    pid: h.pid,
-                    old_pid: r.old_pid,
-                    name,
-                }
+                Record::Loaded { ts_ns: h.ts_ns, pid: h.pid, old_pid: r.old_pid, name }
             }
         }
         kind::FORK => {
@@ -297,41 +283,18 @@ pub fn decode(bytes: &[u8]) -> Result<Record> {
         kind::SAMPLE => {
             let r: SampleRecord = read(bytes)?;
             let n = (r.nr_frames as usize).min(r.frames.len());
-            Record::Sample {
-                ts_ns: h.ts_ns,
-                pid: h.pid,
-                tgid: h.tgid,
-                frames: r.frames[..n].to_vec(),
-            }
+            Record::Sample { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, frames: r.frames[..n].to_vec() }
         }
         kind::CALL => {
             let r: CallRecord = read(bytes)?;
-            Record::Call {
-                pid: h.pid,
-                tgid: h.tgid,
-                enter_ns: r.enter_ns,
-                exit_ns: h.ts_ns,
-                slot: r.slot,
-            }
+            Record::Call { pid: h.pid, tgid: h.tgid, enter_ns: r.enter_ns, exit_ns: h.ts_ns, slot: r.slot }
         }
         kind::OFF_CPU => {
             let r: MarkRecord = read(bytes)?;
-            Record::Event(Event::OffCpu {
-                pid: h.pid,
-                tgid: h.tgid,
-                start_ns: r.value,
-                end_ns: h.ts_ns,
-            })
+            Record::Event(Event::OffCpu { pid: h.pid, tgid: h.tgid, start_ns: r.value, end_ns: h.ts_ns })
         }
-        kind::MAIN => Record::Event(Event::Main {
-            pid: h.pid,
-            tgid: h.tgid,
-            ts_ns: read::<MarkRecord>(bytes)?.header.ts_ns,
-        }),
-        other => bail!(
-            "unknown record kind {other} ({} bytes): the eBPF object and execprof disagree",
-            bytes.len()
-        ),
+        kind::MAIN => Record::Event(Event::Main { pid: h.pid, tgid: h.tgid, ts_ns: read::<MarkRecord>(bytes)?.header.ts_ns }),
+        other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
     })
 }
 
@@ -373,13 +336,7 @@ mod tests {
     }
 
     fn header(kind: u32, ts_ns: u64, pid: u32, tgid: u32) -> RecordHeader {
-        RecordHeader {
-            kind,
-            cpu: 1,
-            ts_ns,
-            pid,
-            tgid,
-        }
+        RecordHeader { kind, cpu: 1, ts_ns, pid, tgid }
     }
 
     fn exit_record(ret: i64, syscall: u32, flags: u32, name: &[u8]) -> ExecRecord {
@@ -407,71 +364,27 @@ mod tests {
             syscall: exec_syscall::EXECVEAT,
             flags: 0,
         };
-        let want = Record::Enter {
-            ts_ns: 1_000,
-            pid: 11,
-            tgid: 10,
-            call: CallKind::Exec(Syscall::Execveat),
-            faults: Some((7, 0)),
-        };
+        let want =
+            Record::Enter { ts_ns: 1_000, pid: 11, tgid: 10, call: CallKind::Exec(Syscall::Execveat), faults: Some((7, 0)) };
         assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
-        let r = EnterRecord {
-            flags: exec_flags::FAULTS_UNAVAILABLE,
-            syscall: exec_syscall::VFORK,
-            ..r
-        };
+        let r = EnterRecord { flags: exec_flags::FAULTS_UNAVAILABLE, syscall: exec_syscall::VFORK, ..r };
         assert!(matches!(
             decode(&bytes_of(&r)).unwrap(),
-            Record::Enter {
-                faults: None,
-                call: CallKind::Spawn(SpawnSyscall::Vfork),
-                ..
-            }
+            Record::Enter { faults: None, call: CallKind::Spawn(SpawnSyscall::Vfork), .. }
         ));
     }
 
     #[test]
     fn failed_exec_exit_carries_the_callers_name_and_a_success_none() {
-        let r = exit_record(
-            -2,
-            exec_syscall::EXECVE,
-            exec_flags::FILENAME_TRUNCATED,
-            b"/bin/",
-        );
-        let Record::Exit {
-            name: Some(n),
-            ret: -2,
-            faults: Some((9, 1)),
-            ..
-        } = decode(&bytes_of(&r)).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(
-            n,
-            Name {
-                text: "/bin/".into(),
-                truncated: true,
-                unreadable: false
-            }
-        );
+        let r = exit_record(-2, exec_syscall::EXECVE, exec_flags::FILENAME_TRUNCATED, b"/bin/");
+        let Record::Exit { name: Some(n), ret: -2, faults: Some((9, 1)), .. } = decode(&bytes_of(&r)).unwrap() else { panic!() };
+        assert_eq!(n, Name { text: "/bin/".into(), truncated: true, unreadable: false });
         let ok = exit_record(0, exec_syscall::EXECVE, 0, b"");
-        assert!(matches!(
-            decode(&bytes_of(&ok)).unwrap(),
-            Record::Exit {
-                name: None,
-                ret: 0,
-                ..
-            }
-        ));
+        assert!(matches!(decode(&bytes_of(&ok)).unwrap(), Record::Exit { name: None, ret: 0, .. }));
         let spawn = exit_record(77, exec_syscall::CLONE3, 0, b"");
         assert!(matches!(
             decode(&bytes_of(&spawn)).unwrap(),
-            Record::Exit {
-                name: None,
-                call: CallKind::Spawn(SpawnSyscall::Clone3),
-                ..
-            }
+            Record::Exit { name: None, call: CallKind::Spawn(SpawnSyscall::Clone3), .. }
         ));
     }
 
@@ -487,40 +400,16 @@ mod tests {
             _reserved: 0,
             filename,
         };
-        let want = Record::Loaded {
-            ts_ns: 3_000,
-            pid: 10,
-            old_pid: 12,
-            name: Some(Name {
-                text: "/t/x".into(),
-                ..Name::default()
-            }),
-        };
+        let want =
+            Record::Loaded { ts_ns: 3_000, pid: 10, old_pid: 12, name: Some(Name { text: "/t/x".into(), ..Name::default() }) };
         assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
-        let r = PathRecord {
-            header: header(kind::NO_RETURN, 2_000, 10, 10),
-            filename_len: 0,
-            ..r
-        };
-        assert_eq!(
-            decode(&bytes_of(&r)).unwrap(),
-            Record::NoReturn {
-                ts_ns: 2_000,
-                pid: 10,
-                name: None
-            }
-        );
+        let r = PathRecord { header: header(kind::NO_RETURN, 2_000, 10, 10), filename_len: 0, ..r };
+        assert_eq!(decode(&bytes_of(&r)).unwrap(), Record::NoReturn { ts_ns: 2_000, pid: 10, name: None });
     }
 
     #[test]
     fn decodes_fork_and_exit() {
-        let f = ForkRecord {
-            header: header(kind::FORK, 9, 1, 1),
-            child_pid: 2,
-            child_tgid: 2,
-            flags: 0,
-            _reserved: 0,
-        };
+        let f = ForkRecord { header: header(kind::FORK, 9, 1, 1), child_pid: 2, child_tgid: 2, flags: 0, _reserved: 0 };
         assert_eq!(
             decode(&bytes_of(&f)).unwrap(),
             Record::Event(Event::Fork(Fork {
@@ -532,90 +421,38 @@ mod tests {
                 thread: false
             }))
         );
-        let x = ExitRecord {
-            header: header(kind::EXIT, 10, 2, 2),
-            flags: exit_flags::GROUP_DEAD,
-            _reserved: 0,
-        };
+        let x = ExitRecord { header: header(kind::EXIT, 10, 2, 2), flags: exit_flags::GROUP_DEAD, _reserved: 0 };
         assert_eq!(
             decode(&bytes_of(&x)).unwrap(),
-            Record::Event(Event::Exit(Exit {
-                ts_ns: 10,
-                pid: 2,
-                tgid: 2,
-                group_dead: true
-            }))
+            Record::Event(Event::Exit(Exit { ts_ns: 10, pid: 2, tgid: 2, group_dead: true }))
         );
     }
 
     #[test]
     fn decodes_sample_frames_up_to_nr_frames() {
-        let mut r = SampleRecord {
-            header: header(kind::SAMPLE, 50, 3, 3),
-            nr_frames: 2,
-            _reserved: 0,
-            frames: [0; MAX_FRAMES],
-        };
+        let mut r = SampleRecord { header: header(kind::SAMPLE, 50, 3, 3), nr_frames: 2, _reserved: 0, frames: [0; MAX_FRAMES] };
         r.frames[0] = 0xffff_ffff_8100_0010;
         r.frames[1] = 0xffff_ffff_8100_0020;
         r.frames[2] = 0xdead;
-        let Record::Sample {
-            frames, tgid: 3, ..
-        } = decode(&bytes_of(&r)).unwrap()
-        else {
-            panic!()
-        };
+        let Record::Sample { frames, tgid: 3, .. } = decode(&bytes_of(&r)).unwrap() else { panic!() };
         assert_eq!(frames, vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020]);
     }
 
     #[test]
     fn decodes_calls() {
-        let r = CallRecord {
-            header: header(kind::CALL, 90, 4, 4),
-            enter_ns: 70,
-            slot: 3,
-            _reserved: 0,
-        };
-        assert_eq!(
-            decode(&bytes_of(&r)).unwrap(),
-            Record::Call {
-                pid: 4,
-                tgid: 4,
-                enter_ns: 70,
-                exit_ns: 90,
-                slot: 3
-            }
-        );
+        let r = CallRecord { header: header(kind::CALL, 90, 4, 4), enter_ns: 70, slot: 3, _reserved: 0 };
+        assert_eq!(decode(&bytes_of(&r)).unwrap(), Record::Call { pid: 4, tgid: 4, enter_ns: 70, exit_ns: 90, slot: 3 });
     }
 
     #[test]
     fn rejects_short_and_unknown_records() {
         assert!(decode(&[0u8; 4]).is_err());
-        let mut h = RecordHeader {
-            kind: 99,
-            ..Default::default()
-        };
+        let mut h = RecordHeader { kind: 99, ..Default::default() };
         let err = decode(&bytes_of(&h)).unwrap_err().to_string();
         assert!(err.contains("unknown record kind 99"), "{err}");
         h.kind = kind::EXEC;
-        assert!(
-            decode(&bytes_of(&h))
-                .unwrap_err()
-                .to_string()
-                .contains("shorter")
-        );
-        let bad = EnterRecord {
-            header: header(kind::ENTER, 1, 1, 1),
-            min_flt: 0,
-            maj_flt: 0,
-            syscall: 42,
-            flags: 0,
-        };
-        assert!(
-            decode(&bytes_of(&bad))
-                .unwrap_err()
-                .to_string()
-                .contains("unknown syscall code 42")
-        );
+        assert!(decode(&bytes_of(&h)).unwrap_err().to_string().contains("shorter"));
+        let bad = EnterRecord { header: header(kind::ENTER, 1, 1, 1), min_flt: 0, maj_flt: 0, syscall: 42, flags: 0 };
+        assert!(decode(&bytes_of(&bad)).unwrap_err().to_string().contains("unknown syscall code 42"));
     }
 }
