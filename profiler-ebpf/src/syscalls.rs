@@ -66,6 +66,8 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, exec_flags::FAULTS_UNAVAILABLE),
     };
+    maps::set_in_call(pid, true);
+    // The clock last: the probe's own work above stays outside the attempt.
     let header = RecordHeader {
         kind: kind::ENTER,
         cpu: unsafe { bpf_get_smp_processor_id() },
@@ -74,7 +76,6 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         tgid,
     };
     let rec = EnterRecord { header, min_flt, maj_flt, syscall, flags };
-    maps::set_in_call(pid, true);
     if maps::EVENTS.output::<EnterRecord>(&rec, maps::NO_WAKEUP).is_err() {
         maps::count(counter::RING_FULL);
     }
