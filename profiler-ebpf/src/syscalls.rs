@@ -85,6 +85,12 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
 /// `sys_exit(regs, ret)`. `orig_ax` still holds the syscall number after a successful exec.
 #[raw_tracepoint(tracepoint = "sys_exit")]
 pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
+    // The traced check first: for every other process in the system it is cheaper than
+    // reading the syscall number out of the registers.
+    let (pid, tgid) = current_ids();
+    if !maps::is_traced(tgid) {
+        return 0;
+    }
     let regs: u64 = ctx.arg(0);
     let nr: u64 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.unwrap_or(u64::MAX);
     let Some(syscall) = classify(nr) else {
@@ -92,10 +98,6 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     };
     // First thing past the filter: the probe's own work below stays outside the attempt.
     let now = unsafe { bpf_ktime_get_ns() };
-    let (pid, tgid) = current_ids();
-    if !maps::is_traced(tgid) {
-        return 0;
-    }
     let ret: i64 = ctx.arg(1);
     let exec = syscall < exec_syscall::CLONE;
     if !exec && ret == 0 {

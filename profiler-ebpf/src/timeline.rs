@@ -28,7 +28,7 @@ fn emit(kind: u32, pid: u32, tgid: u32, ts_ns: u64, value: u64) {
 
 /// `sched_switch(preempt, prev, next, prev_state)`. Runs for every switch in the system, so
 /// it decides from the flag array first and touches the clock and the map only for traced
-/// threads (`benches/switchcost.sh`: an untraced switch cost 310–355 ns with a clock read and
+/// threads (`benches/othercost.sh`: an untraced switch cost 310–355 ns with a clock read and
 /// a hash lookup for every `next`, 160–165 ns now).
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn sched_switch(ctx: RawTracePointContext) -> u32 {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# What execprof's sched_switch program costs the rest of the system: per-run time of the
-# program (kernel.bpf_stats_enabled, read with bpftool) while execprof traces `sleep` and an
-# untraced pipe ping-pong between two processes switches ~80,000 times a second beside it.
+# What execprof's hooks cost the rest of the system: per-run time of each program
+# (kernel.bpf_stats_enabled, read with bpftool) while execprof traces `sleep` and an untraced
+# pipe ping-pong between two processes (a read and a write syscall and a context switch per
+# message, ~90,000 a second) runs beside it. Every run measured is an untraced one.
 #
 # Usage (as root, after `cargo build --release`; needs bpftool):
-#     benches/switchcost.sh [EXECPROF ...]     (several builds are measured one after another)
+#     benches/othercost.sh [EXECPROF ...]     (several builds are measured one after another)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: tracing needs CAP_BPF and CAP_PERFMON" >&2; exit 2; }
@@ -31,8 +32,8 @@ snapshot() {
     bpftool prog show --json | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):
-    if p.get("name") == "sched_switch" and "run_cnt" in p:
-        print(p["run_time_ns"], p["run_cnt"])'
+    if p.get("name") in ("sys_enter", "sys_exit", "sched_switch") and "run_cnt" in p:
+        print(p["name"], p["run_time_ns"], p["run_cnt"])' | sort
 }
 
 for execprof in "$@"; do
@@ -43,6 +44,7 @@ for execprof in "$@"; do
     python3 -c "$pingpong" 7 &
     sleep 1
     a=$(snapshot); sleep 5; b=$(snapshot)
-    echo "$a $b" | awk -v who="$execprof" '{ printf "%s: sched_switch %d runs, %.1f ns per run\n", who, $4 - $2, ($3 - $1) / ($4 - $2) }'
+    echo "$execprof:"
+    join <(echo "$a") <(echo "$b") | awk '{ dc = $5 - $3; if (dc > 0) printf "  %-14s %10d runs %8.1f ns per run\n", $1, dc, ($4 - $2) / dc }'
     wait
 done
