@@ -5,14 +5,14 @@
 //! are kept.
 use aya_ebpf::{
     bindings::BPF_ANY,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{kprobe, kretprobe, map},
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
 use profiler_common::{CallRecord, RecordHeader, counter, kind, limits};
 
-use crate::maps;
+use crate::{maps, task};
 
 /// Entry time per (thread, slot): `tid << 8 | slot`. Exec-path functions do not recurse.
 #[map]
@@ -25,8 +25,7 @@ fn key(pid: u32, slot: u32) -> u64 {
 
 #[inline(always)]
 fn entry(slot: u32) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) || !maps::in_call(pid) {
         return;
     }
@@ -39,8 +38,7 @@ fn entry(slot: u32) {
 #[inline(always)]
 fn ret(slot: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let (pid, tgid) = task::current_ids();
     let k = key(pid, slot);
     let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else { return };
     let _ = CALL_ENTRIES.remove(&k);
@@ -50,9 +48,7 @@ fn ret(slot: u32) {
         slot,
         _reserved: 0,
     };
-    if maps::EVENTS.output::<CallRecord>(&rec, maps::NO_WAKEUP).is_err() {
-        maps::count(counter::RING_FULL);
-    }
+    maps::send(&rec);
 }
 
 macro_rules! slots {

@@ -3,7 +3,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, PerCpuArray, RingBuf},
 };
-use profiler_common::{id_flags, limits::IDS_PER_ENTRY};
+use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY};
 
 /// Records to user space.
 #[map]
@@ -33,6 +33,14 @@ pub fn count(index: u32) {
     if let Some(slot) = COUNTERS.get_ptr_mut(index) {
         // Per-CPU slot: no other writer while this program runs on this CPU.
         unsafe { *slot += 1 };
+    }
+}
+
+/// Sends a whole record; a full ring buffer is counted.
+#[inline(always)]
+pub fn send<T>(rec: &T) {
+    if EVENTS.output::<T>(rec, NO_WAKEUP).is_err() {
+        count(counter::RING_FULL);
     }
 }
 

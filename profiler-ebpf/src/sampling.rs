@@ -2,18 +2,17 @@
 //! attempt or fork-family call (user space ties each to its call): per-function attribution on kernels without kprobes or fentry.
 use aya_ebpf::{
     EbpfContext as _,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, generated},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, generated},
     macros::perf_event,
     programs::PerfEventContext,
 };
 use profiler_common::{RecordHeader, SampleRecord, counter, kind, limits::MAX_FRAMES};
 
-use crate::maps;
+use crate::{maps, task};
 
 #[perf_event]
 pub fn sample_exec_stack(ctx: PerfEventContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) || !maps::in_call(pid) {
         return 0;
     }

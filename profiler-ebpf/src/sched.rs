@@ -1,7 +1,7 @@
 //! `sched_*` raw tracepoints: the point of no return, the new image, and the process tree.
 //! Raw tracepoints are the cheapest hook per hit; their arguments are the TP_PROTO ones.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
@@ -10,11 +10,6 @@ use profiler_common::{counter, exec_flags, exit_flags, fork_flags, kind, limits:
 
 use crate::{maps, task};
 
-#[inline(always)]
-fn current_ids() -> (u32, u32) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    (pid_tgid as u32, (pid_tgid >> 32) as u32)
-}
 
 #[inline(always)]
 fn header(kind: u32, pid: u32, tgid: u32) -> RecordHeader {
@@ -36,7 +31,7 @@ static NAME_AT_LOADED: u64 = 0;
 /// The kernel's copy of the name is read here: past this point the caller's copy is gone.
 #[raw_tracepoint(tracepoint = "sched_prepare_exec")]
 pub fn sched_prepare_exec(ctx: RawTracePointContext) -> u32 {
-    let (pid, tgid) = current_ids();
+    let (pid, tgid) = task::current_ids();
     if maps::is_traced(tgid) {
         emit_path(kind::NO_RETURN, pid, tgid, pid, Some(ctx.arg(1)));
     }
@@ -47,7 +42,7 @@ pub fn sched_prepare_exec(ctx: RawTracePointContext) -> u32 {
 /// non-leader thread has taken the leader's id by now: the record says which thread it was.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
 pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
-    let (pid, tgid) = current_ids();
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
         return 0;
     }
@@ -99,7 +94,7 @@ fn emit_path(kind: u32, pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
 /// child is in the traced set before its first instruction.
 #[raw_tracepoint(tracepoint = "sched_process_fork")]
 pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
-    let (pid, tgid) = current_ids();
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
         return 0;
     }
@@ -121,9 +116,7 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
         flags: if thread { fork_flags::THREAD } else { 0 },
         _reserved: 0,
     };
-    if maps::EVENTS.output::<ForkRecord>(&rec, maps::NO_WAKEUP).is_err() {
-        maps::count(counter::RING_FULL);
-    }
+    maps::send(&rec);
     0
 }
 
@@ -131,7 +124,7 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
 /// only when its last thread is gone, so a pid reused later is not traced by mistake.
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
-    let (pid, tgid) = current_ids();
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
         return 0;
     }
@@ -147,8 +140,6 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
         flags: if dead { exit_flags::GROUP_DEAD } else { 0 },
         _reserved: 0,
     };
-    if maps::EVENTS.output::<ExitRecord>(&rec, maps::NO_WAKEUP).is_err() {
-        maps::count(counter::RING_FULL);
-    }
+    maps::send(&rec);
     0
 }

@@ -9,7 +9,7 @@
 //! cost ~300 ns of the ~1 µs the two programs took per attempt.
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user_buf,
+        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user_buf,
         generated,
     },
     macros::raw_tracepoint,
@@ -46,11 +46,6 @@ fn classify(nr: u64) -> Option<u32> {
     })
 }
 
-#[inline(always)]
-fn current_ids() -> (u32, u32) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    (pid_tgid as u32, (pid_tgid >> 32) as u32)
-}
 
 /// `sys_enter(regs, id)`.
 #[raw_tracepoint(tracepoint = "sys_enter")]
@@ -58,7 +53,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     let Some(syscall) = classify(ctx.arg(1)) else {
         return 0;
     };
-    let (pid, tgid) = current_ids();
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
         return 0;
     }
@@ -76,9 +71,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         tgid,
     };
     let rec = EnterRecord { header, min_flt, maj_flt, syscall, flags };
-    if maps::EVENTS.output::<EnterRecord>(&rec, maps::NO_WAKEUP).is_err() {
-        maps::count(counter::RING_FULL);
-    }
+    maps::send(&rec);
     0
 }
 
@@ -87,7 +80,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
 pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // The traced check first: for every other process in the system it is cheaper than
     // reading the syscall number out of the registers.
-    let (pid, tgid) = current_ids();
+    let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
         return 0;
     }

@@ -1,6 +1,6 @@
 //! Reads of `struct task_struct` fields at offsets user space found in the running kernel's
 //! BTF (Rust eBPF has no CO-RE). An offset of 0 means "not available on this kernel".
-use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel};
 
 #[unsafe(no_mangle)]
 static TASK_PID_OFFSET: u64 = 0;
@@ -26,6 +26,13 @@ fn global(g: &'static u64) -> u64 {
 #[inline(always)]
 unsafe fn read_at<T: Copy>(base: u64, offset: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel((base + offset) as *const T).ok() }
+}
+
+/// (pid, tgid) of the current task: its thread id and process id.
+#[inline(always)]
+pub fn current_ids() -> (u32, u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    (pid_tgid as u32, (pid_tgid >> 32) as u32)
 }
 
 #[inline(always)]

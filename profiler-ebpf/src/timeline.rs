@@ -3,7 +3,7 @@
 //! program), so a chain step can be split into kernel, loader/start-up, user and off-CPU.
 use aya_ebpf::{
     bindings::BPF_ANY,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint, uprobe},
     maps::HashMap,
     programs::{ProbeContext, RawTracePointContext},
@@ -21,9 +21,7 @@ static OFF_CPU_SINCE: HashMap<u32, u64> = HashMap::with_max_entries(limits::MAX_
 #[inline(always)]
 fn emit(kind: u32, pid: u32, tgid: u32, ts_ns: u64, value: u64) {
     let rec = MarkRecord { header: RecordHeader { kind, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns, pid, tgid }, value };
-    if maps::EVENTS.output::<MarkRecord>(&rec, maps::NO_WAKEUP).is_err() {
-        maps::count(counter::RING_FULL);
-    }
+    maps::send(&rec);
 }
 
 /// `sched_switch(preempt, prev, next, prev_state)`. Runs for every switch in the system, so
@@ -35,8 +33,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
     let next: u64 = ctx.arg(2);
     let prev_state: u64 = ctx.arg(3);
     // `prev` is still the current task here.
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (prev_pid, prev_tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let (prev_pid, prev_tgid) = task::current_ids();
     // A dying thread's last switch (TASK_DEAD) starts no off-CPU interval.
     let prev_traced = prev_state & TASK_DEAD == 0 && maps::is_traced(prev_tgid);
     let next_traced = task::ids(next).filter(|&(_, tgid)| maps::is_traced(tgid));
@@ -59,8 +56,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
 /// Entry of `main` in the launched program.
 #[uprobe]
 pub fn main_entry(_ctx: ProbeContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (pid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let (pid, tgid) = task::current_ids();
     if maps::is_traced(tgid) {
         emit(kind::MAIN, pid, tgid, unsafe { bpf_ktime_get_ns() }, 0);
     }
