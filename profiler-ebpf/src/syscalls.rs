@@ -1,8 +1,9 @@
-//! Exec attempt boundaries from the raw `sys_enter`/`sys_exit` tracepoints, filtered by
-//! syscall number first. The per-syscall `syscalls:sys_*_execve` tracepoints go through
-//! perf's syscall path (a record built per hit): measured here, that alone cost the exec
-//! chain ~6% of its time; a raw tracepoint runs the program directly and costs the rest of
-//! the system one register read per syscall.
+//! Exec attempt (and fork-family call) boundaries from the raw `sys_enter`/`sys_exit`
+//! tracepoints. The per-syscall `syscalls:sys_*_execve` tracepoints go through perf's syscall
+//! path (a record built per hit): measured here, that alone cost the exec chain ~6% of its
+//! time; a raw tracepoint runs the program directly. Other syscalls are dropped first:
+//! `sys_enter` by its syscall-number argument, `sys_exit` by the traced flag (cheaper than
+//! reading the number from the registers; `benches/othercost.sh`).
 //!
 //! Enter and exit each send a record and keep nothing in between (user space joins them per
 //! thread): measured with `kernel.bpf_stats_enabled`, remembering the attempt in a hash map

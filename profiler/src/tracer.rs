@@ -69,6 +69,7 @@ impl LossCounters {
     }
 
     /// All counters at zero (for reports built without a kernel).
+    #[cfg(test)]
     pub fn zero() -> Self {
         Self(counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()).with_unjoined(&Unjoined::default())
     }
