@@ -58,20 +58,28 @@ pub mod limits {
     pub const DEFAULT_RING_BYTES: u32 = 8 << 20;
 }
 
-/// What a record is; the first field of every record.
+/// What a record is; the first field of every record. One name per kind across the crates: a
+/// kind `X_Y` is sent as `XYRecord`, decodes to `Body::XY`, and the assembler handles it in
+/// `x_y`. "Syscall" is a traced syscall (exec or fork family) entering or exiting; "task" is a
+/// thread or process starting or ending; a "probed call" is one call of a kernel function
+/// under exact mode's entry/return probes.
 pub mod kind {
-    /// [`ExecRecord`]: an exec or fork-family syscall returned.
-    pub const EXEC: u32 = 1;
-    pub const FORK: u32 = 2;
-    pub const EXIT: u32 = 3;
+    /// [`SyscallExitRecord`]: a traced syscall (exec or fork family) returned.
+    pub const SYSCALL_EXIT: u32 = 1;
+    /// [`TaskNewRecord`]: a new thread or process in the traced tree (`sched_process_fork`).
+    pub const TASK_NEW: u32 = 2;
+    /// [`TaskExitRecord`]: a traced thread exited (`sched_process_exit`).
+    pub const TASK_EXIT: u32 = 3;
+    /// [`SampleRecord`]: a cpu-clock sample inside a traced syscall.
     pub const SAMPLE: u32 = 4;
-    pub const CALL: u32 = 5;
+    /// [`ProbedCallRecord`]: exact mode, one call of a probed kernel function.
+    pub const PROBED_CALL: u32 = 5;
     /// [`MarkRecord`]: a traced thread ran again after being off-CPU since `value`.
     pub const OFF_CPU: u32 = 6;
     /// [`MarkRecord`]: a traced process reached `main` (uprobe); `value` unused.
     pub const MAIN: u32 = 7;
-    /// [`EnterRecord`]: an exec or fork-family syscall was entered.
-    pub const ENTER: u32 = 8;
+    /// [`SyscallEnterRecord`]: a traced syscall (exec or fork family) was entered.
+    pub const SYSCALL_ENTER: u32 = 8;
     /// [`PathRecord`]: an exec passed its point of no return (`sched_prepare_exec`).
     pub const NO_RETURN: u32 = 9;
     /// [`PathRecord`]: an exec's new image is in place (`sched_process_exec`).
@@ -128,8 +136,8 @@ pub mod doctor {
     pub const MAP_HITS: &str = "DOCTOR_HITS";
 }
 
-/// Bits of [`ExecRecord::flags`].
-pub mod exec_flags {
+/// Bits of [`SyscallExitRecord::flags`].
+pub mod record_flags {
     /// The file name was longer than [`crate::limits::FILENAME_CAP`] - 1 bytes and was cut.
     pub const FILENAME_TRUNCATED: u32 = 1;
     /// The file name could not be read at all.
@@ -138,26 +146,26 @@ pub mod exec_flags {
     pub const FAULTS_UNAVAILABLE: u32 = 4;
 }
 
-/// Which syscall an attempt came through ([`ExecRecord::syscall`]).
-pub mod exec_syscall {
+/// Which traced syscall a [`SyscallEnterRecord`] / [`SyscallExitRecord`] is.
+pub mod traced_syscall {
     pub const EXECVE: u32 = 0;
     pub const EXECVEAT: u32 = 1;
-    /// The fork family, recorded in the same record (no file name): spawn cost beside exec
-    /// cost. Values from here on are spawns.
+    /// The fork family, recorded in the same records (no file name): the cost of creating a
+    /// process beside the cost of exec. Values from here on are fork-family calls.
     pub const CLONE: u32 = 2;
     pub const CLONE3: u32 = 3;
     pub const FORK: u32 = 4;
     pub const VFORK: u32 = 5;
 }
 
-/// Bits of [`ExitRecord::flags`].
-pub mod exit_flags {
+/// Bits of [`TaskExitRecord::flags`].
+pub mod task_exit_flags {
     /// The last thread of the process exited: the process is gone.
     pub const GROUP_DEAD: u32 = 1;
 }
 
-/// Bits of [`ForkRecord::flags`].
-pub mod fork_flags {
+/// Bits of [`TaskNewRecord::flags`].
+pub mod task_new_flags {
     /// The child is a new thread of the parent's process, not a new process.
     pub const THREAD: u32 = 1;
 }
@@ -182,14 +190,14 @@ pub struct RecordHeader {
 /// space: the kernel keeps no per-attempt state, which is what tracing costs least.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct EnterRecord {
+pub struct SyscallEnterRecord {
     pub header: RecordHeader,
     /// The thread's minor and major fault counters at enter.
     pub min_flt: u64,
     pub maj_flt: u64,
-    /// One of [`exec_syscall`].
+    /// One of [`traced_syscall`].
     pub syscall: u32,
-    /// Bits of [`exec_flags`].
+    /// Bits of [`record_flags`].
     pub flags: u32,
 }
 
@@ -198,17 +206,17 @@ pub struct EnterRecord {
 /// [`kind::LOADED`] record says which thread it was before).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct ExecRecord {
+pub struct SyscallExitRecord {
     pub header: RecordHeader,
     /// The syscall's return value: 0 or -errno (for the fork family: the child's id).
     pub ret: i64,
     /// The thread's minor and major fault counters at exit.
     pub min_flt: u64,
     pub maj_flt: u64,
-    /// One of [`exec_syscall`], from `orig_ax` at exit. After a successful `execveat` the
-    /// kernel reports `execve` here; the [`EnterRecord`]'s is the one to trust.
+    /// One of [`traced_syscall`], from `orig_ax` at exit. After a successful `execveat` the
+    /// kernel reports `execve` here; the [`SyscallEnterRecord`]'s is the one to trust.
     pub syscall: u32,
-    /// Bits of [`exec_flags`].
+    /// Bits of [`record_flags`].
     pub flags: u32,
     /// Bytes of `filename` in use, without the NUL. A failed exec's name is read here from
     /// the caller's memory; a successful one's comes with [`PathRecord`].
@@ -227,7 +235,7 @@ pub struct PathRecord {
     /// The thread's id before the exec (differs from the header's when a non-leader thread
     /// exec'd and took the leader's id); equal to it for [`kind::NO_RETURN`].
     pub old_pid: u32,
-    /// Bits of [`exec_flags`].
+    /// Bits of [`record_flags`].
     pub flags: u32,
     pub filename_len: u32,
     pub _reserved: u32,
@@ -237,11 +245,11 @@ pub struct PathRecord {
 /// A new task in the traced tree (`sched_process_fork`): header ids are the parent's.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct ForkRecord {
+pub struct TaskNewRecord {
     pub header: RecordHeader,
     pub child_pid: u32,
     pub child_tgid: u32,
-    /// Bits of [`fork_flags`].
+    /// Bits of [`task_new_flags`].
     pub flags: u32,
     pub _reserved: u32,
 }
@@ -262,7 +270,7 @@ pub struct SampleRecord {
 /// kprobe to its kretprobe. The header's time is the return time.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct CallRecord {
+pub struct ProbedCallRecord {
     pub header: RecordHeader,
     pub enter_ns: u64,
     /// The probe slot: user space knows which function it attached there.
@@ -281,21 +289,21 @@ pub struct MarkRecord {
 /// A traced thread exited (`sched_process_exit`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct ExitRecord {
+pub struct TaskExitRecord {
     pub header: RecordHeader,
-    /// Bits of [`exit_flags`].
+    /// Bits of [`task_exit_flags`].
     pub flags: u32,
     pub _reserved: u32,
 }
 
 // The layouts are the contract: a change here must be deliberate on both sides.
 const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
-const _: () = assert!(core::mem::size_of::<EnterRecord>() == 24 + 3 * 8);
-const _: () = assert!(core::mem::size_of::<ExecRecord>() == 24 + 3 * 8 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<SyscallEnterRecord>() == 24 + 3 * 8);
+const _: () = assert!(core::mem::size_of::<SyscallExitRecord>() == 24 + 3 * 8 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<PathRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
-const _: () = assert!(core::mem::size_of::<ForkRecord>() == 24 + 16);
-const _: () = assert!(core::mem::size_of::<ExitRecord>() == 24 + 8);
-const _: () = assert!(core::mem::size_of::<CallRecord>() == 24 + 16);
+const _: () = assert!(core::mem::size_of::<TaskNewRecord>() == 24 + 16);
+const _: () = assert!(core::mem::size_of::<TaskExitRecord>() == 24 + 8);
+const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<MarkRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
 
@@ -304,12 +312,12 @@ mod pod {
     use super::*;
     // SAFETY: plain `#[repr(C)]` integers and byte arrays without padding (asserted above).
     unsafe impl aya::Pod for RecordHeader {}
-    unsafe impl aya::Pod for EnterRecord {}
-    unsafe impl aya::Pod for ExecRecord {}
+    unsafe impl aya::Pod for SyscallEnterRecord {}
+    unsafe impl aya::Pod for SyscallExitRecord {}
     unsafe impl aya::Pod for PathRecord {}
-    unsafe impl aya::Pod for ForkRecord {}
-    unsafe impl aya::Pod for ExitRecord {}
+    unsafe impl aya::Pod for TaskNewRecord {}
+    unsafe impl aya::Pod for TaskExitRecord {}
     unsafe impl aya::Pod for SampleRecord {}
-    unsafe impl aya::Pod for CallRecord {}
+    unsafe impl aya::Pod for ProbedCallRecord {}
     unsafe impl aya::Pod for MarkRecord {}
 }

@@ -10,7 +10,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
-use profiler_common::{CallRecord, RecordHeader, counter, kind, limits};
+use profiler_common::{ProbedCallRecord, RecordHeader, counter, kind, limits};
 
 use crate::{maps, task};
 
@@ -42,8 +42,8 @@ fn ret(slot: u32) {
     let k = key(pid, slot);
     let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else { return };
     let _ = CALL_ENTRIES.remove(&k);
-    let rec = CallRecord {
-        header: RecordHeader { kind: kind::CALL, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
+    let rec = ProbedCallRecord {
+        header: RecordHeader { kind: kind::PROBED_CALL, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
         enter_ns,
         slot,
         _reserved: 0,

@@ -6,7 +6,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use aya_log_ebpf::warn;
-use profiler_common::{counter, exec_flags, exit_flags, fork_flags, kind, limits::FILENAME_CAP, ExitRecord, ForkRecord, PathRecord, RecordHeader};
+use profiler_common::{counter, record_flags, task_exit_flags, task_new_flags, kind, limits::FILENAME_CAP, TaskExitRecord, TaskNewRecord, PathRecord, RecordHeader};
 
 use crate::{maps, task};
 
@@ -82,7 +82,7 @@ fn emit_path(kind: u32, pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
             if n as usize == FILENAME_CAP {
                 let next: u8 = unsafe { bpf_probe_read_kernel((filename + FILENAME_CAP as u64 - 1) as *const u8) }.unwrap_or(1);
                 if next != 0 {
-                    rec.flags = exec_flags::FILENAME_TRUNCATED;
+                    rec.flags = record_flags::FILENAME_TRUNCATED;
                 }
             }
         }
@@ -109,11 +109,11 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
             warn!(&ctx, "process {} has an id above the pid_max seen at start: it is not traced", child_tgid);
         }
     }
-    let rec = ForkRecord {
-        header: header(kind::FORK, pid, tgid),
+    let rec = TaskNewRecord {
+        header: header(kind::TASK_NEW, pid, tgid),
         child_pid,
         child_tgid,
-        flags: if thread { fork_flags::THREAD } else { 0 },
+        flags: if thread { task_new_flags::THREAD } else { 0 },
         _reserved: 0,
     };
     maps::send(&rec);
@@ -135,9 +135,9 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
         maps::set_traced(tgid, false);
         maps::tree_alive_add(-1);
     }
-    let rec = ExitRecord {
-        header: header(kind::EXIT, pid, tgid),
-        flags: if dead { exit_flags::GROUP_DEAD } else { 0 },
+    let rec = TaskExitRecord {
+        header: header(kind::TASK_EXIT, pid, tgid),
+        flags: if dead { task_exit_flags::GROUP_DEAD } else { 0 },
         _reserved: 0,
     };
     maps::send(&rec);

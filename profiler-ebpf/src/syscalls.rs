@@ -16,7 +16,7 @@ use aya_ebpf::{
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use profiler_common::{EnterRecord, ExecRecord, RecordHeader, counter, exec_flags, exec_syscall, kind, limits::FILENAME_CAP};
+use profiler_common::{SyscallEnterRecord, SyscallExitRecord, RecordHeader, counter, record_flags, traced_syscall, kind, limits::FILENAME_CAP};
 
 use crate::{maps, task};
 
@@ -36,13 +36,13 @@ const REGS_ORIG_AX: u64 = 15 * 8;
 #[inline(always)]
 fn classify(nr: u64) -> Option<u32> {
     Some(match nr {
-        NR_EXECVE => exec_syscall::EXECVE,
-        NR_EXECVEAT => exec_syscall::EXECVEAT,
+        NR_EXECVE => traced_syscall::EXECVE,
+        NR_EXECVEAT => traced_syscall::EXECVEAT,
         // The fork family is timed the same way (spawn cost next to exec cost).
-        NR_CLONE => exec_syscall::CLONE,
-        NR_CLONE3 => exec_syscall::CLONE3,
-        NR_FORK => exec_syscall::FORK,
-        NR_VFORK => exec_syscall::VFORK,
+        NR_CLONE => traced_syscall::CLONE,
+        NR_CLONE3 => traced_syscall::CLONE3,
+        NR_FORK => traced_syscall::FORK,
+        NR_VFORK => traced_syscall::VFORK,
         _ => return None,
     })
 }
@@ -60,18 +60,18 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     }
     let (min_flt, maj_flt, flags) = match task::faults(task::current()) {
         Some((min, maj)) => (min, maj, 0),
-        None => (0, 0, exec_flags::FAULTS_UNAVAILABLE),
+        None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
     };
     maps::set_in_call(pid, true);
     // The clock last: the probe's own work above stays outside the attempt.
     let header = RecordHeader {
-        kind: kind::ENTER,
+        kind: kind::SYSCALL_ENTER,
         cpu: unsafe { bpf_get_smp_processor_id() },
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid,
         tgid,
     };
-    let rec = EnterRecord { header, min_flt, maj_flt, syscall, flags };
+    let rec = SyscallEnterRecord { header, min_flt, maj_flt, syscall, flags };
     maps::send(&rec);
     0
 }
@@ -93,32 +93,32 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // First thing past the filter: the probe's own work below stays outside the attempt.
     let now = unsafe { bpf_ktime_get_ns() };
     let ret: i64 = ctx.arg(1);
-    let exec = syscall < exec_syscall::CLONE;
+    let exec = syscall < traced_syscall::CLONE;
     if !exec && ret == 0 {
         // A new child leaving clone/fork: it never entered the syscall.
         return 0;
     }
     maps::set_in_call(pid, false);
-    let Some(mut entry) = maps::EVENTS.reserve::<ExecRecord>(0) else {
+    let Some(mut entry) = maps::EVENTS.reserve::<SyscallExitRecord>(0) else {
         maps::count(counter::RING_FULL);
         return 0;
     };
-    // SAFETY: the reservation is ours and sized for one ExecRecord; every field the user
+    // SAFETY: the reservation is ours and sized for one SyscallExitRecord; every field the user
     // side reads is written below (the name bytes past `filename_len` are not read).
     let rec = unsafe { &mut *entry.as_mut_ptr() };
-    rec.header = RecordHeader { kind: kind::EXEC, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
+    rec.header = RecordHeader { kind: kind::SYSCALL_EXIT, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
     rec.ret = ret;
     rec.syscall = syscall;
     rec._reserved = 0;
     (rec.min_flt, rec.maj_flt, rec.flags) = match task::faults(task::current()) {
         Some((min, maj)) => (min, maj, 0),
-        None => (0, 0, exec_flags::FAULTS_UNAVAILABLE),
+        None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
     };
     rec.filename_len = 0;
     // A failed exec leaves the caller's memory, and its name argument, as it was: execve's
     // name is in rdi, execveat's in rsi. A successful one's name comes from the kernel's copy.
     if exec && ret != 0 {
-        let reg = if syscall == exec_syscall::EXECVE { REGS_DI } else { REGS_SI };
+        let reg = if syscall == traced_syscall::EXECVE { REGS_DI } else { REGS_SI };
         let ptr = unsafe { bpf_probe_read_kernel((regs + reg) as *const u64) }.unwrap_or(0);
         read_user_filename(ptr, rec);
     }
@@ -127,12 +127,12 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
 }
 
 #[inline(always)]
-fn read_user_filename(user_ptr: u64, rec: &mut ExecRecord) {
+fn read_user_filename(user_ptr: u64, rec: &mut SyscallExitRecord) {
     let n = unsafe {
         generated::bpf_probe_read_user_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, user_ptr as *const _)
     };
     if n <= 0 {
-        rec.flags |= exec_flags::FILENAME_UNREADABLE;
+        rec.flags |= record_flags::FILENAME_UNREADABLE;
         maps::count(counter::FILENAME_UNREADABLE);
         return;
     }
@@ -143,7 +143,7 @@ fn read_user_filename(user_ptr: u64, rec: &mut ExecRecord) {
         let fits = unsafe { bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next) }.is_ok()
             && next[0] == 0;
         if !fits {
-            rec.flags |= exec_flags::FILENAME_TRUNCATED;
+            rec.flags |= record_flags::FILENAME_TRUNCATED;
         }
     }
 }

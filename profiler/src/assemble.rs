@@ -5,14 +5,18 @@
 //! that get that far a point-of-no-return and a new-image record, and an exit record. All
 //! go through one ring buffer, which hands them over in the order they were reserved, so a
 //! thread's records arrive in the order they happened and are joined here by thread id.
-//! Samples and exact-mode calls are tied to the call (exec attempt or fork) open on their
-//! thread when they arrive. Pieces that cannot be joined are counted, never guessed at.
+//! Each call gets an id; samples and probed calls taken on its thread while it is open are
+//! kept with it and leave with it. Pieces that cannot be joined are counted, never guessed at.
+//! Memory follows the calls open at once, not the length of the run.
 use std::collections::HashMap;
 
-use crate::events::{Call, CallKind, Event, ExecAttempt, Name, Record, Sample, SpawnCall};
+use crate::{
+    events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
+    record::{Body, Family, Head, Name, Record, TracedSyscall},
+};
 
 /// What could not be joined, in the order the report lists them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Unjoined {
     /// A thread exited inside an exec or fork call (no exit was ever seen).
     pub abandoned: u64,
@@ -36,7 +40,8 @@ impl Unjoined {
 /// An exec or fork-family call between its enter and exit records.
 #[derive(Clone, Debug)]
 struct Open {
-    call: CallKind,
+    id: CallId,
+    syscall: TracedSyscall,
     enter_pid: u32,
     enter_ns: u64,
     faults: Option<(u64, u64)>,
@@ -44,11 +49,13 @@ struct Open {
     loaded_ns: Option<u64>,
     /// The kernel's copy of the name, from the point of no return or the new image.
     name: Option<Name>,
+    inside: Inside,
 }
 
 #[derive(Default)]
 pub struct Assembler {
     open: HashMap<u32, Open>,
+    next_id: CallId,
     unjoined: Unjoined,
 }
 
@@ -57,127 +64,178 @@ impl Assembler {
         Self::default()
     }
 
-    /// Takes the next record; appends what it completes to `out`.
-    pub fn push(&mut self, record: Record, out: &mut Vec<Event>) {
-        match record {
-            Record::Enter { ts_ns, pid, call, faults, .. } => {
-                let fresh = Open { call, enter_pid: pid, enter_ns: ts_ns, faults, prepare_ns: None, loaded_ns: None, name: None };
-                if self.open.insert(pid, fresh).is_some() {
-                    self.unjoined.enter_without_exit += 1;
-                }
-            }
-            Record::NoReturn { ts_ns, pid, name } => {
-                if let Some(o) = self.open.get_mut(&pid) {
-                    o.prepare_ns = Some(ts_ns);
+    /// Takes the next record; hands what it completes to `out`.
+    pub fn push(&mut self, record: Record, out: &mut impl EventSink) {
+        let h = record.head;
+        match record.body {
+            Body::SyscallEnter { syscall, faults } => self.syscall_enter(h, syscall, faults, out),
+            Body::SyscallExit { syscall, ret, faults, name } => self.syscall_exit(h, syscall, ret, faults, name, out),
+            Body::NoReturn { name } => {
+                if let Some(o) = self.open.get_mut(&h.pid) {
+                    o.prepare_ns = Some(h.ts_ns);
                     o.name = name.or(o.name.take());
                 }
             }
-            Record::Loaded { ts_ns, pid, old_pid, name } => {
+            Body::Loaded { old_pid, name } => {
                 // An exec from a non-leader thread continues under the leader's id.
                 if let Some(mut o) = self.open.remove(&old_pid) {
-                    o.loaded_ns = Some(ts_ns);
+                    o.loaded_ns = Some(h.ts_ns);
                     o.name = name.or(o.name.take());
-                    if self.open.insert(pid, o).is_some() {
+                    if let Some(stale) = self.open.insert(h.pid, o) {
                         self.unjoined.enter_without_exit += 1;
+                        orphan_inside(stale.inside, out);
                     }
                 }
             }
-            Record::Exit { ts_ns, pid, tgid, cpu, call, ret, faults, name } => match self.open.remove(&pid) {
-                Some(o) if same_syscall(o.call, call) => out.push(joined(o, ts_ns, pid, tgid, cpu, ret, faults, name)),
-                Some(_) => {
-                    self.unjoined.enter_without_exit += 1;
-                    self.unjoined.exit_without_enter += 1;
-                }
-                None => self.unjoined.exit_without_enter += 1,
-            },
-            Record::Sample { ts_ns, pid, tgid, frames } => {
-                let attempt_enter_ns = self.open_on(pid);
-                out.push(Event::Sample(Sample { ts_ns, pid, tgid, attempt_enter_ns, frames }));
-            }
-            Record::Call { pid, tgid, enter_ns, exit_ns, slot } => {
-                let attempt_enter_ns = self.open_on(pid);
-                out.push(Event::Call(Call { pid, tgid, enter_ns, exit_ns, attempt_enter_ns, slot }));
-            }
-            Record::Event(event) => {
-                if let Event::Exit(e) = &event
-                    && self.open.remove(&e.pid).is_some()
-                {
+            Body::TaskNew { child_pid, child_tgid, thread } => out.event(&Event::TaskNew(TaskNew {
+                ts_ns: h.ts_ns,
+                parent_pid: h.pid,
+                parent_tgid: h.tgid,
+                child_pid,
+                child_tgid,
+                thread,
+            })),
+            Body::TaskExit { group_dead } => {
+                if let Some(o) = self.open.remove(&h.pid) {
                     self.unjoined.abandoned += 1;
+                    orphan_inside(o.inside, out);
                 }
-                out.push(event);
+                out.event(&Event::TaskExit(TaskExit { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, group_dead }));
             }
+            Body::Sample { frames } => {
+                let sample = Sample { ts_ns: h.ts_ns, pid: h.pid, frames };
+                match self.open.get_mut(&h.pid) {
+                    Some(o) => o.inside.samples.push(sample),
+                    None => out.event(&Event::OrphanSample(sample)),
+                }
+            }
+            Body::ProbedCall { enter_ns, slot } => {
+                let call = ProbedCall { pid: h.pid, enter_ns, exit_ns: h.ts_ns, slot };
+                match self.open.get_mut(&h.pid) {
+                    Some(o) => o.inside.probed.push(call),
+                    None => out.event(&Event::OrphanProbedCall(call)),
+                }
+            }
+            Body::OffCpu { start_ns } => {
+                out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
+            }
+            Body::Main => out.event(&Event::Main(MainEntry { pid: h.pid, tgid: h.tgid, ts_ns: h.ts_ns })),
         }
     }
 
-    /// Enter time of the call open on thread `pid`, or 0 (not tied; the analysis counts
-    /// such samples and calls as unattributed).
-    fn open_on(&self, pid: u32) -> u64 {
-        self.open.get(&pid).map_or(0, |o| o.enter_ns)
+    fn syscall_enter(&mut self, h: Head, syscall: TracedSyscall, faults: Option<(u64, u64)>, out: &mut impl EventSink) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let fresh = Open {
+            id,
+            syscall,
+            enter_pid: h.pid,
+            enter_ns: h.ts_ns,
+            faults,
+            prepare_ns: None,
+            loaded_ns: None,
+            name: None,
+            inside: Inside::default(),
+        };
+        if let Some(stale) = self.open.insert(h.pid, fresh) {
+            self.unjoined.enter_without_exit += 1;
+            orphan_inside(stale.inside, out);
+        }
     }
 
-    /// Ends the stream: calls still open are counted.
-    pub fn finish(mut self) -> Unjoined {
+    fn syscall_exit(
+        &mut self,
+        h: Head,
+        syscall: TracedSyscall,
+        ret: i64,
+        faults: Option<(u64, u64)>,
+        name: Option<Name>,
+        out: &mut impl EventSink,
+    ) {
+        match self.open.remove(&h.pid) {
+            Some(o) if same_syscall(o.syscall, syscall) => out.event(&joined(o, h, ret, faults, name)),
+            Some(o) => {
+                self.unjoined.enter_without_exit += 1;
+                self.unjoined.exit_without_enter += 1;
+                orphan_inside(o.inside, out);
+            }
+            None => self.unjoined.exit_without_enter += 1,
+        }
+    }
+
+    /// Ends the stream: calls still open are counted, and what was taken inside them is
+    /// handed on as orphans.
+    pub fn finish(mut self, out: &mut impl EventSink) -> Unjoined {
         self.unjoined.enter_without_exit += self.open.len() as u64;
+        let mut open: Vec<Open> = self.open.drain().map(|(_, o)| o).collect();
+        open.sort_by_key(|o| o.id);
+        for o in open {
+            orphan_inside(o.inside, out);
+        }
         self.unjoined
+    }
+
+    /// Calls open right now (for progress).
+    pub fn open_calls(&self) -> usize {
+        self.open.len()
+    }
+}
+
+fn orphan_inside(inside: Inside, out: &mut impl EventSink) {
+    for s in inside.samples {
+        out.event(&Event::OrphanSample(s));
+    }
+    for c in inside.probed {
+        out.event(&Event::OrphanProbedCall(c));
     }
 }
 
 /// Whether an exit closes the call entered. Execs match as a family: after a successful
 /// `execveat` the kernel reports the exit with `execve`'s number (seen on 6.18), so the
 /// enter's syscall is the one that counts.
-fn same_syscall(entered: CallKind, exited: CallKind) -> bool {
-    match (entered, exited) {
-        (CallKind::Exec(_), CallKind::Exec(_)) => true,
-        (a, b) => a == b,
-    }
+fn same_syscall(entered: TracedSyscall, exited: TracedSyscall) -> bool {
+    (entered.is_exec() && exited.is_exec()) || entered == exited
 }
 
-#[allow(clippy::too_many_arguments)]
-fn joined(
-    o: Open,
-    exit_ns: u64,
-    exit_pid: u32,
-    tgid: u32,
-    cpu: u32,
-    ret: i64,
-    faults: Option<(u64, u64)>,
-    exit_name: Option<Name>,
-) -> Event {
+fn joined(o: Open, h: Head, ret: i64, faults: Option<(u64, u64)>, exit_name: Option<Name>) -> Event {
     let delta = o.faults.zip(faults).map(|((min0, maj0), (min1, maj1))| (min1.wrapping_sub(min0), maj1.wrapping_sub(maj0)));
-    match o.call {
-        CallKind::Spawn(syscall) => Event::Spawn(SpawnCall {
-            pid: o.enter_pid,
-            tgid,
-            syscall,
-            enter_ns: o.enter_ns,
-            exit_ns,
-            ret,
-            minor_faults: delta.map(|d| d.0),
-            major_faults: delta.map(|d| d.1),
-        }),
-        CallKind::Exec(syscall) => {
-            // The kernel's copy when the exec got that far (past the point of no return the
-            // caller's copy is gone), else the caller's, read at exit.
-            let name = o.name.or(exit_name).unwrap_or(Name { unreadable: true, ..Name::default() });
-            Event::Exec(ExecAttempt {
+    let syscall = match o.syscall.family() {
+        Family::Exec(syscall) => syscall,
+        Family::Fork(syscall) => {
+            return Event::ForkCall(ForkCall {
+                id: o.id,
                 pid: o.enter_pid,
-                exit_pid,
-                tgid,
-                cpu,
+                tgid: h.tgid,
                 syscall,
-                filename: name.text,
-                filename_truncated: name.truncated,
-                filename_unreadable: name.unreadable,
                 enter_ns: o.enter_ns,
-                prepare_ns: o.prepare_ns,
-                loaded_ns: o.loaded_ns,
-                exit_ns,
+                exit_ns: h.ts_ns,
                 ret,
                 minor_faults: delta.map(|d| d.0),
                 major_faults: delta.map(|d| d.1),
-            })
+                inside: o.inside,
+            });
         }
-    }
+    };
+    // The kernel's copy when the exec got that far (past the point of no return the
+    // caller's copy is gone), else the caller's, read at exit.
+    let name = o.name.or(exit_name).unwrap_or(Name { unreadable: true, ..Name::default() });
+    Event::Exec(ExecAttempt {
+        id: o.id,
+        pid: o.enter_pid,
+        exit_pid: h.pid,
+        tgid: h.tgid,
+        cpu: h.cpu,
+        syscall,
+        name,
+        enter_ns: o.enter_ns,
+        prepare_ns: o.prepare_ns,
+        loaded_ns: o.loaded_ns,
+        exit_ns: h.ts_ns,
+        ret,
+        minor_faults: delta.map(|d| d.0),
+        major_faults: delta.map(|d| d.1),
+        inside: o.inside,
+    })
 }
 
 /// Joins a whole stream (tests and offline use).
@@ -187,33 +245,44 @@ pub fn assemble(records: impl IntoIterator<Item = Record>) -> (Vec<Event>, Unjoi
     for r in records {
         a.push(r, &mut out);
     }
-    (out, a.finish())
+    let unjoined = a.finish(&mut out);
+    (out, unjoined)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Exit, SpawnSyscall, Syscall};
 
-    const EXECVE: CallKind = CallKind::Exec(Syscall::Execve);
+    const EXECVE: TracedSyscall = TracedSyscall::Execve;
 
-    fn enter(ts_ns: u64, pid: u32, call: CallKind, faults: (u64, u64)) -> Record {
-        Record::Enter { ts_ns, pid, tgid: 100, call, faults: Some(faults) }
+    fn rec(ts_ns: u64, pid: u32, body: Body) -> Record {
+        Record { head: Head { ts_ns, pid, tgid: 100, cpu: 1 }, body }
     }
 
-    fn exit(ts_ns: u64, pid: u32, call: CallKind, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
-        let name = name.map(|n| Name { text: n.into(), ..Name::default() });
-        Record::Exit { ts_ns, pid, tgid: 100, cpu: 1, call, ret, faults: Some(faults), name }
+    fn enter(ts_ns: u64, pid: u32, syscall: TracedSyscall, faults: (u64, u64)) -> Record {
+        rec(ts_ns, pid, Body::SyscallEnter { syscall, faults: Some(faults) })
     }
 
-    fn named(n: &str) -> Option<Name> {
-        Some(Name { text: n.into(), ..Name::default() })
+    fn exit(ts_ns: u64, pid: u32, syscall: TracedSyscall, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
+        rec(ts_ns, pid, Body::SyscallExit { syscall, ret, faults: Some(faults), name: named(name) })
+    }
+
+    fn named(n: Option<&str>) -> Option<Name> {
+        n.map(|n| Name { bytes: n.as_bytes().to_vec(), ..Name::default() })
+    }
+
+    fn task_exit(ts_ns: u64, pid: u32, group_dead: bool) -> Record {
+        rec(ts_ns, pid, Body::TaskExit { group_dead })
+    }
+
+    fn execs(events: &[Event]) -> Vec<&ExecAttempt> {
+        events.iter().filter_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).collect()
     }
 
     fn only_exec(events: &[Event]) -> &ExecAttempt {
-        match events {
-            [Event::Exec(e)] => e,
-            other => panic!("expected one exec, got {other:?}"),
+        match execs(events)[..] {
+            [e] => e,
+            _ => panic!("expected one exec, got {events:?}"),
         }
     }
 
@@ -224,7 +293,7 @@ mod tests {
         let e = only_exec(&events);
         assert_eq!((e.enter_ns, e.exit_ns, e.ret, e.duration_ns()), (1_000, 2_500, -2, 1_500));
         assert_eq!((e.minor_faults, e.major_faults), (Some(3), Some(0)));
-        assert_eq!((e.filename.as_str(), e.prepare_ns, e.loaded_ns), ("/m1/t", None, None));
+        assert_eq!((e.name.bytes.as_slice(), e.prepare_ns, e.loaded_ns), (&b"/m1/t"[..], None, None));
         assert_eq!(unjoined, Unjoined::default());
     }
 
@@ -232,13 +301,13 @@ mod tests {
     fn success_takes_phase_times_and_the_kernels_name() {
         let (events, _) = assemble([
             enter(1_000, 100, EXECVE, (0, 0)),
-            Record::NoReturn { ts_ns: 2_000, pid: 100, name: named("/bin/t") },
-            Record::Loaded { ts_ns: 3_000, pid: 100, old_pid: 100, name: None },
+            rec(2_000, 100, Body::NoReturn { name: named(Some("/bin/t")) }),
+            rec(3_000, 100, Body::Loaded { old_pid: 100, name: None }),
             exit(4_000, 100, EXECVE, 0, (5, 0), None),
         ]);
         let e = only_exec(&events);
         assert_eq!((e.prepare_ns, e.loaded_ns, e.exit_ns), (Some(2_000), Some(3_000), 4_000));
-        assert_eq!(e.filename, "/bin/t");
+        assert_eq!(e.name.bytes, b"/bin/t");
         assert_eq!(e.minor_faults, Some(5));
     }
 
@@ -246,12 +315,12 @@ mod tests {
     fn exec_from_a_non_leader_thread_moves_to_the_leaders_id() {
         let (events, unjoined) = assemble([
             enter(1_000, 101, EXECVE, (0, 0)),
-            Record::Event(Event::Exit(Exit { ts_ns: 1_500, pid: 100, tgid: 100, group_dead: false })),
-            Record::Loaded { ts_ns: 3_000, pid: 100, old_pid: 101, name: named("/bin/t") },
+            task_exit(1_500, 100, false),
+            rec(3_000, 100, Body::Loaded { old_pid: 101, name: named(Some("/bin/t")) }),
             exit(4_000, 100, EXECVE, 0, (0, 0), None),
         ]);
-        let e = only_exec(&events[1..]);
-        assert_eq!((e.pid, e.exit_pid, e.filename.as_str()), (101, 100, "/bin/t"));
+        let e = only_exec(&events);
+        assert_eq!((e.pid, e.exit_pid, e.name.bytes.as_slice()), (101, 100, &b"/bin/t"[..]));
         assert_eq!(unjoined, Unjoined::default(), "the leader had no call open");
     }
 
@@ -259,66 +328,89 @@ mod tests {
     fn failure_past_the_point_of_no_return_keeps_the_kernels_name() {
         let (events, _) = assemble([
             enter(1_000, 100, EXECVE, (0, 0)),
-            Record::NoReturn { ts_ns: 2_000, pid: 100, name: named("/bin/t") },
+            rec(2_000, 100, Body::NoReturn { name: named(Some("/bin/t")) }),
             exit(4_000, 100, EXECVE, -12, (0, 0), Some("garbage from the new mm")),
         ]);
-        assert_eq!(only_exec(&events).filename, "/bin/t");
+        assert_eq!(only_exec(&events).name.bytes, b"/bin/t");
     }
 
     #[test]
-    fn spawns_join_like_execs() {
-        let clone3 = CallKind::Spawn(SpawnSyscall::Clone3);
+    fn fork_calls_join_like_execs() {
+        let clone3 = TracedSyscall::Clone3;
         let (events, _) = assemble([enter(100, 100, clone3, (1, 0)), exit(900, 100, clone3, 77, (4, 0), None)]);
-        let [Event::Spawn(s)] = &events[..] else { panic!("{events:?}") };
-        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (SpawnSyscall::Clone3, 77, 800, Some(3)));
+        let [Event::ForkCall(s)] = &events[..] else { panic!("{events:?}") };
+        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (crate::events::ForkSyscall::Clone3, 77, 800, Some(3)));
     }
 
     #[test]
-    fn samples_and_calls_are_tied_to_the_attempt_open_on_their_thread() {
+    fn samples_and_probed_calls_travel_with_the_call_open_on_their_thread() {
         let (events, _) = assemble([
-            Record::Sample { ts_ns: 500, pid: 100, tgid: 100, frames: vec![1] },
+            rec(500, 100, Body::Sample { frames: vec![1] }),
             enter(1_000, 100, EXECVE, (0, 0)),
-            Record::Sample { ts_ns: 1_100, pid: 100, tgid: 100, frames: vec![2] },
-            Record::Sample { ts_ns: 1_150, pid: 101, tgid: 100, frames: vec![3] },
-            Record::Call { pid: 100, tgid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4 },
+            rec(1_100, 100, Body::Sample { frames: vec![2] }),
+            rec(1_150, 101, Body::Sample { frames: vec![3] }),
+            rec(1_300, 100, Body::ProbedCall { enter_ns: 1_200, slot: 4 }),
             exit(2_000, 100, EXECVE, -2, (0, 0), Some("x")),
+            enter(3_000, 100, EXECVE, (0, 0)),
+            rec(3_100, 100, Body::Sample { frames: vec![4] }),
+            exit(4_000, 100, EXECVE, -2, (0, 0), Some("x")),
         ]);
-        let tied: Vec<u64> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Sample(s) => Some(s.attempt_enter_ns),
-                Event::Call(c) => Some(c.attempt_enter_ns),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(tied, vec![0, 1_000, 0, 1_000]);
+        let orphans: Vec<&[u64]> =
+            events.iter().filter_map(|e| if let Event::OrphanSample(s) = e { Some(s.frames.as_slice()) } else { None }).collect();
+        assert_eq!(orphans, vec![&[1][..], &[3][..]]);
+        let attempts = execs(&events);
+        assert_eq!(attempts.len(), 2);
+        assert_eq!((attempts[0].id, attempts[1].id), (0, 1), "ids in enter order");
+        assert_eq!(attempts[0].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(attempts[0].inside.probed, vec![ProbedCall { pid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4 }]);
+        assert_eq!(attempts[1].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![4]);
     }
 
     #[test]
-    fn pieces_that_cannot_be_joined_are_counted() {
+    fn two_threads_entering_in_the_same_nanosecond_stay_apart() {
+        let (events, _) = assemble([
+            enter(1_000, 100, EXECVE, (0, 0)),
+            enter(1_000, 101, EXECVE, (0, 0)),
+            rec(1_100, 101, Body::Sample { frames: vec![7] }),
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("a")),
+            exit(2_000, 101, EXECVE, -2, (0, 0), Some("b")),
+        ]);
+        let a = execs(&events);
+        assert_ne!(a[0].id, a[1].id);
+        assert!(a[0].inside.samples.is_empty());
+        assert_eq!(a[1].inside.samples.len(), 1);
+    }
+
+    #[test]
+    fn pieces_that_cannot_be_joined_are_counted_and_their_samples_orphaned() {
         let (events, unjoined) = assemble([
             exit(10, 100, EXECVE, -2, (0, 0), Some("x")), // tracing began mid-call
             enter(20, 100, EXECVE, (0, 0)),
+            rec(25, 100, Body::Sample { frames: vec![1] }),
             enter(30, 100, EXECVE, (0, 0)), // the first one's exit was lost
-            Record::Event(Event::Exit(Exit { ts_ns: 40, pid: 100, tgid: 100, group_dead: true })), // killed mid-exec
-            enter(50, 102, EXECVE, (0, 0)), // still open at the end
+            rec(35, 100, Body::Sample { frames: vec![2] }),
+            task_exit(40, 100, true), // killed mid-exec
+            enter(50, 102, EXECVE, (0, 0)),
+            rec(55, 102, Body::Sample { frames: vec![3] }), // still open at the end
         ]);
-        assert_eq!(events.len(), 1, "only the thread exit is an event");
+        assert!(execs(&events).is_empty());
+        let orphans = events.iter().filter(|e| matches!(e, Event::OrphanSample(_))).count();
+        assert_eq!(orphans, 3);
         assert_eq!(unjoined, Unjoined { abandoned: 1, exit_without_enter: 1, enter_without_exit: 2 });
     }
 
     #[test]
     fn a_successful_execveat_may_exit_as_execve() {
-        let execveat = CallKind::Exec(Syscall::Execveat);
+        let execveat = TracedSyscall::Execveat;
         let (events, unjoined) = assemble([enter(20, 100, execveat, (0, 0)), exit(30, 100, EXECVE, 0, (0, 0), None)]);
-        assert_eq!(only_exec(&events).syscall, Syscall::Execveat);
+        assert_eq!(only_exec(&events).syscall, crate::events::ExecSyscall::Execveat);
         assert_eq!(unjoined, Unjoined::default());
     }
 
     #[test]
     fn an_exit_of_another_syscall_does_not_close_an_exec() {
         let (events, unjoined) =
-            assemble([enter(20, 100, EXECVE, (0, 0)), exit(30, 100, CallKind::Spawn(SpawnSyscall::Clone), 5, (0, 0), None)]);
+            assemble([enter(20, 100, EXECVE, (0, 0)), exit(30, 100, TracedSyscall::Clone, 5, (0, 0), None)]);
         assert!(events.is_empty());
         assert_eq!(unjoined, Unjoined { abandoned: 0, exit_without_enter: 1, enter_without_exit: 1 });
     }

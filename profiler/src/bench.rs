@@ -6,6 +6,8 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 
 use crate::{
+    assemble::Assembler,
+    events::{Event, EventSink, ForkCall},
     launch::SuspendedChild,
     report::human_ns,
     workload::{ChainSpec, ChainWorkload},
@@ -32,9 +34,9 @@ pub fn run_chain_once(workload: &ChainWorkload) -> Result<ChainRound> {
     let child = SuspendedChild::spawn(&workload.command())?;
     let started = Instant::now();
     let status = match child.release() {
-        Ok(running) => running.wait()?,
-        Err((running, failure)) => {
-            running.wait()?;
+        Ok(mut running) => running.wait_blocking()?,
+        Err((mut running, failure)) => {
+            running.wait_blocking()?;
             return Err(failure.into());
         }
     };
@@ -73,20 +75,67 @@ pub fn chain(spec: ChainSpec, rounds: u32) -> Result<()> {
     Ok(())
 }
 
-/// Traces execprof's own process (and so the spawned children) for `bench spawn --kernel`.
-fn self_tracer() -> Result<(crate::tracer::Tracer, crate::tracer::Collector)> {
-    use crate::{kernel_layout::TaskLayout, probes::RUN_PROBES, tracer::{Tracer, TracerOptions}};
+/// Fork-family calls of one process, as the assembler completes them.
+struct ForkCallsOf {
+    tgid: u32,
+    calls: Vec<ForkCall>,
+}
+
+impl EventSink for ForkCallsOf {
+    fn event(&mut self, event: &Event) {
+        if let Event::ForkCall(c) = event
+            && c.tgid == self.tgid
+        {
+            self.calls.push(c.clone());
+        }
+    }
+}
+
+/// Runs `work` on a thread of its own while the ring buffer is drained into the fork calls
+/// of this process (`bench spawn --kernel`).
+fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<(T, Vec<ForkCall>, u64)> {
+    use crate::{
+        kernel_layout::TaskLayout,
+        probes::RUN_PROBES,
+        tracer::{Tracer, TracerOptions},
+    };
     crate::privileges::require_tracing_privileges("bench spawn --kernel")?;
     let layout = TaskLayout::from_running_kernel()?;
     let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: 8 << 20, verbose: false })?;
     tracer.trace_process(std::process::id())?;
-    let collector = tracer.start_collector()?;
-    Ok((tracer, collector))
+    let ring = tracer.take_ring()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut assembler = Assembler::new();
+    let mut sink = ForkCallsOf { tgid: std::process::id(), calls: Vec::new() };
+    let result = runtime.block_on(async {
+        let mut ring = crate::live::watch(ring)?;
+        let mut task = tokio::task::spawn_blocking(work);
+        let mut poll = tokio::time::interval(std::time::Duration::from_millis(10));
+        let mut drain = |ring: &mut aya::maps::RingBuf<aya::maps::MapData>| {
+            while let Some(item) = ring.next() {
+                if let Ok(r) = crate::record::decode(&item) {
+                    assembler.push(r, &mut sink);
+                }
+            }
+        };
+        loop {
+            tokio::select! {
+                done = &mut task => {
+                    drain(ring.get_mut());
+                    break done.map_err(|e| anyhow::anyhow!("the benchmark thread failed: {e}"))?;
+                }
+                _ = poll.tick() => drain(ring.get_mut()),
+            }
+        }
+    })?;
+    let unjoined = assembler.finish(&mut sink);
+    let lost = tracer.losses()?.with_unjoined(&unjoined).total();
+    Ok((result, sink.calls, lost))
 }
 
 /// Per method: the benchmark's own spawn-call time beside the kernel's syscall time for the
 /// same calls (matched by time), and the difference (the C library's share and the return).
-pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[&crate::events::SpawnCall]) -> String {
+pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) -> String {
     use std::fmt::Write as _;
 
     use crate::analysis::stats::Distribution;
@@ -134,22 +183,19 @@ pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
     // first instruction reads the clock.
     let child = ChainWorkload::prepare(ChainSpec::new(0, 0))?;
     let shape = MemoryShape { bytes: args.mem, fragment: args.fragment, dirty: args.dirty };
-    let kernel = if args.kernel { Some(self_tracer()?) } else { None };
-    let report = spawn::run(&methods, shape, args.iterations, &child)?;
+    let iterations = args.iterations;
+    let (report, kernel) = if args.kernel {
+        let (methods, child) = (methods.clone(), child);
+        let (report, calls, lost) = with_own_fork_calls(move || spawn::run(&methods, shape, iterations, &child))?;
+        (report, Some((calls, lost)))
+    } else {
+        (spawn::run(&methods, shape, args.iterations, &child)?, None)
+    };
     print!("{}", spawn::render(&report, kernel.is_some()));
-    if let Some((tracer, collector)) = kernel {
-        let collected = collector.finish()?;
-        let losses = tracer.losses()?.with_unjoined(&collected.unjoined);
-        let me = std::process::id();
-        let calls: Vec<&crate::events::SpawnCall> = collected
-            .events
-            .iter()
-            .filter_map(|e| if let crate::events::Event::Spawn(s) = e { Some(s) } else { None })
-            .filter(|s| s.tgid == me)
-            .collect();
+    if let Some((calls, lost)) = kernel {
         print!("{}", driver_vs_kernel(&report, &calls));
-        if losses.total() > 0 {
-            println!("  warning: {} kernel events were lost; the kernel column may miss calls", losses.total());
+        if lost > 0 {
+            println!("  warning: {lost} kernel events were lost; the kernel column may miss calls");
         }
     }
     if let Some(path) = &args.json {

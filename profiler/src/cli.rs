@@ -17,6 +17,8 @@ pub struct Cli {
 pub enum Command {
     /// Run COMMAND (or the built-in exec chain) and trace every exec attempt of its process tree.
     Run(RunArgs),
+    /// Replay a recording made with `run --output`: the same report, without root.
+    Report(ReportArgs),
     /// Print what this machine allows execprof to attach, by trying it.
     Doctor(DoctorArgs),
     /// Run the classic exec benchmarks without tracing and print their own timings.
@@ -124,11 +126,40 @@ impl ChainArgs {
     }
 }
 
+/// What every report can also write (shared by `run` and `report`).
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct OutputArgs {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a Perfetto-loadable trace (Chrome trace-event JSON) to FILE: a track per thread,
+    /// a slice per exec attempt with its parts, user-space gaps, forks, faults.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write folded stacks and a flame graph SVG per outcome into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub folded: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A recording written by `execprof run --output FILE`.
+    #[arg(value_name = "RECORDING")]
+    pub recording: PathBuf,
+    #[command(flatten)]
+    pub outputs: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub outputs: OutputArgs,
+    /// Record the run to FILE as it goes (compact, versioned; `execprof report FILE` replays it).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print progress on standard error once a second even when it is not a terminal.
+    #[arg(long)]
+    pub progress: bool,
     #[command(flatten)]
     pub chain: ChainArgs,
     /// Per-function timing: exact (kprobes on exec-path functions), sampled (kernel stacks),
@@ -139,13 +170,6 @@ pub struct RunArgs {
     /// rates narrow the intervals and cost more: see benches/README.md.
     #[arg(long, value_name = "HZ", default_value_t = 999)]
     pub sample_hz: u64,
-    /// Write a Perfetto-loadable trace (Chrome trace-event JSON) to FILE: a track per thread,
-    /// a slice per exec attempt with its parts, user-space gaps, forks, faults.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Write folded stacks and a flame graph SVG per outcome into DIR.
-    #[arg(long, value_name = "DIR")]
-    pub folded: Option<PathBuf>,
     /// Ring buffer size in MiB (a power of two); raise it if the report shows "ring buffer full".
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub ring_mib: u32,

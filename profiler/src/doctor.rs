@@ -17,7 +17,7 @@ use profiler_common::doctor as slot;
 use serde::Serialize;
 
 use crate::{
-    kernel::KernelInfo,
+    meta::KernelInfo,
     kernel_layout::TaskLayout,
     ksyms::{KernelSymbols, ProbePresence, VmlinuxBtf},
     phases::PhaseModel,

@@ -2,37 +2,15 @@
 //! at run time from kallsyms (suffixed names such as `copy_strings.isra.0` included; a
 //! function present under several addresses, like `load_elf_binary`, gets one slot per
 //! address, since attaching by its ambiguous name fails).
-use serde::Serialize;
-
 use crate::{
     ksyms::{FunctionPresence, KernelSymbols},
+    meta::{ExactPlan, ProbedFunction},
     phases::PhaseModel,
 };
 
 /// Functions not probed although they are candidates: the syscall entries span the whole
 /// attempt, which the syscall tracepoints already time exactly.
 const SKIP: &[&str] = &["__x64_sys_execve", "__x64_sys_execveat"];
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ProbedFunction {
-    pub slot: u32,
-    /// Canonical name (no compiler suffix): what the report groups by.
-    pub function: String,
-    /// The kernel's name for the attached symbol.
-    pub raw_name: String,
-    pub address: u64,
-    /// Attached by address because the name is ambiguous.
-    pub by_address: bool,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ExactPlan {
-    pub functions: Vec<ProbedFunction>,
-    /// Candidates this kernel does not have as symbols (inlined): no exact time for them.
-    pub absent: Vec<String>,
-    /// Candidates left out because the slots ran out.
-    pub over_capacity: Vec<String>,
-}
 
 impl ExactPlan {
     pub fn resolve(model: &PhaseModel, symbols: &KernelSymbols, max_slots: u32) -> Self {
@@ -64,10 +42,6 @@ impl ExactPlan {
             }
         }
         plan
-    }
-
-    pub fn function_of(&self, slot: u32) -> Option<&ProbedFunction> {
-        self.functions.get(slot as usize)
     }
 }
 

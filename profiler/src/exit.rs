@@ -12,6 +12,8 @@ pub mod code {
     pub const NO_PRIVILEGE: i32 = 3;
     /// The kernel lacks something execprof cannot do without.
     pub const UNSUPPORTED_KERNEL: i32 = 4;
+    /// A recording cannot be read (truncated, corrupted, from a newer execprof).
+    pub const BAD_RECORDING: i32 = 5;
     /// The command exists but cannot be executed (as a shell).
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found (as a shell).

@@ -1,14 +1,5 @@
 //! Facts about the running kernel that the report header and `doctor` print.
-use serde::Serialize;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct KernelInfo {
-    pub release: String,
-    pub machine: String,
-    pub btf: bool,
-    /// The active lockdown mode (`none`, `integrity`, `confidentiality`), when readable.
-    pub lockdown: Option<String>,
-}
+use crate::meta::{KernelInfo, MachineFacts};
 
 impl KernelInfo {
     pub fn current() -> Self {
@@ -26,11 +17,31 @@ impl KernelInfo {
             lockdown: std::fs::read_to_string("/sys/kernel/security/lockdown").ok().and_then(|s| active_lockdown(&s)),
         }
     }
+}
 
-    /// (major, minor) of the release, e.g. (6, 18).
-    pub fn version(&self) -> Option<(u32, u32)> {
-        let mut it = self.release.split(['.', '-']);
-        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+impl MachineFacts {
+    /// This machine's, read from /proc and /sys; what cannot be read stays empty or false.
+    pub fn current() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_owned()))
+            .unwrap_or_default();
+        let cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count() as u32;
+        let memcg = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").is_ok_and(|c| c.split_whitespace().any(|w| w == "memory"))
+            || std::fs::read_to_string("/proc/cgroups").is_ok_and(|c| c.lines().any(|l| l.starts_with("memory") && l.trim_end().ends_with('1')));
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|c| c.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned)))
+            .unwrap_or_default();
+        Self {
+            cpu_model,
+            cpus,
+            kprobes: std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists(),
+            sched_prepare_exec: false,
+            memcg,
+            cgroup,
+        }
     }
 }
 

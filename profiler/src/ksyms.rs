@@ -429,6 +429,12 @@ pub struct ProbePresence {
     pub presence: FunctionPresence,
 }
 
+impl crate::analysis::attribution::Symbolizer for KernelSymbols {
+    fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>> {
+        addrs.iter().map(|&a| self.lookup_addr(a).map(|(name, _)| name.to_owned())).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,12 +5,11 @@ use std::{
     ffi::{CString, OsStr, OsString},
     os::unix::ffi::{OsStrExt as _, OsStringExt as _},
     path::{Path, PathBuf},
-    sync::atomic::{AtomicBool, AtomicI32, Ordering},
 };
 
 use anyhow::Result;
 
-use crate::exit::Failure;
+use crate::{exit::Failure, meta::ExitStatus};
 
 /// A command resolved the way a shell would: the path to exec, argv and environment.
 #[derive(Clone, Debug)]
@@ -70,15 +69,6 @@ pub struct SuspendedChild {
     program: PathBuf,
 }
 
-/// The child's pid while it runs, for the signal forwarder.
-static CHILD_PID: AtomicI32 = AtomicI32::new(0);
-/// Set when SIGINT/SIGTERM reached execprof: stop waiting for the rest of the tree.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
 impl SuspendedChild {
     pub fn spawn(cmd: &Command) -> Result<Self> {
         // Everything the child touches is allocated before fork: after fork only
@@ -106,6 +96,8 @@ impl SuspendedChild {
 
         let (release_r, release_w) = pipe()?;
         let (status_r, status_w) = pipe()?;
+        // SAFETY: plain getter.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork in a process whose other threads do not hold locks the child needs: the
         // child only calls async-signal-safe functions below.
         let pid = unsafe { libc::fork() };
@@ -120,10 +112,17 @@ impl SuspendedChild {
                 // Default dispositions and an empty mask for the command, as a shell gives it.
                 libc::signal(libc::SIGINT, libc::SIG_DFL);
                 libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);
                 libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                // If execprof dies (even by SIGKILL), the command dies too rather than running
+                // on untraced; checked once more in case execprof died before the prctl.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    libc::_exit(125);
+                }
                 let mut go = 0u8;
                 let n = loop {
                     let n = libc::read(release_r, (&mut go as *mut u8).cast(), 1);
@@ -146,7 +145,6 @@ impl SuspendedChild {
             libc::close(release_r);
             libc::close(status_w);
         }
-        CHILD_PID.store(pid, Ordering::SeqCst);
         Ok(Self { pid, release_fd: release_w, status_fd: status_r, program: cmd.program.clone() })
     }
 
@@ -188,80 +186,44 @@ pub struct RunningChild {
     pid: libc::pid_t,
 }
 
-/// How the command ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase", tag = "kind", content = "value")]
-pub enum ExitStatus {
-    Code(i32),
-    Signal(i32),
-}
-
-impl ExitStatus {
-    /// The status a shell would report: the code, or 128 + signal.
-    pub fn shell_code(self) -> i32 {
-        match self {
-            ExitStatus::Code(c) => c,
-            ExitStatus::Signal(s) => 128 + s,
-        }
-    }
-}
-
-impl std::fmt::Display for ExitStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExitStatus::Code(c) => write!(f, "exit code {c}"),
-            ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
-        }
-    }
-}
-
 impl RunningChild {
-    /// Waits for the command, retrying on interruption (Ctrl-C is forwarded, not fatal).
-    pub fn wait(self) -> Result<ExitStatus> {
-        let mut status = 0;
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The command's status if it has ended (it is then reaped), without blocking.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        self.wait_flags(libc::WNOHANG)
+    }
+
+    /// Waits for the command.
+    pub fn wait_blocking(&mut self) -> Result<ExitStatus> {
         loop {
-            // SAFETY: our own child.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
-            if r == self.pid {
-                break;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(anyhow::anyhow!("waiting for the command failed: {err}"));
+            if let Some(s) = self.wait_flags(0)? {
+                return Ok(s);
             }
         }
-        CHILD_PID.store(0, Ordering::SeqCst);
-        Ok(if libc::WIFSIGNALED(status) {
+    }
+
+    fn wait_flags(&mut self, flags: i32) -> Result<Option<ExitStatus>> {
+        let mut status = 0;
+        // SAFETY: our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+        if r == 0 {
+            return Ok(None);
+        }
+        if r != self.pid {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                return Ok(None);
+            }
+            return Err(anyhow::anyhow!("waiting for the command failed: {err}"));
+        }
+        Ok(Some(if libc::WIFSIGNALED(status) {
             ExitStatus::Signal(libc::WTERMSIG(status))
         } else {
             ExitStatus::Code(libc::WEXITSTATUS(status))
-        })
-    }
-}
-
-/// Forwards SIGINT and SIGTERM sent to execprof to the command; execprof itself keeps going
-/// so the report is still printed. A Ctrl-C typed at the terminal already reaches the whole
-/// foreground group, so only signals sent to execprof alone (SI_USER) are forwarded.
-pub fn install_signal_forwarding() {
-    extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-        let pid = CHILD_PID.load(Ordering::SeqCst);
-        // SAFETY: kill is async-signal-safe; info is valid inside a SA_SIGINFO handler.
-        unsafe {
-            if pid > 0 && (info.is_null() || (*info).si_code == libc::SI_USER) {
-                libc::kill(pid, sig);
-            }
-        }
-    }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: installing a handler that only calls async-signal-safe functions.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = forward as *const () as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
+        }))
     }
 }
 

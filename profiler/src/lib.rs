@@ -1,7 +1,8 @@
 //! execprof: where the kernel spends exec time. The library holds everything; `main` only
 //! turns the command line into configuration and errors into exit codes.
 //!
-//! `CLI → config → launch + attach → collect → decode → analyse (pure) → render/export`.
+//! `CLI → config → launch + attach → ring buffer → decode (record) → assemble → analyse
+//! (pure) → render/export`; a recording replays through the same `pipeline`.
 pub mod analysis;
 pub mod assemble;
 pub mod bench;
@@ -15,9 +16,15 @@ pub mod kernel;
 pub mod kernel_layout;
 pub mod ksyms;
 pub mod launch;
+pub mod live;
+pub mod meta;
+pub mod perfetto;
 pub mod phases;
+pub mod pipeline;
 pub mod privileges;
 pub mod probes;
+pub mod record;
+pub mod recording;
 pub mod report;
 pub mod run;
 pub mod spawn;

@@ -1,6 +1,6 @@
 //! execprof: where the kernel spends exec time.
 //!
-//! `CLI → config → launch + attach → collect → decode → analyse (pure) → render/export`.
+//! `CLI → config → launch + attach → ring buffer → decode → assemble → analyse → render/export`.
 
 use clap::Parser as _;
 
@@ -10,7 +10,7 @@ use execprof::{
     doctor,
     run,
     exit::{Failure, code},
-    run::{ModeRequest, RunConfig, Target},
+    run::{ModeRequest, Outputs, RunConfig, Target},
     workload::ChainSpec,
 };
 
@@ -22,6 +22,7 @@ fn main() {
         .init();
     let result = match cli.command {
         Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
+        Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),
         Command::Bench(cli::BenchCommand::Spawn(args)) => bench::spawn(&args).map(|()| 0),
         Command::Bench(cli::BenchCommand::Chain(args)) => {
@@ -81,7 +82,7 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
     } else {
         Target::Command(args.command)
     };
-    if args.folded.is_some() && args.sample_hz == 0 {
+    if args.outputs.folded.is_some() && args.sample_hz == 0 {
         return Err(Failure::usage("--folded needs samples; drop --sample-hz 0").into());
     }
     let mode = match args.mode {
@@ -92,5 +93,18 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
     if mode == ModeRequest::Sampled && args.sample_hz == 0 {
         return Err(Failure::usage("--mode sampled needs samples; drop --sample-hz 0").into());
     }
-    Ok(RunConfig { target, json: args.json, trace: args.trace, folded: args.folded, sample_hz: args.sample_hz, mode, ring_bytes, verbose })
+    Ok(RunConfig {
+        target,
+        outputs: outputs(args.outputs),
+        recording: args.output,
+        progress: args.progress,
+        sample_hz: args.sample_hz,
+        mode,
+        ring_bytes,
+        verbose,
+    })
+}
+
+fn outputs(a: cli::OutputArgs) -> Outputs {
+    Outputs { json: a.json, trace: a.trace, folded: a.folded }
 }

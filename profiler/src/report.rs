@@ -1,5 +1,7 @@
 //! The run's results: one serializable struct for `--json`, and its terminal rendering.
-//! Rendering is a pure function of the struct, so it is snapshot-tested without root.
+//! Rendering is a pure function of the struct, so it is snapshot-tested without root, and a
+//! live run and the replay of its recording render alike but for the lines that say how the
+//! report was made.
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -12,56 +14,43 @@ use crate::{
         outcome::Outcome,
         stats::Distribution,
     },
-    kernel::KernelInfo,
-    launch::ExitStatus,
-    tracer::LossCounters,
+    assemble::Unjoined,
+    meta::{ExitStatus, KernelInfo, LossCounters, MachineFacts, Mode, RunEnd, RunMeta},
     workload::ChainSpec,
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
-#[derive(Clone, Debug, Serialize)]
-pub struct Mode {
-    /// How exact times are taken.
-    pub timing: String,
-    /// `exact`, `exact+sampled`, `sampled` or `none`.
-    pub functions_mode: String,
-    /// How time is attributed to kernel functions, and why this mode.
-    pub attribution: String,
+/// How a report was made: the only part that differs between a live run's report and the
+/// report of its recording.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Source {
+    /// Traced now; `recording` is where the records were also written.
+    Live { recording: Option<RecordingFacts> },
+    /// Replayed from a recording.
+    Replay { recording: RecordingFacts },
 }
 
-impl Mode {
-    /// `probed`: functions under entry/return probes (None: no exact mode).
-    pub fn new(probed: Option<usize>, sample_hz: u64, note: Option<String>) -> Self {
-        let sampled = format!("cpu-clock samples at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts");
-        let (mode, text) = match (probed, sample_hz > 0) {
-            (Some(n), true) => ("exact+sampled", format!("exact: kprobe/kretprobe on {n} exec-path functions; plus {sampled}")),
-            (Some(n), false) => ("exact", format!("exact: kprobe/kretprobe on {n} exec-path functions")),
-            (None, true) => ("sampled", format!("sampled: {sampled}")),
-            (None, false) => ("none", "off (--sample-hz 0, no exact mode)".to_owned()),
-        };
-        let attribution = match note {
-            Some(n) if probed.is_none() => format!("{text} — {n}"),
-            _ => text,
-        };
-        Self {
-            timing: "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec)".into(),
-            functions_mode: mode.into(),
-            attribution,
-        }
-    }
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RecordingFacts {
+    pub path: String,
+    pub bytes: u64,
+    pub records: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     pub schema_version: u32,
+    /// The execprof that traced the run.
     pub execprof_version: String,
     pub command: Vec<String>,
     pub program: String,
     /// Set when the built-in exec chain ran.
     pub chain: Option<ChainSpec>,
     pub kernel: KernelInfo,
+    pub machine: MachineFacts,
     pub mode: Mode,
     pub warnings: Vec<String>,
     pub exit_status: ExitStatus,
@@ -72,6 +61,39 @@ pub struct RunReport {
     pub undecodable_records: u64,
     /// Why image-start-to-main is not measured, when it is not.
     pub startup_note: Option<String>,
+    /// False when anything was lost or the run was cut short: the figures are then not the
+    /// whole run's.
+    pub complete: bool,
+    /// Set when the run was cut short: why.
+    pub partial: Option<String>,
+    pub source: Source,
+}
+
+impl RunReport {
+    pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
+        let losses = end.kernel_losses.with_unjoined(unjoined);
+        let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
+        Self {
+            schema_version: SCHEMA_VERSION,
+            execprof_version: meta.execprof_version,
+            command: meta.command,
+            program: meta.program,
+            chain: meta.chain,
+            kernel: meta.kernel,
+            machine: meta.machine,
+            mode: meta.mode,
+            warnings: meta.warnings,
+            exit_status: end.exit_status,
+            command_wall_ns: end.command_wall_ns,
+            analysis,
+            losses,
+            undecodable_records: end.undecodable_records,
+            startup_note: meta.startup_note,
+            complete,
+            partial: end.partial,
+            source,
+        }
+    }
 }
 
 /// Human time with three significant digits: 950 ns, 1.23 µs, 45.6 µs, 1.20 ms, 2.34 s.
@@ -111,7 +133,32 @@ fn dist_cells(d: &Distribution) -> String {
 
 pub fn render(r: &RunReport) -> String {
     let mut o = String::new();
+    render_header(&mut o, r);
+    render_outcomes(&mut o, r);
+    render_success_split(&mut o, r);
+    render_chain(&mut o, r);
+    render_fork_calls(&mut o, r);
+    if let Some(x) = &r.analysis.exact {
+        render_exact(&mut o, x);
+    }
+    if let Some(s) = &r.analysis.sampled {
+        render_sampled(&mut o, s);
+    }
+    render_agreement(&mut o, r);
+    render_files(&mut o, r);
+    render_losses(&mut o, r);
+    o
+}
+
+/// What ran, where, how it was measured, how it ended; and how this report was made.
+fn render_header(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
+    if let Some(why) = &r.partial {
+        let _ = writeln!(o, "PARTIAL   {why}: the figures cover the run up to that point");
+    }
+    if r.losses.total() > 0 {
+        let _ = writeln!(o, "INCOMPLETE {} records lost or unjoined (see the table at the end): the figures are not the whole run's", r.losses.total());
+    }
     let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.execprof_version);
     match &r.chain {
         Some(c) => {
@@ -136,7 +183,27 @@ pub fn render(r: &RunReport) -> String {
     for w in &r.warnings {
         let _ = writeln!(o, "warning   {w}");
     }
+    match &r.source {
+        Source::Live { recording: Some(f) } => {
+            let _ = writeln!(o, "report    live; recorded to {}", recording_facts(f, a.attempts));
+        }
+        Source::Live { recording: None } => {
+            let _ = writeln!(o, "report    live");
+        }
+        Source::Replay { recording: f } => {
+            let _ = writeln!(o, "report    from the recording {}", recording_facts(f, a.attempts));
+        }
+    }
+}
 
+fn recording_facts(f: &RecordingFacts, attempts: u64) -> String {
+    let per = f.bytes as f64 / attempts.max(1) as f64;
+    format!("{} ({} bytes, {} records, {per:.1} bytes per exec attempt)", f.path, f.bytes, f.records)
+}
+
+/// Latency and faults per outcome.
+fn render_outcomes(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
     let _ = writeln!(o, "\nExec attempts by outcome (latency = syscall enter to exit)");
     let _ = writeln!(
         o,
@@ -163,6 +230,11 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+}
+
+/// Successful execs before and after the point of no return.
+fn render_success_split(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
     if let Some(split) = &a.success_split {
         let _ = writeln!(o, "\nSuccessful execs around the point of no return (sched_prepare_exec)");
         let _ = writeln!(o, "  {:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "part", "min", "p50", "p90", "p99", "max", "mean");
@@ -176,6 +248,11 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+}
+
+/// Per chain step: failed attempts, the successful exec, user space.
+fn render_chain(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
     if let Some(c) = &a.chain {
         let _ = writeln!(
             o,
@@ -219,10 +296,15 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
-    if !a.spawns.is_empty() {
+}
+
+/// Fork-family calls of the tree.
+fn render_fork_calls(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
+    if !a.fork_calls.is_empty() {
         let _ = writeln!(o, "\nFork-family calls (latency = syscall enter to exit in the caller)");
         let _ = writeln!(o, "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}", "syscall", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/call");
-        for sp in &a.spawns {
+        for sp in &a.fork_calls {
             let faults = sp.minor_faults_per_call.map_or("-".into(), |f| format!("{f:.2}"));
             let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", sp.syscall.label(), sp.count, dist_cells(&sp.latency), faults);
             if sp.failed > 0 {
@@ -231,13 +313,11 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
-    if let Some(x) = &a.exact {
-        render_exact(&mut o, x);
-    }
-    if let Some(s) = &a.sampled {
-        render_sampled(&mut o, s);
-    }
+}
 
+/// Exact vs sampled phase shares.
+fn render_agreement(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
     for ag in &a.agreement {
         let _ = writeln!(o, "\nExact vs sampled: {} (shares of exec-phase time; {} samples)", ag.outcome.label(), ag.samples);
         let _ = writeln!(o, "  {:<10} {:>7} {:>22}  agree", "phase", "exact", "sampled [95% CI]");
@@ -253,6 +333,11 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+}
+
+/// Files exec'd.
+fn render_files(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
     if !a.files.is_empty() {
         let _ = writeln!(o, "\nFiles exec'd (most attempts first)");
         let _ = writeln!(o, "  {:>8} {:>9}  file", "attempts", "succeeded");
@@ -265,6 +350,11 @@ pub fn render(r: &RunReport) -> String {
         }
     }
 
+}
+
+/// What was lost or unseen: always printed.
+fn render_losses(o: &mut String, r: &RunReport) {
+    let a = &r.analysis;
     let _ = writeln!(o, "\nLost or unseen (always printed; all should be 0)");
     for (name, n) in &r.losses.0 {
         let _ = writeln!(o, "  {name:<34} {n}");
@@ -274,7 +364,6 @@ pub fn render(r: &RunReport) -> String {
     if r.losses.total() > 0 {
         let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
     }
-    o
 }
 
 fn render_exact(o: &mut String, x: &ExactTiming) {
@@ -416,44 +505,59 @@ mod tests {
     }
 
     fn sample_report() -> RunReport {
-        let (symbols, model) = (Table, crate::phases::PhaseModel::builtin().unwrap());
+        let model = crate::phases::PhaseModel::builtin().unwrap();
         let mut events = Vec::new();
         let mut t = 0;
+        let sample = |ts_ns: u64, frames: &[u64]| crate::events::Sample { ts_ns, pid: 100, frames: frames.to_vec() };
         for step in 0..3u64 {
-            for _ in 0..2 {
-                events.push(Event::Exec(attempt(100, t, t + 1_500, -2, Some(0))));
+            for i in 0..2 {
+                let mut fail = attempt(100, t, t + 1_500, -2, Some(0));
+                if step == 0 && i == 0 {
+                    // Two samples in the first ENOENT attempt (lookup).
+                    fail.inside.samples = vec![sample(t + 10, &[0x10, 0x30]), sample(t + 20, &[0x10, 0x30])];
+                }
+                events.push(Event::Exec(fail));
                 t += 2_000;
             }
             let mut ok = attempt(100, t, t + 40_000 + step * 1_000, 0, Some(25));
             ok.prepare_ns = Some(t + 15_000);
             ok.loaded_ns = Some(t + 35_000);
+            if step == 0 {
+                // One in the first success (mm set-up).
+                ok.inside.samples = vec![sample(t + 10, &[0x20, 0x30])];
+            }
             events.push(Event::Exec(ok));
             t += 60_000;
         }
         events.push(Event::Exec(attempt(100, t, t + 300, -7, Some(0))));
-        // Samples: two in the first ENOENT attempt (lookup), one in the first success (mm setup).
-        let sample = |enter: u64, frames: &[u64]| {
-            Event::Sample(crate::events::Sample { ts_ns: enter + 10, pid: 100, tgid: 100, attempt_enter_ns: enter, frames: frames.to_vec() })
-        };
-        events.push(sample(0, &[0x10, 0x30]));
-        events.push(sample(0, &[0x10, 0x30]));
-        events.push(sample(4_000, &[0x20, 0x30]));
-        RunReport {
-            schema_version: SCHEMA_VERSION,
+        let ctx = analysis::AnalysisContext { model: &model, sampled: true, exact: None };
+        let symbols = analysis::attribution::SymbolTable::build(&[0x10, 0x20, 0x30, 0x40], &Table);
+        let meta = RunMeta {
             execprof_version: "0.0.0".into(),
             command: vec!["t".into(), "3".into()],
             program: "/x/t".into(),
             chain: None,
             kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
+            machine: MachineFacts::default(),
             mode: Mode::new(None, 997, Some("auto mode: sampled, because exact mode is not possible here: no kprobes".into())),
+            sample_hz: 997,
+            exact_plan: None,
+            ring_bytes: 8 << 20,
             warnings: vec![],
+            startup_note: None,
+            started_unix_s: 0,
+            started_mono_ns: 0,
+        };
+        let end = RunEnd {
             exit_status: ExitStatus::Code(0),
             command_wall_ns: 200_000,
-            analysis: analysis::analyse(&events, Some(analysis::SymbolContext { symbols: &symbols, model: &model }), None),
-            losses: LossCounters::zero(),
+            kernel_losses: LossCounters::zero(),
             undecodable_records: 0,
-            startup_note: None,
-        }
+            first_decode_error: None,
+            partial: None,
+        };
+        let analysis = analysis::analyse(&events, ctx, &symbols);
+        RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None })
     }
 
     #[test]

@@ -1,26 +1,32 @@
-//! `execprof run`: launch, trace, collect, analyse, report. The data flows one way.
+//! `execprof run`: launch, attach, trace through the pipeline as records arrive, report.
+//! `execprof report`: the same pipeline fed from a recording. The data flows one way.
 use std::{
     ffi::OsString,
-    path::PathBuf,
-    time::{Duration, Instant},
+    fs::File,
+    io::{BufReader, BufWriter},
+    path::{Path, PathBuf},
+    time::Instant,
 };
 
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::{self, ExactContext, SymbolContext},
-    exact_plan::ExactPlan,
-    ksyms::KernelSymbols,
-    export,
-    symbolize::KernelSymbolizer,
-    phases::PhaseModel,
+    analysis::{AnalysisContext, attribution::SymbolTable},
     exit::{Failure, code},
-    kernel::KernelInfo,
-    kernel_layout::TaskLayout,
-    launch::{self, Command, SuspendedChild},
+    export,
+    ksyms::KernelSymbols,
+    launch::{Command, SuspendedChild},
+    live::{self, Progress, SlowNotice},
+    meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
+    perfetto::TraceWriter,
+    phases::PhaseModel,
+    pipeline::{Finished, OutputFile, Pipeline, Recorder, TraceOutput},
     privileges,
     probes::RUN_PROBES,
-    report::{self, RunReport},
+    recording::{RecordingReader, RecordingWriter},
+    kernel_layout::TaskLayout,
+    report::{self, RecordingFacts, RunReport, Source},
+    symbolize::KernelSymbolizer,
     tracer::{Tracer, TracerOptions},
     workload::{ChainSpec, ChainWorkload},
 };
@@ -41,13 +47,22 @@ pub enum Target {
     Chain(ChainSpec),
 }
 
-pub struct RunConfig {
-    pub target: Target,
+/// Files a report can write besides the terminal output.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
     pub json: Option<PathBuf>,
     /// Perfetto-loadable trace file.
     pub trace: Option<PathBuf>,
     /// Folded stacks and flame graphs per outcome go here.
     pub folded: Option<PathBuf>,
+}
+
+pub struct RunConfig {
+    pub target: Target,
+    pub outputs: Outputs,
+    /// Recording written as the run goes.
+    pub recording: Option<PathBuf>,
+    pub progress: bool,
     /// cpu-clock sampling rate per CPU; 0 = no per-function attribution.
     pub sample_hz: u64,
     pub mode: ModeRequest,
@@ -55,120 +70,275 @@ pub struct RunConfig {
     pub verbose: bool,
 }
 
+/// Everything attached and decided before the command starts.
+struct Attached {
+    tracer: Tracer,
+    exact_plan: Option<ExactPlan>,
+    sample_hz: u64,
+    mode: Mode,
+    warnings: Vec<String>,
+    startup_note: Option<String>,
+    sched_prepare_exec: bool,
+}
+
 /// Runs and reports; returns the exit code execprof should end with.
 pub fn run(cfg: RunConfig) -> Result<i32> {
     privileges::require_tracing_privileges("run")?;
-    let kernel = KernelInfo::current();
-    let layout = TaskLayout::from_running_kernel().map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
-
+    check_outputs(&cfg.outputs, cfg.recording.as_deref())?;
     // Resolve before tracing: a missing command fails fast, like a shell.
     let workload;
-    let (command, chain) = match cfg.target {
-        Target::Command(argv) => (Command::resolve(argv)?, None),
+    let (command, chain) = match &cfg.target {
+        Target::Command(argv) => (Command::resolve(argv.clone())?, None),
         Target::Chain(spec) => {
-            workload = ChainWorkload::prepare(spec)?;
-            (workload.command(), Some(spec))
+            workload = ChainWorkload::prepare(*spec)?;
+            (workload.command(), Some(*spec))
         }
     };
-
-    let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose })
-        .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
-    if layout.maj_flt != layout.min_flt + 8 {
-        tracer.attach.warnings.push("task_struct.maj_flt does not follow min_flt on this kernel: page faults per attempt are not counted".into());
-    }
-    for w in &tracer.attach.warnings {
-        eprintln!("execprof: warning: {w}");
-    }
     let model = PhaseModel::builtin()?;
-    let (exact_plan, mode_note) = attach_exact(&mut tracer, cfg.mode, &model)?;
-    let sample_hz = match (cfg.mode, &exact_plan) {
-        (ModeRequest::Exact, _) => 0,
-        _ => cfg.sample_hz,
-    };
-    if sample_hz > 0 {
-        tracer.start_sampling(sample_hz).map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}; run with --sample-hz 0 to trace without per-function attribution")))?;
-    }
-    if let Some(note) = &mode_note {
-        eprintln!("execprof: {note}");
-    }
-    let startup_note = match chain {
-        Some(_) => Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned()),
-        None => tracer.attach_main(&command.program).err().map(|e| {
-            format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display())
-        }),
-    };
-    let collector = tracer.start_collector()?;
-    launch::install_signal_forwarding();
+    let mut attached = attach(&cfg, &model, &command, chain.is_some())?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
 
     let child = SuspendedChild::spawn(&command)?;
-    tracer.trace_process(child.pid())?;
-    let started = Instant::now();
-    let (status, launch_failure) = match child.release() {
-        Ok(running) => (running.wait()?, None),
-        Err((running, failure)) => (running.wait()?, Some(failure)),
-    };
-    let command_ns = started.elapsed().as_nanos() as u64;
-    wait_for_tree(&tracer);
-
-    let collected = collector.finish()?;
-    let losses = tracer.losses()?.with_unjoined(&collected.unjoined);
-    if let Some(failure) = launch_failure {
-        return Err(failure.into());
-    }
-    let symbolizer = (sample_hz > 0).then(KernelSymbolizer::new);
-    let analysis = analysis::analyse(
-        &collected.events,
-        symbolizer.as_ref().map(|symbols| SymbolContext { symbols, model: &model }),
-        exact_plan.as_ref().map(|plan| ExactContext { plan, model: &model }),
-    );
-    let report = RunReport {
-        schema_version: report::SCHEMA_VERSION,
+    attached.tracer.trace_process(child.pid())?;
+    let mut machine = MachineFacts::current();
+    machine.sched_prepare_exec = attached.sched_prepare_exec;
+    let meta = RunMeta {
         execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
         command: command.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         program: command.program.display().to_string(),
         chain,
-        kernel,
-        mode: report::Mode::new(exact_plan.as_ref().map(|p| p.functions.len()), sample_hz, mode_note),
-        warnings: tracer.attach.warnings.clone(),
-        exit_status: status,
-        command_wall_ns: command_ns,
-        analysis,
-        losses,
-        undecodable_records: collected.undecodable,
-        startup_note,
+        kernel: KernelInfo::current(),
+        machine,
+        mode: attached.mode.clone(),
+        sample_hz: attached.sample_hz,
+        exact_plan: attached.exact_plan.clone(),
+        ring_bytes: cfg.ring_bytes,
+        warnings: attached.warnings.clone(),
+        startup_note: attached.startup_note.clone(),
+        started_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        started_mono_ns: monotonic_ns(),
     };
-    if let Some(err) = &collected.first_decode_error {
-        eprintln!("execprof: warning: {} records could not be decoded (first: {err})", collected.undecodable);
+    let ctx = AnalysisContext { model: &model, sampled: attached.sample_hz > 0, exact: attached.exact_plan.as_ref() };
+    let recorder = match &cfg.recording {
+        Some(path) => Some(create_recording(path, &meta)?),
+        None => None,
+    };
+    let trace = open_trace(cfg.outputs.trace.as_deref(), &meta)?;
+    let mut pipeline = Pipeline::new(ctx, trace, recorder, Some(child.pid()));
+    let ring = attached.tracer.take_ring()?;
+    let mut progress = Progress::new(cfg.progress);
+
+    let released = Instant::now();
+    let running = match child.release() {
+        Ok(running) => running,
+        Err((mut running, failure)) => {
+            running.wait_blocking()?;
+            return Err(failure.into());
+        }
+    };
+    let end = runtime.block_on(live::trace(&attached.tracer, ring, &mut pipeline, running, released, &mut progress))?;
+    drop(runtime);
+    live::exit_on_signal_while_reporting();
+
+    let kernel_losses = attached.tracer.losses()?;
+    let attempts = pipeline.attempts();
+    let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));
+    let sampled = attached.sample_hz > 0;
+    let finished = pipeline.finish(|addrs| if sampled { SymbolTable::build(addrs, &KernelSymbolizer::new()) } else { SymbolTable::default() });
+    let run_end = RunEnd {
+        exit_status: end.status,
+        command_wall_ns: end.command_wall_ns,
+        kernel_losses,
+        undecodable_records: finished.undecodable,
+        first_decode_error: finished.first_decode_error.clone(),
+        partial: end.partial,
+    };
+    let mut finished = finished;
+    let mut errors = std::mem::take(&mut finished.output_errors);
+    let recording = close_recording(finished.recorder.take(), &finished.symbols, &run_end, &mut errors);
+    let report = deliver(meta, run_end, finished, Source::Live { recording }, &cfg.outputs, &mut errors);
+    if !errors.is_empty() {
+        return Err(Failure::new(code::ERROR, errors.join("\n")).into());
     }
-    print!("{}", report::render(&report));
-    if let (Some(dir), Some(sampled)) = (&cfg.folded, &report.analysis.sampled) {
-        export::write_folded(dir, sampled)?;
-    }
-    if let Some(path) = &cfg.trace {
-        export::write_trace(path, &collected.events, exact_plan.as_ref())?;
-    }
-    if let Some(path) = &cfg.json {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(status.shell_code())
+    Ok(report.exit_status.shell_code())
 }
 
-/// After the command exits, its descendants may still run: keep collecting until the kernel's
-/// traced set is empty (Ctrl-C ends the wait).
-fn wait_for_tree(tracer: &Tracer) {
-    let start = Instant::now();
-    let mut announced = false;
-    while tracer.traced_alive() > 0 && !launch::interrupted() {
-        if !announced && start.elapsed() > Duration::from_secs(1) {
-            eprintln!(
-                "execprof: the command exited; waiting for {} traced descendant process(es) to finish (Ctrl-C to stop waiting)",
-                tracer.traced_alive()
-            );
-            announced = true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+/// `execprof report FILE`: a recording through the same pipeline, without the kernel.
+pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
+    check_outputs(outputs, None)?;
+    let bad = |e: String| Failure::new(code::BAD_RECORDING, format!("{}: {e}", path.display()));
+    let file = File::open(path).map_err(|e| bad(format!("cannot open it ({e})")))?;
+    let bytes = file.metadata().map_or(0, |m| m.len());
+    let mut reader = RecordingReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| bad(e.to_string()))?;
+    let meta: RunMeta = serde_json::from_value(reader.meta().clone())
+        .map_err(|e| bad(format!("its run metadata does not read as this execprof's ({e}); it was written by execprof {}", reader.meta()["execprof_version"])))?;
+    let model = PhaseModel::builtin()?;
+    let ctx = AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref() };
+    let trace = open_trace(outputs.trace.as_deref(), &meta)?;
+    let mut pipeline = Pipeline::new(ctx, trace, None, None);
+    let mut records = 0u64;
+    while let Some(r) = reader.next_record().map_err(|e| bad(e.to_string()))? {
+        records += 1;
+        pipeline.record(r);
     }
+    let trailer = reader.finish().map_err(|e| bad(e.to_string()))?;
+    let end: RunEnd = serde_json::from_value(trailer.end).map_err(|e| bad(format!("its end record does not read as this execprof's ({e})")))?;
+    let table = SymbolTable(trailer.symbols.into_iter().collect());
+    let mut finished = pipeline.finish(|_| table);
+    let mut errors = std::mem::take(&mut finished.output_errors);
+    let source = Source::Replay { recording: RecordingFacts { path: path.display().to_string(), bytes, records } };
+    deliver(meta, end, finished, source, outputs, &mut errors);
+    if !errors.is_empty() {
+        return Err(Failure::new(code::ERROR, errors.join("\n")).into());
+    }
+    Ok(0)
+}
+
+/// Prints the report and writes the outputs asked for; an output that fails is named in
+/// `errors` and the others are still written.
+fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outputs: &Outputs, errors: &mut Vec<String>) -> RunReport {
+    let report = RunReport::new(meta, end, finished.analysis, &finished.unjoined, source);
+    if let Some(err) = &report_decode_error(&report, finished.first_decode_error.as_deref()) {
+        eprintln!("execprof: warning: {err}");
+    }
+    if !report.complete {
+        eprintln!("execprof: warning: the report is incomplete: {}", incompleteness(&report));
+    }
+    print!("{}", report::render(&report));
+    if let Some(dir) = &outputs.folded {
+        match &report.analysis.sampled {
+            Some(sampled) => {
+                if let Err(e) = export::write_folded(dir, sampled) {
+                    errors.push(format!("writing folded stacks into {} failed: {e:#}", dir.display()));
+                }
+            }
+            None => errors.push(format!("no folded stacks written into {}: the run took no samples", dir.display())),
+        }
+    }
+    if let Some(path) = &outputs.json {
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| std::fs::write(path, json + "\n").map_err(anyhow::Error::from));
+        if let Err(e) = written {
+            errors.push(format!("writing the JSON report {} failed: {e:#}", path.display()));
+        }
+    }
+    report
+}
+
+fn report_decode_error(report: &RunReport, first: Option<&str>) -> Option<String> {
+    first.map(|e| format!("{} records could not be decoded (first: {e})", report.undecodable_records))
+}
+
+fn incompleteness(r: &RunReport) -> String {
+    let mut why = Vec::new();
+    if let Some(p) = &r.partial {
+        why.push(p.clone());
+    }
+    if r.losses.total() > 0 {
+        why.push(format!("{} records lost or unjoined", r.losses.total()));
+    }
+    if r.undecodable_records > 0 {
+        why.push(format!("{} records not decodable", r.undecodable_records));
+    }
+    why.join("; ")
+}
+
+/// Writes the recording's end; says what the report should of it, or why it failed.
+fn close_recording(recorder: Option<Recorder>, symbols: &SymbolTable, end: &RunEnd, errors: &mut Vec<String>) -> Option<RecordingFacts> {
+    let recorder = recorder?;
+    let path = recorder.path.display().to_string();
+    let end = match serde_json::to_value(end) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(format!("writing the recording {path} failed: {e}"));
+            return None;
+        }
+    };
+    match recorder.close(symbols, &end) {
+        Ok(stats) => Some(RecordingFacts { path, bytes: stats.bytes, records: stats.records }),
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    }
+}
+
+/// Output paths are checked before anything runs: a typo must not cost a long run.
+fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
+    let files = [outputs.json.as_deref(), outputs.trace.as_deref(), recording].into_iter().flatten();
+    for path in files {
+        if path.is_dir() {
+            return Err(Failure::usage(format!("{} is a directory; give a file name", path.display())).into());
+        }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(Failure::usage(format!("cannot write {}: {} is not a directory; create it first", path.display(), parent.display())).into());
+        }
+    }
+    if let Some(dir) = &outputs.folded
+        && dir.exists()
+        && !dir.is_dir()
+    {
+        return Err(Failure::usage(format!("--folded {} exists and is not a directory", dir.display())).into());
+    }
+    Ok(())
+}
+
+fn create_recording(path: &Path, meta: &RunMeta) -> Result<Recorder> {
+    let file = File::create(path).with_context(|| format!("creating the recording {}", path.display()))?;
+    let meta = serde_json::to_value(meta)?;
+    let writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).with_context(|| format!("writing the recording {}", path.display()))?;
+    Ok(OutputFile { path: path.to_owned(), writer })
+}
+
+fn open_trace(path: Option<&Path>, meta: &RunMeta) -> Result<Option<TraceOutput>> {
+    let Some(path) = path else { return Ok(None) };
+    let file = File::create(path).with_context(|| format!("creating the trace {}", path.display()))?;
+    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), meta.started_mono_ns, meta.exact_plan.clone());
+    Ok(Some(OutputFile { path: path.to_owned(), writer }))
+}
+
+/// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Loads and attaches everything the run needs, before the command exists.
+fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain: bool) -> Result<Attached> {
+    let layout = TaskLayout::from_running_kernel().map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+    let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose })
+        .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+    let mut warnings = tracer.attach.warnings.clone();
+    if layout.maj_flt != layout.min_flt + 8 {
+        warnings.push("task_struct.maj_flt does not follow min_flt on this kernel: page faults per attempt are not counted".into());
+    }
+    for w in &warnings {
+        eprintln!("execprof: warning: {w}");
+    }
+    let (exact_plan, mode_note) = attach_exact(&mut tracer, cfg.mode, model)?;
+    let sample_hz = if cfg.mode == ModeRequest::Exact { 0 } else { cfg.sample_hz };
+    if sample_hz > 0 {
+        tracer.start_sampling(sample_hz).map_err(|e| {
+            Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}; run with --sample-hz 0 to trace without per-function attribution"))
+        })?;
+    }
+    if let Some(note) = &mode_note {
+        eprintln!("execprof: {note}");
+    }
+    let startup_note = if builtin_chain {
+        Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned())
+    } else {
+        tracer.attach_main(&command.program).err().map(|e| {
+            format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display())
+        })
+    };
+    let mode = Mode::new(exact_plan.as_ref().map(|p| p.functions.len()), sample_hz, mode_note);
+    let sched_prepare_exec = crate::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());
+    Ok(Attached { tracer, exact_plan, sample_hz, mode, warnings, startup_note, sched_prepare_exec })
 }
 
 /// Attaches exact-mode probes as the mode asks. Returns the plan of what is probed (None:

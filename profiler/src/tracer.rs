@@ -1,13 +1,5 @@
 //! Loads the eBPF object for this kernel, attaches the probe table, seeds the traced set, and
-//! collects records on a thread of its own until told to stop.
-use std::{
-    os::fd::{AsFd as _, AsRawFd as _},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    thread::JoinHandle,
-};
+//! hands over the ring buffer for the event loop (`live`) to drain.
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
@@ -21,10 +13,8 @@ use aya::{
 use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
 
 use crate::{
-    assemble::{Assembler, Unjoined},
-    events::{self, Event},
-    exact_plan::ExactPlan,
     kernel_layout::TaskLayout,
+    meta::{ExactPlan, LossCounters},
     probes::{self, AttachOutcome, ProbeSpec},
 };
 
@@ -41,43 +31,6 @@ pub struct Tracer {
     tree_alive: PerCpuArray<MapData, i64>,
     counters: PerCpuArray<MapData, u64>,
     pub attach: AttachOutcome,
-}
-
-/// What the collector thread hands back.
-pub struct Collected {
-    pub events: Vec<Event>,
-    /// Records user space could not decode (a version mismatch): counted, never dropped silently.
-    pub undecodable: u64,
-    pub first_decode_error: Option<String>,
-    /// Record pieces that could not be joined into calls.
-    pub unjoined: Unjoined,
-}
-
-/// Loss counters: the kernel's, summed over CPUs, in `profiler_common::counter` order, then
-/// the pieces user space could not join.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LossCounters(pub Vec<(String, u64)>);
-
-impl LossCounters {
-    pub fn total(&self) -> u64 {
-        self.0.iter().map(|(_, n)| n).sum()
-    }
-
-    pub fn with_unjoined(mut self, unjoined: &Unjoined) -> Self {
-        self.0.extend(unjoined.as_losses().iter().map(|&(name, n)| (name.to_owned(), n)));
-        self
-    }
-
-    /// All counters at zero (for reports built without a kernel).
-    #[cfg(test)]
-    pub fn zero() -> Self {
-        Self(counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect()).with_unjoined(&Unjoined::default())
-    }
-}
-
-pub struct Collector {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<Collected>>,
 }
 
 impl Tracer {
@@ -186,53 +139,14 @@ impl Tracer {
         Ok(())
     }
 
-    /// Starts draining the ring buffer on its own thread.
-    pub fn start_collector(&mut self) -> Result<Collector> {
-        let ring: RingBuf<MapData> = take_map(&mut self.ebpf, names::MAP_EVENTS)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop_flag = Arc::clone(&stop);
-        let handle = std::thread::Builder::new()
-            .name("execprof-collector".into())
-            .spawn(move || collect(ring, &stop_flag))
-            .context("starting the collector thread")?;
-        Ok(Collector { stop, handle })
+    /// The ring buffer the records arrive in (once).
+    pub fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
+        take_map(&mut self.ebpf, names::MAP_EVENTS)
     }
-}
 
-impl Collector {
-    /// Stops after one last full drain, so nothing already in the buffer is lost.
-    pub fn finish(self) -> Result<Collected> {
-        self.stop.store(true, Ordering::Release);
-        self.handle.join().map_err(|_| anyhow!("the collector thread panicked"))?
-    }
-}
-
-/// Records are submitted without wake-ups (see the eBPF side), so the reader wakes on a timer:
-/// at 10 ms and ~100k records/s the ring buffer holds far more than one period needs.
-const POLL_MS: i32 = 10;
-
-fn collect(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Result<Collected> {
-    let mut events = Vec::with_capacity(1 << 16);
-    let (mut undecodable, mut first_decode_error) = (0, None);
-    let mut assembler = Assembler::new();
-    let fd = ring.as_fd().as_raw_fd();
-    loop {
-        let stopping = stop.load(Ordering::Acquire);
-        while let Some(item) = ring.next() {
-            match events::decode(&item) {
-                Ok(record) => assembler.push(record, &mut events),
-                Err(e) => {
-                    undecodable += 1;
-                    first_decode_error.get_or_insert_with(|| format!("{e:#}"));
-                }
-            }
-        }
-        if stopping {
-            return Ok(Collected { events, undecodable, first_decode_error, unjoined: assembler.finish() });
-        }
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd; a timeout keeps the stop flag responsive.
-        unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
+    /// Records lost so far because the ring buffer was full (cheap: one per-CPU read).
+    pub fn ring_full_so_far(&self) -> u64 {
+        self.counters.get(&counter::RING_FULL, 0).map_or(0, |per_cpu| per_cpu.iter().sum())
     }
 }
 

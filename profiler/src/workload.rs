@@ -11,7 +11,7 @@ use crate::launch::Command;
 static CHAIN_EXE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/execprof-chain"));
 pub const CHAIN_NAME: &str = "execprof-chain";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChainSpec {
     pub steps: u32,
     /// PATH directories searched (and missed, ENOENT) before the one holding the program.

@@ -300,11 +300,11 @@ fn fork_calls_of_a_big_parent_spend_their_time_copying_the_mm() {
     let exe = env!("CARGO_BIN_EXE_execprof");
     let (v, out) = run_json(&["--sample-hz", "4999", "--", exe, "bench", "spawn", "--method", "fork-exec", "--mem", "512M", "--dirty", "--iterations", "10"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let spawns = v["analysis"]["spawns"].as_array().unwrap();
-    let clone = spawns.iter().find(|s| s["syscall"] == "clone").expect("glibc fork() is clone");
+    let fork_calls = v["analysis"]["fork_calls"].as_array().unwrap();
+    let clone = fork_calls.iter().find(|s| s["syscall"] == "clone").expect("glibc fork() is clone");
     assert!(clone["count"].as_u64().unwrap() >= 10);
     let sampled = v["analysis"]["sampled"]["outcomes"].as_array().unwrap();
-    let fork = sampled.iter().find(|o| o["outcome"]["spawn"] == "clone").expect("samples inside clone");
+    let fork = sampled.iter().find(|o| o["outcome"]["fork"] == "clone").expect("samples inside clone");
     let share = phase(fork, "fork_mm")["estimate"]["share"].as_f64().unwrap();
     assert!(share > 0.7, "fork_mm share {share}");
 }
@@ -367,4 +367,168 @@ fn bench_spawn_matches_each_call_with_its_syscall() {
         assert!(cols.last().unwrap().starts_with(syscall), "{line}");
         assert!(!cols[cols.len() - 3].starts_with('-'), "{label}: benchmark time below the kernel's: {line}");
     }
+}
+
+/// The report without the line that says how it was made.
+fn without_source_line(text: &str) -> String {
+    text.lines().filter(|l| !l.starts_with("report    ")).collect::<Vec<_>>().join("\n")
+}
+
+/// Replays a recording as an unprivileged user (no root needed to read one); returns its
+/// stdout and the JSON it wrote.
+fn replay_unprivileged(recording: &Path, json: &Path) -> (String, Value) {
+    std::fs::set_permissions(recording.parent().unwrap(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(recording, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = StdCommand::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+        .arg(env!("CARGO_BIN_EXE_execprof"))
+        .arg("report")
+        .arg(recording)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), v)
+}
+
+/// Records a run and replays it without root: the same report but for the line that says
+/// how it was made, and the same JSON but for `source`.
+fn assert_live_equals_replay(args: &[&str], env_path: Option<&str>) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let (rec, live_json) = (dir.path().join("run.execprof"), dir.path().join("live.json"));
+    let mut cmd = execprof();
+    if let Some(p) = env_path {
+        cmd.env("PATH", p);
+    }
+    let out = cmd.arg("run").arg("--output").arg(&rec).arg("--json").arg(&live_json).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let live_text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(live_text.contains("report    live; recorded to"), "{live_text}");
+    let (replay_text, mut replay) = replay_unprivileged(&rec, &dir.path().join("replay.json"));
+    assert!(replay_text.contains("report    from the recording"), "{replay_text}");
+    assert_eq!(without_source_line(&live_text), without_source_line(&replay_text));
+    let mut live: Value = serde_json::from_str(&std::fs::read_to_string(&live_json).unwrap()).unwrap();
+    assert_eq!(live["source"]["recording"]["bytes"], replay["source"]["recording"]["bytes"]);
+    live["source"] = Value::Null;
+    replay["source"] = Value::Null;
+    assert_eq!(live, replay);
+    live
+}
+
+#[test]
+fn a_recording_of_the_builtin_chain_replays_to_the_same_report() {
+    require_root!();
+    let v = assert_live_equals_replay(&["--steps", "300", "--misses", "4", "--sample-hz", "4999"], None);
+    assert_eq!(outcome_count(&v, "enoent"), 1_200);
+    assert_eq!(outcome_count(&v, "success"), 301);
+    assert_no_losses(&v);
+}
+
+/// The seed's own t.c (musl, static), run as the published benchmark runs it:
+/// `env -i PATH=m1:m2:m3:dir t N`. env's own PATH search counts too.
+#[test]
+fn a_recording_of_the_seeds_chain_replays_to_the_same_report() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../benches/seed/t.c");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let built = StdCommand::new("musl-gcc").args(["-O3", "-s", "-static", "-o"]).arg(bin.join("t")).arg(src).status().unwrap();
+    assert!(built.success(), "musl-gcc (Debian musl-tools, installed by `cargo xtask setup`) failed");
+    let mut path = Vec::new();
+    for m in ["m1", "m2", "m3"] {
+        std::fs::create_dir(dir.path().join(m)).unwrap();
+        path.push(dir.path().join(m).display().to_string());
+    }
+    path.push(bin.display().to_string());
+    let path = format!("PATH={}", path.join(":"));
+    let n = 200u64;
+    let v = assert_live_equals_replay(&["--", "/usr/bin/env", "-i", &path, "t", &n.to_string()], None);
+    // env's search plus t N … t 1: (N + 1) searches of three misses; env, then N+1 images of t.
+    assert_eq!(outcome_count(&v, "enoent"), 3 * (n + 1));
+    assert_eq!(outcome_count(&v, "success"), n + 2);
+    // env → t N is a step of the same process too.
+    assert_eq!(v["analysis"]["chain"]["steps"], n + 1);
+    assert_no_losses(&v);
+}
+
+/// Starts a long chain with progress on; returns once the first progress line proves it
+/// is under way (a marker, not a fixed sleep).
+fn long_run(json: &Path) -> std::process::Child {
+    use std::io::{BufRead as _, BufReader};
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["run", "--progress", "--steps", "50000000", "--sample-hz", "0", "--json"])
+        .arg(json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("exec attempts (") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30)).expect("no progress line within 30 s");
+    child
+}
+
+fn chain_processes() -> usize {
+    let out = StdCommand::new("pgrep").args(["-x", "execprof-chain"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+/// Waits for execprof to end; returns its stdout and how long that took.
+fn wait_out(child: std::process::Child) -> (String, std::time::Duration) {
+    let start = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), start.elapsed())
+}
+
+#[test]
+fn sighup_stops_the_tree_and_reports_what_ran() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let child = long_run(&json);
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let (stdout, took) = wait_out(child);
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    assert!(stdout.starts_with("PARTIAL   interrupted by SIGHUP"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["partial"], "interrupted by SIGHUP");
+    assert_eq!(v["complete"], false);
+    assert!(outcome_count(&v, "enoent") > 0);
+    assert_eq!(chain_processes(), 0, "the traced chain went on after execprof");
+}
+
+#[test]
+fn sigterm_ends_execprof_within_a_second_with_a_partial_report() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let child = long_run(&dir.path().join("out.json"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let (stdout, took) = wait_out(child);
+    assert!(took < std::time::Duration::from_millis(1_500), "took {took:?}");
+    assert!(stdout.contains("PARTIAL   interrupted by SIGTERM"), "{stdout}");
+    assert_eq!(chain_processes(), 0);
+}
+
+#[test]
+fn a_second_sigint_stops_at_once() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let child = long_run(&dir.path().join("out.json"));
+    for _ in 0..2 {
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    }
+    let (stdout, took) = wait_out(child);
+    assert!(took < std::time::Duration::from_millis(1_500), "took {took:?}");
+    assert!(stdout.contains("PARTIAL   interrupted by SIGINT"), "{stdout}");
+    assert_eq!(chain_processes(), 0);
 }

@@ -6,13 +6,13 @@
 //! function is the frame that decided. Shares become time by multiplying with the outcome's
 //! exact total from the tracepoints, so phases always reconcile with the measured total, and
 //! each share carries a 95% Wilson interval that widens as samples get few.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use super::outcome::Outcome;
 use crate::{
-    events::{ExecAttempt, Sample, SpawnCall},
+    events::Sample,
     phases::{AttributionReason, PhaseModel},
 };
 
@@ -24,9 +24,27 @@ pub trait Symbolizer {
     fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>>;
 }
 
-impl Symbolizer for crate::ksyms::KernelSymbols {
+/// Names for the addresses of one run's stacks, made once at its end: from the kernel in a
+/// live run, from the recording in a replay, so both attribute alike.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SymbolTable(pub BTreeMap<u64, String>);
+
+impl SymbolTable {
+    /// Names `addrs` with `symbols`; addresses without a symbol are left out (and show as
+    /// `[unknown 0x…]`).
+    pub fn build(addrs: &[u64], symbols: &dyn Symbolizer) -> Self {
+        let names = symbols.symbolize(addrs);
+        Self(addrs.iter().zip(names).filter_map(|(&a, n)| Some((a, n?))).collect())
+    }
+
+    pub fn entries(&self) -> Vec<(u64, String)> {
+        self.0.iter().map(|(&a, n)| (a, n.clone())).collect()
+    }
+}
+
+impl Symbolizer for SymbolTable {
     fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>> {
-        addrs.iter().map(|&a| self.lookup_addr(a).map(|(name, _)| name.to_owned())).collect()
+        addrs.iter().map(|a| self.0.get(a).cloned()).collect()
     }
 }
 
@@ -109,20 +127,6 @@ pub struct SampledAttribution {
     pub outcomes: Vec<OutcomeAttribution>,
 }
 
-/// Every distinct frame address, symbolized once; an address without a symbol keeps its
-/// value as `[unknown 0x…]` so the sample is never dropped.
-fn symbolize_unique(samples: &[&Sample], symbols: &dyn Symbolizer) -> HashMap<u64, String> {
-    let mut addrs: Vec<u64> = samples.iter().flat_map(|s| s.frames.iter().copied()).collect();
-    addrs.sort_unstable();
-    addrs.dedup();
-    let names = symbols.symbolize(&addrs);
-    addrs
-        .into_iter()
-        .zip(names.into_iter().chain(std::iter::repeat(None)))
-        .map(|(a, n)| (a, n.unwrap_or_else(|| format!("[unknown {a:#x}]"))))
-        .collect()
-}
-
 /// 95% Wilson score interval for `k` successes out of `n`.
 pub fn wilson(k: u64, n: u64) -> (f64, f64) {
     if n == 0 {
@@ -136,107 +140,135 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
-pub fn attribute(
-    attempts: &[&ExecAttempt],
-    spawns: &[&SpawnCall],
-    samples: &[&Sample],
-    symbols: &dyn Symbolizer,
-    model: &PhaseModel,
-) -> SampledAttribution {
-    let outcome_of: HashMap<(u32, u64), (Outcome, u64)> = attempts
-        .iter()
-        .map(|a| ((a.tgid, a.enter_ns), (Outcome::of(a.ret), a.exit_ns)))
-        .chain(spawns.iter().map(|s| ((s.tgid, s.enter_ns), (Outcome::Spawn(s.syscall), s.exit_ns))))
-        .collect();
-    let names = symbolize_unique(samples, symbols);
-    let unknown = names.values().filter(|n| n.starts_with("[unknown ")).count() as u64;
-    let phase_count = model.phases().len();
-    // Per outcome: per phase: function -> samples; and folded stacks.
-    let mut per: HashMap<Outcome, (Vec<HashMap<String, u64>>, HashMap<String, u64>)> = HashMap::new();
-    let (mut without_attempt, mut without_stack, mut outside) = (0u64, 0u64, 0u64);
-    for s in samples {
-        let Some(&(outcome, exit_ns)) = outcome_of.get(&(s.tgid, s.attempt_enter_ns)) else {
-            without_attempt += 1;
-            continue;
-        };
-        // Taken in the probes' own work after the exit timestamp: outside the measured time.
-        if s.ts_ns > exit_ns {
-            outside += 1;
-            continue;
+/// Samples folded as their calls complete: per outcome, how often each distinct stack was
+/// seen. Stacks are symbolized and attributed once each, at the end, so memory and work
+/// follow the number of distinct stacks, not of samples.
+#[derive(Clone, Debug, Default)]
+pub struct SampleTally {
+    stacks: HashMap<Vec<u64>, usize>,
+    per_outcome: BTreeMap<Outcome, HashMap<usize, u64>>,
+    samples: u64,
+    without_call: u64,
+    after_exit: u64,
+}
+
+impl SampleTally {
+    /// The samples taken inside one completed call that ended at `exit_ns` with `outcome`.
+    pub fn call(&mut self, outcome: Outcome, exit_ns: u64, samples: &[Sample]) {
+        for s in samples {
+            self.samples += 1;
+            // Taken in the probes' own work after the exit timestamp: outside the measured time.
+            if s.ts_ns > exit_ns {
+                self.after_exit += 1;
+                continue;
+            }
+            let next = self.stacks.len();
+            let id = *self.stacks.entry(s.frames.clone()).or_insert(next);
+            *self.per_outcome.entry(outcome).or_default().entry(id).or_default() += 1;
         }
-        let frames: Vec<&str> = s.frames.iter().map(|addr| names[addr].as_str()).collect();
-        let (phase, function) = if frames.is_empty() {
-            without_stack += 1;
-            (model.other(), "[no stack]".to_owned())
-        } else {
-            let a = model.attribute(&frames);
-            let decider = match a.reason {
-                AttributionReason::Overhead { frame }
-                | AttributionReason::Async { frame }
-                | AttributionReason::Strong { frame }
-                | AttributionReason::Weak { frame } => frame,
-                AttributionReason::Fallback => 0,
-            };
-            (a.phase, frames[decider].to_owned())
-        };
-        let entry = per.entry(outcome).or_insert_with(|| (vec![HashMap::new(); phase_count], HashMap::new()));
-        *entry.0[phase.index()].entry(function).or_default() += 1;
-        let mut folded = model.phase(phase).name.clone();
-        for f in frames.iter().rev() {
-            folded.push(';');
-            folded.push_str(f);
-        }
-        *entry.1.entry(folded).or_default() += 1;
     }
 
-    let mut outcomes = Vec::new();
-    let mut spawn_kinds: Vec<Outcome> = spawns.iter().map(|s| Outcome::Spawn(s.syscall)).collect();
-    spawn_kinds.sort();
-    spawn_kinds.dedup();
-    for outcome in Outcome::ALL.into_iter().chain(spawn_kinds) {
-        let Some((by_phase, folded)) = per.remove(&outcome) else { continue };
-        let durations: Vec<u64> = match outcome {
-            Outcome::Spawn(kind) => spawns.iter().filter(|s| s.syscall == kind).map(|s| s.duration_ns()).collect(),
-            _ => attempts.iter().filter(|a| Outcome::of(a.ret) == outcome).map(|a| a.duration_ns()).collect(),
-        };
-        let mean_ns = durations.iter().map(|&d| d as f64).sum::<f64>() / durations.len().max(1) as f64;
-        let total: u64 = by_phase.iter().flat_map(|m| m.values()).sum();
-        let phases = model
-            .phases()
-            .iter()
-            .map(|p| {
-                let funcs = &by_phase[p.id.index()];
-                let mut functions: Vec<FunctionLine> = funcs
-                    .iter()
-                    .map(|(f, &n)| FunctionLine { function: f.clone(), estimate: Estimate::new(n, total, mean_ns) })
-                    .collect();
-                functions.sort_by(|a, b| b.estimate.samples.cmp(&a.estimate.samples).then_with(|| a.function.cmp(&b.function)));
-                PhaseLine {
-                    phase: p.name.clone(),
-                    label: p.label.clone(),
-                    estimate: Estimate::new(funcs.values().sum(), total, mean_ns),
-                    functions,
-                }
-            })
-            .collect();
-        let mut folded: Vec<(String, u64)> = folded.into_iter().collect();
-        folded.sort();
-        outcomes.push(OutcomeAttribution { outcome, attempts: durations.len() as u64, mean_ns, samples: total, phases, folded });
+    /// A sample no completed call took.
+    pub fn orphan(&mut self) {
+        self.samples += 1;
+        self.without_call += 1;
     }
-    SampledAttribution {
-        samples: samples.len() as u64,
-        samples_without_attempt: without_attempt,
-        samples_after_exit: outside,
-        samples_without_stack: without_stack,
-        unknown_addresses: unknown,
-        outcomes,
+
+    /// Every distinct address in the stacks, sorted (what the symbol table must name).
+    pub fn addresses(&self) -> Vec<u64> {
+        let mut addrs: Vec<u64> = self.stacks.keys().flatten().copied().collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        addrs
+    }
+
+    /// `outcome_stats(outcome)` gives the outcome's (attempts, exact mean latency).
+    pub fn finish(self, symbols: &dyn Symbolizer, model: &PhaseModel, outcome_stats: impl Fn(Outcome) -> (u64, f64)) -> SampledAttribution {
+        let addrs = self.addresses();
+        let names: HashMap<u64, String> = addrs
+            .iter()
+            .zip(symbols.symbolize(&addrs).into_iter().chain(std::iter::repeat(None)))
+            .map(|(&a, n)| (a, n.unwrap_or_else(|| format!("[unknown {a:#x}]"))))
+            .collect();
+        let unknown = names.values().filter(|n| n.starts_with("[unknown ")).count() as u64;
+        // Each distinct stack: its phase, the function that decided it, its folded line.
+        let mut by_id: Vec<(usize, String, String)> = vec![(0, String::new(), String::new()); self.stacks.len()];
+        let mut stackless: Option<usize> = None;
+        for (frames, &id) in &self.stacks {
+            let frames: Vec<&str> = frames.iter().map(|a| names[a].as_str()).collect();
+            let (phase, function) = if frames.is_empty() {
+                stackless = Some(id);
+                (model.other(), "[no stack]".to_owned())
+            } else {
+                let a = model.attribute(&frames);
+                let decider = match a.reason {
+                    AttributionReason::Overhead { frame }
+                    | AttributionReason::Async { frame }
+                    | AttributionReason::Strong { frame }
+                    | AttributionReason::Weak { frame } => frame,
+                    AttributionReason::Fallback => 0,
+                };
+                (a.phase, frames[decider].to_owned())
+            };
+            let mut folded = model.phase(phase).name.clone();
+            for f in frames.iter().rev() {
+                folded.push(';');
+                folded.push_str(f);
+            }
+            by_id[id] = (phase.index(), function, folded);
+        }
+        let mut without_stack = 0;
+        let mut outcomes = Vec::new();
+        for (outcome, counts) in self.per_outcome {
+            let mut by_phase: Vec<HashMap<&str, u64>> = vec![HashMap::new(); model.phases().len()];
+            let mut folded: HashMap<&str, u64> = HashMap::new();
+            for (&id, &n) in &counts {
+                let (phase, function, line) = &by_id[id];
+                *by_phase[*phase].entry(function.as_str()).or_default() += n;
+                *folded.entry(line.as_str()).or_default() += n;
+                if Some(id) == stackless {
+                    without_stack += n;
+                }
+            }
+            let (attempts, mean_ns) = outcome_stats(outcome);
+            let total: u64 = counts.values().sum();
+            let phases = model
+                .phases()
+                .iter()
+                .map(|p| {
+                    let funcs = &by_phase[p.id.index()];
+                    let mut functions: Vec<FunctionLine> = funcs
+                        .iter()
+                        .map(|(f, &n)| FunctionLine { function: (*f).to_owned(), estimate: Estimate::new(n, total, mean_ns) })
+                        .collect();
+                    functions
+                        .sort_by(|a, b| b.estimate.samples.cmp(&a.estimate.samples).then_with(|| a.function.cmp(&b.function)));
+                    PhaseLine {
+                        phase: p.name.clone(),
+                        label: p.label.clone(),
+                        estimate: Estimate::new(funcs.values().sum(), total, mean_ns),
+                        functions,
+                    }
+                })
+                .collect();
+            let mut folded: Vec<(String, u64)> = folded.into_iter().map(|(l, n)| (l.to_owned(), n)).collect();
+            folded.sort();
+            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded });
+        }
+        SampledAttribution {
+            samples: self.samples,
+            samples_without_attempt: self.without_call,
+            samples_after_exit: self.after_exit,
+            samples_without_stack: without_stack,
+            unknown_addresses: unknown,
+            outcomes,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::test_support::attempt;
 
     struct FakeSymbols(Vec<(u64, &'static str)>);
     impl Symbolizer for FakeSymbols {
@@ -261,27 +293,33 @@ mod tests {
         ])
     }
 
-    fn sample(tgid: u32, enter: u64, frames: &[u64]) -> Sample {
-        Sample { ts_ns: enter + 1, pid: tgid, tgid, attempt_enter_ns: enter, frames: frames.to_vec() }
+    fn sample(ts_ns: u64, frames: &[u64]) -> Sample {
+        Sample { ts_ns, pid: 1, frames: frames.to_vec() }
     }
 
     #[test]
     fn samples_count_for_their_attempts_outcome_and_phase() {
         let model = PhaseModel::builtin().unwrap();
-        let fail = attempt(1, 100, 1_100, -2, None);
-        let ok = attempt(1, 2_000, 42_000, 0, None);
-        let samples = [
-            sample(1, 100, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
-            sample(1, 100, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
-            sample(1, 100, &[0xdead, SYSCALL]),
-            sample(1, 2_000, &[MM_ALLOC, SYSCALL]),
-            sample(1, 2_000, &[IRQ, MM_ALLOC, SYSCALL]),
-            sample(1, 2_000, &[]),
-            sample(1, 9_999, &[MM_ALLOC]), // its attempt was lost
-            Sample { ts_ns: 1_200, pid: 1, tgid: 1, attempt_enter_ns: 100, frames: vec![PATH_OPENAT] }, // after exit
-        ];
-        let refs: Vec<&Sample> = samples.iter().collect();
-        let a = attribute(&[&fail, &ok], &[], &refs, &symbols(), &model);
+        let mut tally = SampleTally::default();
+        // A failed attempt 100..1100 and a success 2000..42000.
+        tally.call(
+            Outcome::Enoent,
+            1_100,
+            &[
+                sample(101, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
+                sample(102, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
+                sample(103, &[0xdead, SYSCALL]),
+                sample(1_200, &[PATH_OPENAT]), // after exit
+            ],
+        );
+        tally.call(
+            Outcome::Success,
+            42_000,
+            &[sample(2_001, &[MM_ALLOC, SYSCALL]), sample(2_002, &[IRQ, MM_ALLOC, SYSCALL]), sample(2_003, &[])],
+        );
+        tally.orphan(); // its attempt was lost
+        let table = SymbolTable::build(&tally.addresses(), &symbols());
+        let a = tally.finish(&table, &model, |o| if o == Outcome::Enoent { (1, 1_000.0) } else { (1, 40_000.0) });
         assert_eq!((a.samples, a.samples_without_attempt, a.samples_without_stack, a.unknown_addresses), (8, 1, 1, 1));
         assert_eq!(a.samples_after_exit, 1);
         let enoent = a.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();

@@ -6,12 +6,11 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{outcome::Outcome, stats::Distribution};
-use crate::{
-    events::{Call, ExecAttempt},
-    exact_plan::ExactPlan,
-    phases::PhaseModel,
+use super::{
+    outcome::{Outcome, Outcomes},
+    stats::{Distribution, Latencies},
 };
+use crate::{events::ProbedCall, meta::ExactPlan, phases::PhaseModel};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct FunctionTiming {
@@ -56,122 +55,144 @@ pub struct ExactTiming {
     pub outcomes: Vec<OutcomeTiming>,
 }
 
-struct Node<'a> {
-    call: &'a Call,
-    function: &'a str,
-    children_ns: u64,
-    parent: Option<&'a str>,
+/// One function's figures within one outcome.
+#[derive(Clone, Debug, Default)]
+struct FunctionTally {
+    inclusive: Latencies,
+    self_sum: u64,
+    /// Calling probed function (None: the syscall itself) → calls.
+    parents: HashMap<Option<u32>, u64>,
 }
 
-pub fn analyse(attempts: &[&ExecAttempt], calls: &[&Call], plan: &ExactPlan, model: &PhaseModel) -> ExactTiming {
-    let outcome_of: HashMap<(u32, u64), Outcome> = attempts.iter().map(|a| ((a.tgid, a.enter_ns), Outcome::of(a.ret))).collect();
-    let mut by_attempt: HashMap<(u32, u64), Vec<&Call>> = HashMap::new();
-    let mut without = 0u64;
-    for c in calls {
-        let key = (c.tgid, c.attempt_enter_ns);
-        if plan.function_of(c.slot).is_none() || !outcome_of.contains_key(&key) {
-            without += 1;
-            continue;
-        }
-        by_attempt.entry(key).or_default().push(c);
-    }
+/// Probed calls folded per attempt as attempts complete: per outcome and function, a latency
+/// histogram, the self-time sum and who called it. Memory follows the probed functions.
+#[derive(Clone, Debug, Default)]
+pub struct ExactTally {
+    per: HashMap<Outcome, HashMap<u32, FunctionTally>>,
+    calls: u64,
+    without_attempt: u64,
+}
 
-    // Per outcome: per function: (durations, self sum, parent counts).
-    type Acc<'a> = HashMap<&'a str, (Vec<u64>, u64, HashMap<Option<&'a str>, u64>)>;
-    let mut per: HashMap<Outcome, Acc<'_>> = HashMap::new();
-    for (key, mut list) in by_attempt {
-        let outcome = outcome_of[&key];
+impl ExactTally {
+    /// The probed calls of one completed exec attempt. Nesting is rebuilt from times: a call
+    /// that starts before another returns is inside it.
+    pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], plan: &ExactPlan) {
+        let mut list: Vec<&ProbedCall> = Vec::with_capacity(calls.len());
+        for c in calls {
+            self.calls += 1;
+            if plan.function_of(c.slot).is_some() {
+                list.push(c);
+            } else {
+                self.without_attempt += 1;
+            }
+        }
         list.sort_by(|a, b| a.enter_ns.cmp(&b.enter_ns).then(b.exit_ns.cmp(&a.exit_ns)));
-        let mut nodes: Vec<Node<'_>> = Vec::with_capacity(list.len());
+        // (call, time in probed callees, calling slot)
+        let mut nodes: Vec<(&ProbedCall, u64, Option<u32>)> = Vec::with_capacity(list.len());
         let mut stack: Vec<usize> = Vec::new();
         for c in list {
-            while stack.last().is_some_and(|&i| nodes[i].call.exit_ns <= c.enter_ns) {
+            while stack.last().is_some_and(|&i| nodes[i].0.exit_ns <= c.enter_ns) {
                 stack.pop();
             }
-            let function = plan.function_of(c.slot).map_or("?", |f| f.function.as_str());
             let parent = stack.last().copied();
             if let Some(p) = parent {
-                nodes[p].children_ns += c.exit_ns.saturating_sub(c.enter_ns);
+                nodes[p].1 += c.exit_ns.saturating_sub(c.enter_ns);
             }
-            nodes.push(Node { call: c, function, children_ns: 0, parent: parent.map(|p| nodes[p].function) });
+            nodes.push((c, 0, parent.map(|p| nodes[p].0.slot)));
             stack.push(nodes.len() - 1);
         }
-        let acc = per.entry(outcome).or_default();
-        for n in nodes {
-            let d = n.call.exit_ns.saturating_sub(n.call.enter_ns);
-            let e = acc.entry(n.function).or_default();
-            e.0.push(d);
-            e.1 += d.saturating_sub(n.children_ns);
-            *e.2.entry(n.parent).or_default() += 1;
+        let per = self.per.entry(outcome).or_default();
+        for (c, children_ns, parent) in nodes {
+            let d = c.exit_ns.saturating_sub(c.enter_ns);
+            let t = per.entry(c.slot).or_default();
+            t.inclusive.record(d);
+            t.self_sum += d.saturating_sub(children_ns);
+            *t.parents.entry(parent).or_default() += 1;
         }
     }
 
-    let mut outcomes = Vec::new();
-    for outcome in Outcome::ALL {
-        let of_kind: Vec<&&ExecAttempt> = attempts.iter().filter(|a| Outcome::of(a.ret) == outcome).collect();
-        if of_kind.is_empty() {
-            continue;
-        }
-        let n_attempts = of_kind.len() as f64;
-        let mean_ns = of_kind.iter().map(|a| a.duration_ns() as f64).sum::<f64>() / n_attempts;
-        let acc = per.remove(&outcome).unwrap_or_default();
-        let mut phase_self: Vec<f64> = vec![0.0; model.phases().len()];
-        let mut total_self = 0.0;
-        let mut functions: Vec<FunctionTiming> = acc
-            .into_iter()
-            .map(|(function, (durations, self_sum, parents))| {
-                let phase = model.phase_of(function);
-                if let Some(p) = phase {
-                    phase_self[p.index()] += self_sum as f64;
-                }
-                total_self += self_sum as f64;
-                let calls = durations.len() as u64;
-                let parent = parents.into_iter().max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0))).and_then(|(p, _)| p);
-                FunctionTiming {
-                    function: function.to_owned(),
-                    phase: phase.map(|p| model.phase(p).name.clone()),
-                    calls,
-                    calls_per_attempt: calls as f64 / n_attempts,
-                    inclusive_ns: Distribution::of(durations).expect("at least one call"),
-                    self_ns_mean: self_sum as f64 / calls as f64,
-                    parent: parent.map(str::to_owned),
-                }
-            })
-            .collect();
-        functions.sort_by(|a, b| {
-            let order = |f: &FunctionTiming| f.phase.as_deref().and_then(|p| model.phase_by_name(p)).map_or(usize::MAX, |p| p.index());
-            order(a).cmp(&order(b)).then(b.inclusive_ns.total_ns.cmp(&a.inclusive_ns.total_ns))
-        });
-        let phases = model
-            .phases()
-            .iter()
-            .filter(|p| phase_self[p.id.index()] > 0.0)
-            .map(|p| {
-                let per_attempt = phase_self[p.id.index()] / n_attempts;
-                PhaseTiming { phase: p.name.clone(), label: p.label.clone(), ns_per_attempt: per_attempt, share: per_attempt / mean_ns }
-            })
-            .collect();
-        outcomes.push(OutcomeTiming {
-            outcome,
-            attempts: of_kind.len() as u64,
-            mean_ns,
-            functions,
-            phases,
-            unprobed_ns_per_attempt: (mean_ns - total_self / n_attempts).max(0.0),
-        });
+    /// Probed calls on a thread with no exec attempt open.
+    pub fn orphan(&mut self) {
+        self.calls += 1;
+        self.without_attempt += 1;
     }
-    ExactTiming {
-        probed: plan.functions.iter().map(|f| f.raw_name.clone()).collect(),
-        calls: calls.len() as u64,
-        calls_without_attempt: without,
-        outcomes,
+
+    pub fn finish(mut self, outcomes: &Outcomes, plan: &ExactPlan, model: &PhaseModel) -> ExactTiming {
+        let name = |slot: u32| plan.function_of(slot).map_or("?", |f| f.function.as_str());
+        let mut out = Vec::new();
+        for outcome in Outcome::ALL {
+            let (attempts, mean_ns) = outcomes.count_and_mean(outcome);
+            if attempts == 0 {
+                continue;
+            }
+            let n_attempts = attempts as f64;
+            let acc = self.per.remove(&outcome).unwrap_or_default();
+            let mut phase_self: Vec<f64> = vec![0.0; model.phases().len()];
+            let mut total_self = 0.0;
+            let mut functions: Vec<FunctionTiming> = acc
+                .into_iter()
+                .filter_map(|(slot, t)| {
+                    let inclusive_ns = t.inclusive.summary()?;
+                    let function = name(slot);
+                    let phase = model.phase_of(function);
+                    if let Some(p) = phase {
+                        phase_self[p.index()] += t.self_sum as f64;
+                    }
+                    total_self += t.self_sum as f64;
+                    let calls = t.inclusive.count();
+                    let parent = t
+                        .parents
+                        .into_iter()
+                        .map(|(p, n)| (p.map(name), n))
+                        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+                        .and_then(|(p, _)| p);
+                    Some(FunctionTiming {
+                        function: function.to_owned(),
+                        phase: phase.map(|p| model.phase(p).name.clone()),
+                        calls,
+                        calls_per_attempt: calls as f64 / n_attempts,
+                        inclusive_ns,
+                        self_ns_mean: t.self_sum as f64 / calls as f64,
+                        parent: parent.map(str::to_owned),
+                    })
+                })
+                .collect();
+            functions.sort_by(|a, b| {
+                let order =
+                    |f: &FunctionTiming| f.phase.as_deref().and_then(|p| model.phase_by_name(p)).map_or(usize::MAX, |p| p.index());
+                order(a).cmp(&order(b)).then(b.inclusive_ns.total_ns.cmp(&a.inclusive_ns.total_ns)).then(a.function.cmp(&b.function))
+            });
+            let phases = model
+                .phases()
+                .iter()
+                .filter(|p| phase_self[p.id.index()] > 0.0)
+                .map(|p| {
+                    let per_attempt = phase_self[p.id.index()] / n_attempts;
+                    PhaseTiming { phase: p.name.clone(), label: p.label.clone(), ns_per_attempt: per_attempt, share: per_attempt / mean_ns }
+                })
+                .collect();
+            out.push(OutcomeTiming {
+                outcome,
+                attempts,
+                mean_ns,
+                functions,
+                phases,
+                unprobed_ns_per_attempt: (mean_ns - total_self / n_attempts).max(0.0),
+            });
+        }
+        ExactTiming {
+            probed: plan.functions.iter().map(|f| f.raw_name.clone()).collect(),
+            calls: self.calls,
+            calls_without_attempt: self.without_attempt,
+            outcomes: out,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::test_support::attempt, exact_plan::ProbedFunction};
+    use crate::{analysis::test_support::attempt, meta::ProbedFunction};
 
     fn plan(names: &[&str]) -> ExactPlan {
         ExactPlan {
@@ -184,8 +205,8 @@ mod tests {
         }
     }
 
-    fn call(slot: u32, attempt: u64, enter: u64, exit: u64) -> Call {
-        Call { pid: 1, tgid: 1, enter_ns: enter, exit_ns: exit, attempt_enter_ns: attempt, slot }
+    fn call(slot: u32, enter: u64, exit: u64) -> ProbedCall {
+        ProbedCall { pid: 1, enter_ns: enter, exit_ns: exit, slot }
     }
 
     #[test]
@@ -197,17 +218,16 @@ mod tests {
         let fail = attempt(1, 0, 1_000, -2, None);
         // A success (10_000 ns): alloc_bprm 100..5100 calls do_open_execat 200..1200 and mm_alloc 2000..4000.
         let ok = attempt(1, 20_000, 30_000, 0, None);
-        let calls = [
-            call(0, 0, 100, 900),
-            call(1, 0, 150, 850),
-            call(0, 20_000, 20_100, 25_100),
-            call(1, 20_000, 20_200, 21_200),
-            call(2, 20_000, 22_000, 24_000),
-            call(2, 999, 1, 2), // no such attempt
-        ];
-        let refs: Vec<&Call> = calls.iter().collect();
-        let t = analyse(&[&fail, &ok], &refs, &p, &model);
-        assert_eq!((t.calls, t.calls_without_attempt), (6, 1));
+        let mut outcomes = Outcomes::default();
+        outcomes.add(&fail);
+        outcomes.add(&ok);
+        let mut tally = ExactTally::default();
+        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], &p);
+        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], &p);
+        tally.orphan(); // no attempt open on its thread
+        tally.attempt(Outcome::Success, &[call(9, 1, 2)], &p); // a slot nothing was attached to
+        let t = tally.finish(&outcomes, &p, &model);
+        assert_eq!((t.calls, t.calls_without_attempt), (7, 2));
         let enoent = t.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();
         let f = |o: &OutcomeTiming, n: &str| o.functions.iter().find(|f| f.function == n).cloned();
         assert_eq!(f(enoent, "alloc_bprm").unwrap().self_ns_mean, 100.0);

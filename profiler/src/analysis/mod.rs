@@ -1,4 +1,8 @@
-//! Pure analysis of decoded events: no I/O, no kernel, tested without root.
+//! Pure analysis of events, folded as they arrive: no I/O, no kernel, tested without root.
+//! [`Analyzer`] takes every event of a run once, in arrival order, keeps figures whose size
+//! follows the distinct things seen (outcomes, processes alive, files, stacks, probed
+//! functions) rather than the number of attempts, and turns them into an [`Analysis`] at the
+//! end. A live run and the replay of its recording feed it the same events.
 pub mod agreement;
 pub mod attribution;
 pub mod chain;
@@ -6,11 +10,13 @@ pub mod exact;
 pub mod outcome;
 pub mod stats;
 
+use std::collections::{BTreeMap, HashMap};
+
 use serde::Serialize;
 
 use crate::{
-    events::{Call, Event, ExecAttempt, Sample, SpawnCall, SpawnSyscall},
-    exact_plan::ExactPlan,
+    events::{Event, EventSink, ExecAttempt, ExecSyscall, ForkCall, ForkSyscall, escape_name},
+    meta::ExactPlan,
     phases::PhaseModel,
 };
 
@@ -23,7 +29,7 @@ pub struct Analysis {
     /// Per-phase and per-function attribution from cpu-clock samples (sampled mode).
     pub sampled: Option<attribution::SampledAttribution>,
     /// Fork-family calls of the traced tree, per syscall.
-    pub spawns: Vec<SpawnSummary>,
+    pub fork_calls: Vec<ForkCallSummary>,
     /// Per-function exact times from entry/return probes (exact mode).
     pub exact: Option<exact::ExactTiming>,
     /// Exact vs sampled phase shares, where both ran.
@@ -46,125 +52,228 @@ pub struct Analysis {
 pub const MAX_FILES: usize = 100;
 
 #[derive(Clone, Debug, Serialize)]
-pub struct SpawnSummary {
-    pub syscall: SpawnSyscall,
+pub struct ForkCallSummary {
+    pub syscall: ForkSyscall,
     pub count: u64,
     pub failed: u64,
     pub latency: stats::Distribution,
     pub minor_faults_per_call: Option<f64>,
 }
 
-fn spawn_summaries(spawns: &[&SpawnCall]) -> Vec<SpawnSummary> {
-    let mut by: std::collections::BTreeMap<SpawnSyscall, Vec<&SpawnCall>> = std::collections::BTreeMap::new();
-    for s in spawns {
-        by.entry(s.syscall).or_default().push(s);
-    }
-    by.into_iter()
-        .filter_map(|(syscall, list)| {
-            let faults: Vec<u64> = list.iter().filter_map(|s| s.minor_faults).collect();
-            Some(SpawnSummary {
-                syscall,
-                count: list.len() as u64,
-                failed: list.iter().filter(|s| s.ret < 0).count() as u64,
-                latency: stats::Distribution::of(list.iter().map(|s| s.duration_ns()).collect())?,
-                minor_faults_per_call: (!faults.is_empty()).then(|| faults.iter().sum::<u64>() as f64 / faults.len() as f64),
-            })
-        })
-        .collect()
+#[derive(Clone, Debug, Default)]
+struct ForkCallTally {
+    latency: stats::Latencies,
+    failed: u64,
+    minor_faults: (u64, u64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FileCount {
+    /// The name as the terminal shows it (see [`escape_name`]).
     pub filename: String,
+    /// The name's bytes, exactly, when they are not valid UTF-8 (else None).
+    pub filename_bytes: Option<Vec<u8>>,
     pub attempts: u64,
     pub successes: u64,
 }
 
-fn files(attempts: &[&ExecAttempt]) -> (Vec<FileCount>, u64) {
-    let mut map: std::collections::HashMap<&str, (u64, u64)> = std::collections::HashMap::new();
-    for a in attempts {
-        let e = map.entry(a.filename.as_str()).or_default();
-        e.0 += 1;
-        e.1 += u64::from(a.ret == 0);
+/// What the analysis needs besides the events: how functions map to phases, and in exact
+/// mode which function each probe slot holds.
+#[derive(Clone, Copy)]
+pub struct AnalysisContext<'a> {
+    pub model: &'a PhaseModel,
+    /// Set when samples were taken (sampled attribution runs).
+    pub sampled: bool,
+    pub exact: Option<&'a ExactPlan>,
+}
+
+/// Folds a run's events; see the module documentation.
+pub struct Analyzer<'a> {
+    ctx: AnalysisContext<'a>,
+    outcomes: outcome::Outcomes,
+    chain: chain::ChainTracker,
+    fork_calls: BTreeMap<ForkSyscall, ForkCallTally>,
+    samples: attribution::SampleTally,
+    exact: exact::ExactTally,
+    files: HashMap<Vec<u8>, (u64, u64)>,
+    counts: Counts,
+}
+
+/// Plain counts of the run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    processes: u64,
+    threads_created: u64,
+    filenames_truncated: u64,
+    filenames_unreadable: u64,
+    execveat_attempts: u64,
+    from_non_leader_threads: u64,
+}
+
+impl EventSink for Analyzer<'_> {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::Exec(a) => self.exec(a),
+            Event::ForkCall(f) => self.fork_call(f),
+            Event::TaskNew(t) => {
+                if t.thread {
+                    self.counts.threads_created += 1;
+                } else {
+                    self.counts.processes += 1;
+                }
+            }
+            Event::TaskExit(x) => {
+                if x.group_dead {
+                    self.chain.process_gone(x.tgid);
+                }
+            }
+            Event::OffCpu(o) => self.chain.off_cpu(o),
+            Event::Main(m) => self.chain.main(m),
+            Event::OrphanSample(_) => self.samples.orphan(),
+            Event::OrphanProbedCall(_) => self.exact.orphan(),
+        }
     }
-    let mut list: Vec<FileCount> =
-        map.into_iter().map(|(f, (n, ok))| FileCount { filename: f.to_owned(), attempts: n, successes: ok }).collect();
-    list.sort_by(|a, b| b.attempts.cmp(&a.attempts).then_with(|| a.filename.cmp(&b.filename)));
+}
+
+impl<'a> Analyzer<'a> {
+    pub fn new(ctx: AnalysisContext<'a>) -> Self {
+        Self {
+            ctx,
+            outcomes: outcome::Outcomes::default(),
+            chain: chain::ChainTracker::default(),
+            fork_calls: BTreeMap::new(),
+            samples: attribution::SampleTally::default(),
+            exact: exact::ExactTally::default(),
+            files: HashMap::new(),
+            // The launched process is not forked inside the tree.
+            counts: Counts { processes: 1, ..Counts::default() },
+        }
+    }
+
+    fn exec(&mut self, a: &ExecAttempt) {
+        let outcome = outcome::Outcome::of(a.ret);
+        self.outcomes.add(a);
+        self.chain.attempt(a);
+        self.samples.call(outcome, a.exit_ns, &a.inside.samples);
+        if let Some(plan) = self.ctx.exact {
+            self.exact.attempt(outcome, &a.inside.probed, plan);
+        }
+        let file = self.files.entry(a.name.bytes.clone()).or_default();
+        file.0 += 1;
+        file.1 += u64::from(a.ret == 0);
+        self.counts.filenames_truncated += u64::from(a.name.truncated);
+        self.counts.filenames_unreadable += u64::from(a.name.unreadable);
+        self.counts.execveat_attempts += u64::from(a.syscall == ExecSyscall::Execveat);
+        self.counts.from_non_leader_threads += u64::from(a.pid != a.exit_pid);
+    }
+
+    fn fork_call(&mut self, f: &ForkCall) {
+        let t = self.fork_calls.entry(f.syscall).or_default();
+        t.latency.record(f.duration_ns());
+        t.failed += u64::from(f.ret < 0);
+        if let Some(n) = f.minor_faults {
+            t.minor_faults = (t.minor_faults.0 + n, t.minor_faults.1 + 1);
+        }
+        self.samples.call(outcome::Outcome::Fork(f.syscall), f.exit_ns, &f.inside.samples);
+        for _ in &f.inside.probed {
+            self.exact.orphan();
+        }
+    }
+
+    /// Every distinct kernel address in the samples' stacks: what the symbol table handed to
+    /// [`Analyzer::finish`] must name.
+    pub fn stack_addresses(&self) -> Vec<u64> {
+        self.samples.addresses()
+    }
+
+    pub fn finish(self, symbols: &dyn attribution::Symbolizer) -> Analysis {
+        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, counts } = self;
+        let fork_stats = |s: ForkSyscall| fork_calls.get(&s).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()));
+        let sampled = ctx.sampled.then(|| {
+            samples.finish(symbols, ctx.model, |o| match o {
+                outcome::Outcome::Fork(s) => fork_stats(s),
+                o => outcomes.count_and_mean(o),
+            })
+        });
+        let exact = ctx.exact.map(|plan| exact.finish(&outcomes, plan, ctx.model));
+        let agreement = match (&exact, &sampled) {
+            (Some(e), Some(s)) => agreement::compare(e, s),
+            _ => Vec::new(),
+        };
+        let (files, files_not_listed) = file_list(files);
+        let summaries = outcomes.summaries();
+        Analysis {
+            attempts: summaries.iter().map(|s| s.count).sum(),
+            outcomes: summaries,
+            success_split: outcomes.success_split(),
+            chain: chain.summary(),
+            sampled,
+            fork_calls: fork_calls
+                .iter()
+                .filter_map(|(&syscall, t)| {
+                    Some(ForkCallSummary {
+                        syscall,
+                        count: t.latency.count(),
+                        failed: t.failed,
+                        latency: t.latency.summary()?,
+                        minor_faults_per_call: (t.minor_faults.1 > 0).then(|| t.minor_faults.0 as f64 / t.minor_faults.1 as f64),
+                    })
+                })
+                .collect(),
+            exact,
+            agreement,
+            processes: counts.processes,
+            threads_created: counts.threads_created,
+            filenames_truncated: counts.filenames_truncated,
+            filenames_unreadable: counts.filenames_unreadable,
+            execveat_attempts: counts.execveat_attempts,
+            from_non_leader_threads: counts.from_non_leader_threads,
+            files,
+            files_not_listed,
+        }
+    }
+}
+
+fn file_list(map: HashMap<Vec<u8>, (u64, u64)>) -> (Vec<FileCount>, u64) {
+    let mut list: Vec<(Vec<u8>, u64, u64)> = map.into_iter().map(|(f, (n, ok))| (f, n, ok)).collect();
+    list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let extra = list.len().saturating_sub(MAX_FILES) as u64;
     list.truncate(MAX_FILES);
-    (list, extra)
-}
-
-/// What sampled attribution needs besides the events.
-pub struct SymbolContext<'a> {
-    pub symbols: &'a dyn attribution::Symbolizer,
-    pub model: &'a PhaseModel,
-}
-
-/// What exact-mode analysis needs besides the events.
-pub struct ExactContext<'a> {
-    pub plan: &'a ExactPlan,
-    pub model: &'a PhaseModel,
-}
-
-pub fn analyse(events: &[Event], symbols: Option<SymbolContext<'_>>, exact: Option<ExactContext<'_>>) -> Analysis {
-    let attempts: Vec<&ExecAttempt> = events.iter().filter_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).collect();
-    let spawns: Vec<&SpawnCall> = events.iter().filter_map(|e| if let Event::Spawn(s) = e { Some(s) } else { None }).collect();
-    let calls: Vec<&Call> = events.iter().filter_map(|e| if let Event::Call(c) = e { Some(c) } else { None }).collect();
-    let samples: Vec<&Sample> = events.iter().filter_map(|e| if let Event::Sample(s) = e { Some(s) } else { None }).collect();
-    let forks = events.iter().filter_map(|e| if let Event::Fork(f) = e { Some(f) } else { None });
-    let (mut processes, mut threads) = (1u64, 0u64);
-    for f in forks {
-        if f.thread { threads += 1 } else { processes += 1 }
-    }
-    let mut steps = chain::steps(&attempts);
-    let mains: Vec<(u32, u64)> = events.iter().filter_map(|e| if let Event::Main { tgid, ts_ns, .. } = e { Some((*tgid, *ts_ns)) } else { None }).collect();
-    let off_cpu: Vec<chain::OffCpu> = events
-        .iter()
-        .filter_map(|e| if let Event::OffCpu { tgid, start_ns, end_ns, .. } = e { Some(chain::OffCpu { tgid: *tgid, start_ns: *start_ns, end_ns: *end_ns }) } else { None })
+    let files = list
+        .into_iter()
+        .map(|(bytes, attempts, successes)| FileCount {
+            filename: escape_name(&bytes),
+            filename_bytes: std::str::from_utf8(&bytes).is_err().then_some(bytes),
+            attempts,
+            successes,
+        })
         .collect();
-    chain::annotate(&mut steps, &attempts, &mains, &off_cpu);
-    let sampled = symbols.map(|c| attribution::attribute(&attempts, &spawns, &samples, c.symbols, c.model));
-    let exact = exact.map(|c| exact::analyse(&attempts, &calls, c.plan, c.model));
-    let agreement = match (&exact, &sampled) {
-        (Some(e), Some(s)) => agreement::compare(e, s),
-        _ => Vec::new(),
-    };
-    let (files, files_not_listed) = files(&attempts);
-    Analysis {
-        attempts: attempts.len() as u64,
-        outcomes: outcome::summarize(&attempts),
-        success_split: outcome::success_split(&attempts),
-        chain: chain::summarize(&steps),
-        spawns: spawn_summaries(&spawns),
-        sampled,
-        exact,
-        agreement,
-        processes,
-        threads_created: threads,
-        filenames_truncated: attempts.iter().filter(|a| a.filename_truncated).count() as u64,
-        filenames_unreadable: attempts.iter().filter(|a| a.filename_unreadable).count() as u64,
-        execveat_attempts: attempts.iter().filter(|a| a.syscall == crate::events::Syscall::Execveat).count() as u64,
-        from_non_leader_threads: attempts.iter().filter(|a| a.pid != a.exit_pid).count() as u64,
-        files,
-        files_not_listed,
-    }
+    (files, extra)
+}
+
+/// Folds a list of events (tests and small inputs).
+pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribution::Symbolizer) -> Analysis {
+    let mut a = Analyzer::new(ctx);
+    events.iter().for_each(|e| a.event(e));
+    a.finish(symbols)
 }
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    use crate::events::{ExecAttempt, Syscall};
+    use crate::{
+        events::{ExecAttempt, ExecSyscall, Inside},
+        record::Name,
+    };
 
     pub fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
         ExecAttempt {
+            id: enter_ns,
             pid: tgid,
             exit_pid: tgid,
             tgid,
             cpu: 0,
-            syscall: Syscall::Execve,
-            filename: "/x".into(),
-            filename_truncated: false,
-            filename_unreadable: false,
+            syscall: ExecSyscall::Execve,
+            name: Name { bytes: b"/x".to_vec(), ..Name::default() },
             enter_ns,
             prepare_ns: None,
             loaded_ns: None,
@@ -172,6 +281,7 @@ pub(crate) mod test_support {
             ret,
             minor_faults: faults,
             major_faults: faults.map(|_| 0),
+            inside: Inside::default(),
         }
     }
 }
@@ -179,29 +289,39 @@ pub(crate) mod test_support {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Fork;
+    use crate::{analysis::attribution::SymbolTable, events::TaskNew};
+
+    fn plain(events: &[Event]) -> Analysis {
+        let model = PhaseModel::builtin().unwrap();
+        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None }, &SymbolTable::default())
+    }
 
     #[test]
-    fn counts_processes_and_threads_from_forks() {
-        let fork = |thread| Event::Fork(Fork { ts_ns: 0, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: if thread { 1 } else { 2 }, thread });
-        let events = vec![fork(false), fork(false), fork(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
-        let a = analyse(&events, None, None);
+    fn counts_processes_and_threads_from_new_tasks() {
+        let new = |thread| {
+            Event::TaskNew(TaskNew { ts_ns: 0, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: if thread { 1 } else { 2 }, thread })
+        };
+        let events = vec![new(false), new(false), new(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
+        let a = plain(&events);
         assert_eq!((a.processes, a.threads_created, a.attempts), (3, 1, 1));
     }
 
     #[test]
     fn counts_attempts_per_file() {
-        let mut miss = test_support::attempt(1, 0, 10, -2, None);
-        miss.filename = "/a/t".into();
-        let mut hit = test_support::attempt(1, 20, 30, 0, None);
-        hit.filename = "/b/t".into();
-        let events = vec![Event::Exec(miss.clone()), Event::Exec(miss), Event::Exec(hit)];
-        let a = analyse(&events, None, None);
+        let named = |enter, ret, name: &[u8]| {
+            let mut a = test_support::attempt(1, enter, enter + 10, ret, None);
+            a.name.bytes = name.to_vec();
+            Event::Exec(a)
+        };
+        let events = vec![named(0, -2, b"/a/t"), named(20, -2, b"/a/t"), named(40, 0, b"/b/t\xff"), named(60, -2, b"/b/t\\xff")];
+        let a = plain(&events);
+        // Ties in byte order: a backslash (0x5c) sorts before 0xff.
         assert_eq!(
             a.files,
             vec![
-                FileCount { filename: "/a/t".into(), attempts: 2, successes: 0 },
-                FileCount { filename: "/b/t".into(), attempts: 1, successes: 1 }
+                FileCount { filename: "/a/t".into(), filename_bytes: None, attempts: 2, successes: 0 },
+                FileCount { filename: "/b/t\\\\xff".into(), filename_bytes: None, attempts: 1, successes: 0 },
+                FileCount { filename: "/b/t\\xff".into(), filename_bytes: Some(b"/b/t\xff".to_vec()), attempts: 1, successes: 1 },
             ]
         );
         assert_eq!(a.files_not_listed, 0);

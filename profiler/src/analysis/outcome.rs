@@ -1,8 +1,8 @@
 //! Exec attempts grouped by how they ended.
 use serde::Serialize;
 
-use super::stats::Distribution;
-use crate::events::ExecAttempt;
+use super::stats::{Distribution, Latencies};
+use crate::events::{ExecAttempt, ForkSyscall};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -14,7 +14,7 @@ pub enum Outcome {
     /// Any other errno.
     Other,
     /// Not an exec: a fork-family call, analysed alongside.
-    Spawn(crate::events::SpawnSyscall),
+    Fork(ForkSyscall),
 }
 
 impl Outcome {
@@ -37,11 +37,11 @@ impl Outcome {
             Outcome::Eacces => "EACCES",
             Outcome::Enoexec => "ENOEXEC",
             Outcome::Other => "other errno",
-            Outcome::Spawn(s) => match s {
-                crate::events::SpawnSyscall::Clone => "clone (fork)",
-                crate::events::SpawnSyscall::Clone3 => "clone3",
-                crate::events::SpawnSyscall::Fork => "fork",
-                crate::events::SpawnSyscall::Vfork => "vfork",
+            Outcome::Fork(s) => match s {
+                ForkSyscall::Clone => "clone (fork)",
+                ForkSyscall::Clone3 => "clone3",
+                ForkSyscall::Fork => "fork",
+                ForkSyscall::Vfork => "vfork",
             },
         }
     }
@@ -59,34 +59,74 @@ pub struct OutcomeSummary {
     pub errnos: Vec<(i64, u64)>,
 }
 
-pub fn summarize(attempts: &[&ExecAttempt]) -> Vec<OutcomeSummary> {
-    Outcome::ALL
-        .iter()
-        .map(|&outcome| {
-            let of_kind: Vec<&ExecAttempt> = attempts.iter().copied().filter(|a| Outcome::of(a.ret) == outcome).collect();
-            let mean = |f: fn(&ExecAttempt) -> Option<u64>| {
-                let vals: Vec<u64> = of_kind.iter().filter_map(|a| f(a)).collect();
-                (!vals.is_empty()).then(|| vals.iter().sum::<u64>() as f64 / vals.len() as f64)
-            };
-            let mut errnos: Vec<(i64, u64)> = Vec::new();
-            if outcome == Outcome::Other {
-                let mut map = std::collections::BTreeMap::<i64, u64>::new();
-                for a in &of_kind {
-                    *map.entry(-a.ret).or_default() += 1;
-                }
-                errnos = map.into_iter().collect();
+/// One outcome's figures, folded as attempts arrive.
+#[derive(Clone, Debug, Default)]
+pub struct OutcomeTally {
+    pub latency: Latencies,
+    minor: (u64, u64),
+    major: (u64, u64),
+    errnos: std::collections::BTreeMap<i64, u64>,
+}
+
+impl OutcomeTally {
+    fn add(&mut self, a: &ExecAttempt) {
+        self.latency.record(a.duration_ns());
+        if let Some(n) = a.minor_faults {
+            self.minor = (self.minor.0 + n, self.minor.1 + 1);
+        }
+        if let Some(n) = a.major_faults {
+            self.major = (self.major.0 + n, self.major.1 + 1);
+        }
+        if Outcome::of(a.ret) == Outcome::Other {
+            *self.errnos.entry(-a.ret).or_default() += 1;
+        }
+    }
+}
+
+/// Every exec outcome's tally, plus the success split.
+#[derive(Clone, Debug, Default)]
+pub struct Outcomes {
+    by: std::collections::BTreeMap<Outcome, OutcomeTally>,
+    split: SplitTally,
+}
+
+impl Outcomes {
+    pub fn add(&mut self, a: &ExecAttempt) {
+        self.by.entry(Outcome::of(a.ret)).or_default().add(a);
+        if a.ret == 0 {
+            self.split.add(a);
+        }
+    }
+
+    /// Attempts and mean latency of one outcome (0 attempts: none seen).
+    pub fn count_and_mean(&self, outcome: Outcome) -> (u64, f64) {
+        self.by.get(&outcome).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()))
+    }
+
+    pub fn summaries(&self) -> Vec<OutcomeSummary> {
+        let empty = OutcomeTally::default();
+        Outcome::ALL
+            .iter()
+            .map(|&outcome| {
+                let t = self.by.get(&outcome).unwrap_or(&empty);
+                let mean = |(sum, n): (u64, u64)| (n > 0).then(|| sum as f64 / n as f64);
+                let mut errnos: Vec<(i64, u64)> = t.errnos.iter().map(|(&e, &n)| (e, n)).collect();
                 errnos.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            }
-            OutcomeSummary {
-                outcome,
-                count: of_kind.len() as u64,
-                latency: Distribution::of(of_kind.iter().map(|a| a.duration_ns()).collect()),
-                minor_faults_per_attempt: mean(|a| a.minor_faults),
-                major_faults_per_attempt: mean(|a| a.major_faults),
-                errnos,
-            }
-        })
-        .collect()
+                OutcomeSummary {
+                    outcome,
+                    count: t.latency.count(),
+                    latency: t.latency.summary(),
+                    minor_faults_per_attempt: mean(t.minor),
+                    major_faults_per_attempt: mean(t.major),
+                    errnos,
+                }
+            })
+            .collect()
+    }
+
+    pub fn success_split(&self) -> Option<SuccessSplit> {
+        self.split.summary()
+    }
 }
 
 /// Successful execs split at the point of no return (`sched_prepare_exec`): before it the
@@ -102,22 +142,35 @@ pub struct SuccessSplit {
     pub unsplit: u64,
 }
 
-pub fn success_split(attempts: &[&ExecAttempt]) -> Option<SuccessSplit> {
-    let ok: Vec<&ExecAttempt> = attempts.iter().copied().filter(|a| a.ret == 0).collect();
-    let split: Vec<(u64, u64, Option<u64>)> = ok
-        .iter()
-        .filter_map(|a| {
-            let p = a.prepare_ns?;
-            Some((p.saturating_sub(a.enter_ns), a.exit_ns.saturating_sub(p), a.loaded_ns.map(|l| l.saturating_sub(p))))
+#[derive(Clone, Debug, Default)]
+struct SplitTally {
+    before: Latencies,
+    after: Latencies,
+    to_loaded: Latencies,
+    unsplit: u64,
+}
+
+impl SplitTally {
+    fn add(&mut self, a: &ExecAttempt) {
+        let Some(p) = a.prepare_ns else {
+            self.unsplit += 1;
+            return;
+        };
+        self.before.record(p.saturating_sub(a.enter_ns));
+        self.after.record(a.exit_ns.saturating_sub(p));
+        if let Some(l) = a.loaded_ns {
+            self.to_loaded.record(l.saturating_sub(p));
+        }
+    }
+
+    fn summary(&self) -> Option<SuccessSplit> {
+        Some(SuccessSplit {
+            before_ns: self.before.summary()?,
+            after_ns: self.after.summary()?,
+            to_loaded_ns: self.to_loaded.summary(),
+            unsplit: self.unsplit,
         })
-        .collect();
-    let unsplit = (ok.len() - split.len()) as u64;
-    Some(SuccessSplit {
-        before_ns: Distribution::of(split.iter().map(|s| s.0).collect())?,
-        after_ns: Distribution::of(split.iter().map(|s| s.1).collect())?,
-        to_loaded_ns: Distribution::of(split.iter().filter_map(|s| s.2).collect()),
-        unsplit,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -137,8 +190,9 @@ mod tests {
     #[test]
     fn counts_latency_and_faults_per_outcome() {
         let a = [attempt(1, 0, 1_000, -2, Some(0)), attempt(1, 2_000, 4_000, -2, Some(2)), attempt(1, 5_000, 50_000, 0, Some(30)), attempt(1, 60_000, 60_100, -7, None)];
-        let refs: Vec<&ExecAttempt> = a.iter().collect();
-        let s = summarize(&refs);
+        let mut o = Outcomes::default();
+        a.iter().for_each(|x| o.add(x));
+        let s = o.summaries();
         let get = |o| s.iter().find(|x| x.outcome == o).unwrap();
         assert_eq!(get(Outcome::Enoent).count, 2);
         assert_eq!(get(Outcome::Enoent).latency.unwrap().max_ns, 2_000);
@@ -156,11 +210,15 @@ mod tests {
         ok.prepare_ns = Some(4_000);
         ok.loaded_ns = Some(9_000);
         let no_prepare = attempt(1, 20_000, 30_000, 0, Some(0));
-        let refs = [&ok, &no_prepare];
-        let s = success_split(&refs).unwrap();
+        let mut o = Outcomes::default();
+        o.add(&ok);
+        o.add(&no_prepare);
+        let s = o.success_split().unwrap();
         assert_eq!((s.before_ns.p50_ns, s.after_ns.p50_ns), (3_000, 7_000));
         assert_eq!(s.to_loaded_ns.unwrap().p50_ns, 5_000);
         assert_eq!(s.unsplit, 1);
-        assert!(success_split(&[&no_prepare]).is_none());
+        let mut only_unsplit = Outcomes::default();
+        only_unsplit.add(&no_prepare);
+        assert!(only_unsplit.success_split().is_none());
     }
 }

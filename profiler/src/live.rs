@@ -1,0 +1,303 @@
+//! The live event loop, on one current-thread tokio runtime: it waits at once on the ring
+//! buffer (its fd, and a 10 ms timer because records are submitted without wake-ups), on the
+//! traced command (a pidfd), on SIGINT/SIGTERM/SIGHUP, and on a one-second ticker for
+//! progress and recording checkpoints. Every record goes into the pipeline as it arrives.
+//!
+//! Signals: the first SIGINT, SIGTERM or SIGHUP stops the traced tree (the signal is passed
+//! on to every traced process, then SIGKILL after half a second), drains what is left and
+//! ends the loop, so a partial report is still made; a second one ends the loop at once.
+use std::{
+    io::IsTerminal as _,
+    os::fd::{FromRawFd as _, OwnedFd},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{MapData, RingBuf};
+use tokio::{
+    io::unix::AsyncFd,
+    signal::unix::{SignalKind, signal},
+    time::{MissedTickBehavior, interval},
+};
+
+use crate::{launch::RunningChild, meta::ExitStatus, pipeline::Pipeline, tracer::Tracer};
+
+/// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a
+/// timer: at 10 ms and ~200k records/s the ring buffer holds far more than one period needs.
+const POLL: Duration = Duration::from_millis(10);
+/// After the first signal, how long the tree gets to end on its own before SIGKILL.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// How the traced command's run ended.
+pub struct LiveEnd {
+    pub status: ExitStatus,
+    pub command_wall_ns: u64,
+    /// Set when a signal cut the run short: which.
+    pub partial: Option<String>,
+}
+
+/// Progress on standard error: on a terminal always, elsewhere when asked.
+pub struct Progress {
+    enabled: bool,
+    terminal: bool,
+    shown: bool,
+    started: Instant,
+    last: (Instant, u64),
+}
+
+impl Progress {
+    pub fn new(requested: bool) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        let now = Instant::now();
+        Self { enabled: requested || terminal, terminal, shown: false, started: now, last: (now, 0) }
+    }
+
+    /// About once a second: elapsed time, attempts and their rate, processes alive, losses.
+    fn tick(&mut self, attempts: u64, alive: usize, lost: u64) {
+        let now = Instant::now();
+        let elapsed = now - self.started;
+        let rate = (attempts - self.last.1) as f64 / (now - self.last.0).as_secs_f64().max(1e-3);
+        self.last = (now, attempts);
+        if !self.enabled || elapsed < Duration::from_secs(2) {
+            return;
+        }
+        let line = format!(
+            "execprof: {:.0} s, {} exec attempts ({}/s), {alive} process(es) alive, {lost} records lost",
+            elapsed.as_secs_f64(),
+            group(attempts),
+            group(rate as u64)
+        );
+        if self.terminal {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+        self.shown = true;
+    }
+
+    fn clear(&mut self) {
+        if self.shown && self.terminal {
+            eprint!("\r\x1b[K");
+        }
+        self.shown = false;
+    }
+}
+
+/// 1234567 → "1,234,567".
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn drain(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline<'_>) {
+    while let Some(item) = ring.next() {
+        pipeline.item(&item);
+    }
+}
+
+/// Registers an fd-backed object with the event loop.
+pub fn watch<T: std::os::fd::AsRawFd>(inner: T) -> std::io::Result<AsyncFd<T>> {
+    // SAFETY: every `T` used here (the ring buffer's map, an OwnedFd) owns its fd, keeps it
+    // open and returns the same one for as long as it lives.
+    unsafe { AsyncFd::register_with_interest(inner, tokio::io::Interest::READABLE) }.map_err(std::io::Error::from)
+}
+
+fn pidfd_open(pid: i32) -> Result<OwnedFd> {
+    // SAFETY: plain syscall; a returned fd is ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("pidfd_open on the traced command (Linux 5.3+)");
+    }
+    // SAFETY: a fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn kill_all(pids: &[u32], sig: i32) {
+    for &p in pids {
+        // SAFETY: plain syscall; a process that is gone gives ESRCH, which is fine.
+        unsafe { libc::kill(p as i32, sig) };
+    }
+}
+
+/// Runs until the traced command and all its traced descendants are gone, or a signal stops
+/// them; feeds every record to `pipeline`.
+pub async fn trace(
+    tracer: &Tracer,
+    ring: RingBuf<MapData>,
+    pipeline: &mut Pipeline<'_>,
+    mut child: RunningChild,
+    released: Instant,
+    progress: &mut Progress,
+) -> Result<LiveEnd> {
+    let mut ring = watch(ring).context("watching the ring buffer")?;
+    let pidfd = watch(pidfd_open(child.pid())?).context("watching the traced command")?;
+    let (mut sigint, mut sigterm, mut sighup) =
+        (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
+    let mut poll = interval(POLL);
+    poll.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut second = interval(Duration::from_secs(1));
+    second.set_missed_tick_behavior(MissedTickBehavior::Skip);
+
+    let mut status: Option<(ExitStatus, u64)> = None;
+    let mut stop: Option<(&'static str, Instant)> = None;
+    let mut waiting_announced = false;
+    loop {
+        let signal_name = tokio::select! {
+            r = ring.readable_mut() => {
+                let mut guard = r.context("waiting on the ring buffer")?;
+                drain(guard.get_inner_mut(), pipeline);
+                guard.clear_ready();
+                None
+            }
+            _ = poll.tick() => {
+                drain(ring.get_mut(), pipeline);
+                None
+            }
+            r = pidfd.readable(), if status.is_none() => {
+                let mut guard = r.context("waiting on the traced command")?;
+                if let Some(s) = child.try_wait()? {
+                    status = Some((s, released.elapsed().as_nanos() as u64));
+                } else {
+                    guard.clear_ready();
+                }
+                None
+            }
+            _ = sigint.recv() => Some("SIGINT"),
+            _ = sigterm.recv() => Some("SIGTERM"),
+            _ = sighup.recv() => Some("SIGHUP"),
+            _ = second.tick() => {
+                pipeline.checkpoint();
+                progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far());
+                None
+            }
+        };
+        if let Some(name) = signal_name {
+            if stop.is_some() {
+                // A second signal: stop waiting for anything.
+                kill_all(&tree(pipeline, &child), libc::SIGKILL);
+                drain(ring.get_mut(), pipeline);
+                break;
+            }
+            let sig = match name {
+                "SIGINT" => libc::SIGINT,
+                "SIGTERM" => libc::SIGTERM,
+                _ => libc::SIGHUP,
+            };
+            kill_all(&tree(pipeline, &child), sig);
+            stop = Some((name, Instant::now()));
+        }
+        if let Some((_, at)) = stop {
+            let waited = at.elapsed();
+            if waited > GRACE {
+                kill_all(&tree(pipeline, &child), libc::SIGKILL);
+            }
+            if status.is_none()
+                && let Some(s) = child.try_wait()?
+            {
+                status = Some((s, released.elapsed().as_nanos() as u64));
+            }
+            if waited > 2 * GRACE {
+                break;
+            }
+        }
+        if status.is_some() {
+            if tracer.traced_alive() == 0 {
+                break;
+            }
+            if !waiting_announced && stop.is_none() && released.elapsed().as_nanos() as u64 > status.map_or(0, |s| s.1) + 1_000_000_000 {
+                progress.clear();
+                eprintln!(
+                    "execprof: the command exited; waiting for {} traced descendant process(es) to finish (Ctrl-C to stop them)",
+                    tracer.traced_alive()
+                );
+                waiting_announced = true;
+            }
+        }
+    }
+    // The last records of the tree are in the buffer already.
+    drain(ring.get_mut(), pipeline);
+    progress.clear();
+    let (status, command_wall_ns) = match status {
+        Some(s) => s,
+        None => {
+            // Only after a second signal: the command was SIGKILLed a moment ago.
+            let s = child.wait_blocking()?;
+            (s, released.elapsed().as_nanos() as u64)
+        }
+    };
+    Ok(LiveEnd { status, command_wall_ns, partial: stop.map(|(name, _)| format!("interrupted by {name}")) })
+}
+
+/// The traced processes to signal: the command and every process the records say is alive.
+fn tree(pipeline: &Pipeline<'_>, child: &RunningChild) -> Vec<u32> {
+    let mut pids = pipeline.alive();
+    pids.push(child.pid() as u32);
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// While the report is being made, a signal ends execprof at once (the traced tree is gone
+/// already), saying so on one line.
+pub fn exit_on_signal_while_reporting() {
+    extern "C" fn handler(_: libc::c_int) {
+        const MSG: &[u8] = b"\nexecprof: interrupted while making the report; exiting without it\n";
+        // SAFETY: write and _exit are async-signal-safe.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(130);
+        }
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installing a handler that only calls async-signal-safe functions.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = handler as *const () as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Says "analysing …" if making the report takes longer than a second.
+pub struct SlowNotice(Option<std::sync::mpsc::Sender<()>>);
+
+impl SlowNotice {
+    pub fn start(what: String) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if rx.recv_timeout(Duration::from_secs(1)) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                eprintln!("execprof: {what}");
+            }
+        });
+        Self(Some(tx))
+    }
+}
+
+impl Drop for SlowNotice {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_digits() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1_000), "1,000");
+        assert_eq!(group(7_000_002), "7,000,002");
+    }
+}

@@ -1,0 +1,195 @@
+//! What the pipeline carries besides events, as plain data: the run's metadata (written at
+//! the start of a recording), how it ended (written at its end), loss counters, the exact-mode
+//! probe plan. Nothing here touches aya or the kernel, so analysis, rendering and the replay
+//! of a recording depend on this module only; the loader fills these types in.
+use serde::{Deserialize, Serialize};
+
+use crate::workload::ChainSpec;
+
+/// Facts about the kernel a run ran on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelInfo {
+    pub release: String,
+    pub machine: String,
+    pub btf: bool,
+    /// The active lockdown mode (`none`, `integrity`, `confidentiality`), when readable.
+    pub lockdown: Option<String>,
+}
+
+impl KernelInfo {
+    /// (major, minor) of the release, e.g. (6, 18).
+    pub fn version(&self) -> Option<(u32, u32)> {
+        let mut it = self.release.split(['.', '-']);
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    }
+}
+
+/// What changes exec cost or what execprof can measure, beyond the release: kept in every
+/// recording so that two recordings can be compared knowingly.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineFacts {
+    /// The CPU model (`/proc/cpuinfo`), e.g. "AMD EPYC 7B13".
+    pub cpu_model: String,
+    pub cpus: u32,
+    /// Whether the kernel has kprobes (a kprobe PMU).
+    pub kprobes: bool,
+    /// Whether the kernel has `sched_prepare_exec` (6.10+): successful execs split there.
+    pub sched_prepare_exec: bool,
+    /// Whether the memory cgroup controller is enabled (struct file allocation is charged).
+    pub memcg: bool,
+    /// The traced command's cgroup (from `/proc/self/cgroup`), e.g. "/" or "/user.slice/...".
+    pub cgroup: String,
+}
+
+/// How the command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind", content = "value")]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The status a shell would report: the code, or 128 + signal.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exit code {c}"),
+            ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
+        }
+    }
+}
+
+/// Loss counters: the kernel's, summed over CPUs, in `profiler_common::counter` order, then
+/// the pieces user space could not join.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LossCounters(pub Vec<(String, u64)>);
+
+impl LossCounters {
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    pub fn with_unjoined(mut self, unjoined: &crate::assemble::Unjoined) -> Self {
+        self.0.extend(unjoined.as_losses().iter().map(|&(name, n)| (name.to_owned(), n)));
+        self
+    }
+
+    /// All kernel counters at zero (for reports built without a kernel).
+    pub fn zero() -> Self {
+        Self(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect())
+    }
+}
+
+/// One exec-path function under exact mode's probes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbedFunction {
+    pub slot: u32,
+    /// Canonical name (no compiler suffix): what the report groups by.
+    pub function: String,
+    /// The kernel's name for the attached symbol.
+    pub raw_name: String,
+    pub address: u64,
+    /// Attached by address because the name is ambiguous.
+    pub by_address: bool,
+}
+
+/// Which exec-path functions exact mode probes, in which slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExactPlan {
+    /// Sorted by slot.
+    pub functions: Vec<ProbedFunction>,
+    /// Candidates this kernel does not have as symbols (inlined): no exact time for them.
+    pub absent: Vec<String>,
+    /// Candidates left out because the slots ran out.
+    pub over_capacity: Vec<String>,
+}
+
+impl ExactPlan {
+    /// The function attached at `slot` (slots stay as assigned when some fail to attach).
+    pub fn function_of(&self, slot: u32) -> Option<&ProbedFunction> {
+        self.functions.binary_search_by_key(&slot, |f| f.slot).ok().map(|i| &self.functions[i])
+    }
+}
+
+/// How functions were timed in a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mode {
+    /// How exact times are taken.
+    pub timing: String,
+    /// `exact`, `exact+sampled`, `sampled` or `none`.
+    pub functions_mode: String,
+    /// How time is attributed to kernel functions, and why this mode.
+    pub attribution: String,
+}
+
+impl Mode {
+    /// `probed`: functions under entry/return probes (None: no exact mode).
+    pub fn new(probed: Option<usize>, sample_hz: u64, note: Option<String>) -> Self {
+        let sampled = format!("cpu-clock samples at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts");
+        let (mode, text) = match (probed, sample_hz > 0) {
+            (Some(n), true) => ("exact+sampled", format!("exact: kprobe/kretprobe on {n} exec-path functions; plus {sampled}")),
+            (Some(n), false) => ("exact", format!("exact: kprobe/kretprobe on {n} exec-path functions")),
+            (None, true) => ("sampled", format!("sampled: {sampled}")),
+            (None, false) => ("none", "off (--sample-hz 0, no exact mode)".to_owned()),
+        };
+        let attribution = match note {
+            Some(n) if probed.is_none() => format!("{text} — {n}"),
+            _ => text,
+        };
+        Self {
+            timing: "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec)".into(),
+            functions_mode: mode.into(),
+            attribution,
+        }
+    }
+}
+
+/// Everything known about a run before its first record: the head of a recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub execprof_version: String,
+    /// The command line as given (the built-in chain's generated one when it ran).
+    pub command: Vec<String>,
+    pub program: String,
+    /// Set when the built-in exec chain ran.
+    pub chain: Option<ChainSpec>,
+    pub kernel: KernelInfo,
+    pub machine: MachineFacts,
+    pub mode: Mode,
+    /// cpu-clock samples per second per CPU; 0: none.
+    pub sample_hz: u64,
+    /// Exact mode's probes, when it ran.
+    pub exact_plan: Option<ExactPlan>,
+    pub ring_bytes: u32,
+    pub warnings: Vec<String>,
+    /// Why image-start-to-main is not measured, when it is not.
+    pub startup_note: Option<String>,
+    /// Wall-clock start, seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    /// CLOCK_MONOTONIC at the command's release (the records' clock): time zero of traces.
+    pub started_mono_ns: u64,
+}
+
+/// How a run ended: the tail of a recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    pub exit_status: ExitStatus,
+    /// From release of the command to its exit.
+    pub command_wall_ns: u64,
+    /// The kernel's loss counters (the assembler's are recomputed from the records).
+    pub kernel_losses: LossCounters,
+    /// Records user space could not decode (a version mismatch): not in the recording.
+    pub undecodable_records: u64,
+    pub first_decode_error: Option<String>,
+    /// Set when the run was cut short (a signal reached execprof): why.
+    pub partial: Option<String>,
+}

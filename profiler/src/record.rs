@@ -1,0 +1,350 @@
+//! Decoded kernel records: one variant per record kind the eBPF side sends, named alike
+//! (`kind::SYSCALL_ENTER` ↔ `SyscallEnterRecord` ↔ `Body::SyscallEnter` ↔ the assembler's
+//! `syscall_enter`). Decoding is the only place that knows the wire layout; a record of
+//! unknown kind or size is an error that names it, never a silent skip. A recording stores
+//! these records as they came, so a replay runs the same assembler and analysis as a live run.
+use anyhow::{Result, bail};
+use profiler_common::{
+    MarkRecord, PathRecord, ProbedCallRecord, RecordHeader, SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord,
+    TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags, traced_syscall,
+};
+
+use crate::events::{ExecSyscall, ForkSyscall};
+
+/// What every record carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Head {
+    /// CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns). Records arrive in nearly (not strictly)
+    /// increasing time order: consecutive records may step back by a few microseconds.
+    pub ts_ns: u64,
+    /// Thread id, process id (tgid), CPU.
+    pub pid: u32,
+    pub tgid: u32,
+    pub cpu: u32,
+}
+
+/// A file name as the kernel sent it: raw bytes (not necessarily UTF-8), at most 255 bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Name {
+    pub bytes: Vec<u8>,
+    pub truncated: bool,
+    pub unreadable: bool,
+}
+
+/// Which traced syscall (codes from `profiler_common::traced_syscall`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TracedSyscall {
+    Execve,
+    Execveat,
+    Clone,
+    Clone3,
+    Fork,
+    Vfork,
+}
+
+impl TracedSyscall {
+    pub fn code(self) -> u32 {
+        match self {
+            TracedSyscall::Execve => traced_syscall::EXECVE,
+            TracedSyscall::Execveat => traced_syscall::EXECVEAT,
+            TracedSyscall::Clone => traced_syscall::CLONE,
+            TracedSyscall::Clone3 => traced_syscall::CLONE3,
+            TracedSyscall::Fork => traced_syscall::FORK,
+            TracedSyscall::Vfork => traced_syscall::VFORK,
+        }
+    }
+
+    pub fn from_code(c: u32) -> Option<Self> {
+        Some(match c {
+            traced_syscall::EXECVE => TracedSyscall::Execve,
+            traced_syscall::EXECVEAT => TracedSyscall::Execveat,
+            traced_syscall::CLONE => TracedSyscall::Clone,
+            traced_syscall::CLONE3 => TracedSyscall::Clone3,
+            traced_syscall::FORK => TracedSyscall::Fork,
+            traced_syscall::VFORK => TracedSyscall::Vfork,
+            _ => return None,
+        })
+    }
+
+    /// Exec or fork family, with the syscall within it.
+    pub fn family(self) -> Family {
+        match self {
+            TracedSyscall::Execve => Family::Exec(ExecSyscall::Execve),
+            TracedSyscall::Execveat => Family::Exec(ExecSyscall::Execveat),
+            TracedSyscall::Clone => Family::Fork(ForkSyscall::Clone),
+            TracedSyscall::Clone3 => Family::Fork(ForkSyscall::Clone3),
+            TracedSyscall::Fork => Family::Fork(ForkSyscall::Fork),
+            TracedSyscall::Vfork => Family::Fork(ForkSyscall::Vfork),
+        }
+    }
+
+    pub fn is_exec(self) -> bool {
+        matches!(self.family(), Family::Exec(_))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Exec(ExecSyscall),
+    Fork(ForkSyscall),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// A traced syscall was entered. `faults`: the thread's (minor, major) fault counters, None
+    /// when not readable.
+    SyscallEnter { syscall: TracedSyscall, faults: Option<(u64, u64)> },
+    /// It returned. `ret` is 0/-errno for execs, the child id for forks. `name` only for failed execs.
+    SyscallExit { syscall: TracedSyscall, ret: i64, faults: Option<(u64, u64)>, name: Option<Name> },
+    /// An exec passed its point of no return.
+    NoReturn { name: Option<Name> },
+    /// An exec's new image is in place; `old_pid` is the thread id before the exec.
+    Loaded { old_pid: u32, name: Option<Name> },
+    /// A new task in the traced tree (head ids are the parent's).
+    TaskNew { child_pid: u32, child_tgid: u32, thread: bool },
+    /// A traced thread exited.
+    TaskExit { group_dead: bool },
+    /// A cpu-clock sample: kernel return addresses (0..=64 of them, innermost first; values near
+    /// 0xffff_ffff_8xxx_xxxx). Few distinct stacks repeat many times.
+    Sample { frames: Vec<u64> },
+    /// Exact mode: one probed kernel function call, from `enter_ns` to head.ts_ns. slot < 32.
+    ProbedCall { enter_ns: u64, slot: u32 },
+    /// A thread was off-CPU from `start_ns` to head.ts_ns.
+    OffCpu { start_ns: u64 },
+    /// A traced process reached `main`.
+    Main,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub head: Head,
+    pub body: Body,
+}
+
+impl Body {
+    /// A short name for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Body::SyscallEnter { .. } => "syscall enter",
+            Body::SyscallExit { .. } => "syscall exit",
+            Body::NoReturn { .. } => "point of no return",
+            Body::Loaded { .. } => "new image",
+            Body::TaskNew { .. } => "task new",
+            Body::TaskExit { .. } => "task exit",
+            Body::Sample { .. } => "sample",
+            Body::ProbedCall { .. } => "probed call",
+            Body::OffCpu { .. } => "off-CPU",
+            Body::Main => "main",
+        }
+    }
+}
+
+/// Reads a `#[repr(C)]` record from the front of `bytes` (ring buffer items are 8-byte
+/// aligned, but a copy avoids relying on it).
+fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
+    if bytes.len() < size_of::<T>() {
+        bail!("record of {} bytes is shorter than {} ({} bytes)", bytes.len(), std::any::type_name::<T>(), size_of::<T>());
+    }
+    // SAFETY: length checked; T is a plain-old-data record from profiler-common.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// Decodes one ring buffer item.
+pub fn decode(bytes: &[u8]) -> Result<Record> {
+    let h: RecordHeader = read(bytes)?;
+    let head = Head { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, cpu: h.cpu };
+    let body = match h.kind {
+        kind::SYSCALL_ENTER => {
+            let r: SyscallEnterRecord = read(bytes)?;
+            Body::SyscallEnter { syscall: syscall(r.syscall)?, faults: faults(r.flags, r.min_flt, r.maj_flt) }
+        }
+        kind::SYSCALL_EXIT => {
+            let r: SyscallExitRecord = read(bytes)?;
+            let syscall = syscall(r.syscall)?;
+            let failed_exec = syscall.is_exec() && r.ret != 0;
+            Body::SyscallExit {
+                syscall,
+                ret: r.ret,
+                faults: faults(r.flags, r.min_flt, r.maj_flt),
+                name: failed_exec.then(|| name(&r.filename, r.filename_len, r.flags)),
+            }
+        }
+        kind::NO_RETURN | kind::LOADED => {
+            let r: PathRecord = read(bytes)?;
+            let name = (r.filename_len > 0).then(|| name(&r.filename, r.filename_len, r.flags));
+            if h.kind == kind::NO_RETURN { Body::NoReturn { name } } else { Body::Loaded { old_pid: r.old_pid, name } }
+        }
+        kind::TASK_NEW => {
+            let r: TaskNewRecord = read(bytes)?;
+            Body::TaskNew { child_pid: r.child_pid, child_tgid: r.child_tgid, thread: r.flags & task_new_flags::THREAD != 0 }
+        }
+        kind::TASK_EXIT => {
+            let r: TaskExitRecord = read(bytes)?;
+            Body::TaskExit { group_dead: r.flags & task_exit_flags::GROUP_DEAD != 0 }
+        }
+        kind::SAMPLE => {
+            let r: SampleRecord = read(bytes)?;
+            let n = (r.nr_frames as usize).min(r.frames.len());
+            Body::Sample { frames: r.frames[..n].to_vec() }
+        }
+        kind::PROBED_CALL => {
+            let r: ProbedCallRecord = read(bytes)?;
+            Body::ProbedCall { enter_ns: r.enter_ns, slot: r.slot }
+        }
+        kind::OFF_CPU => Body::OffCpu { start_ns: read::<MarkRecord>(bytes)?.value },
+        kind::MAIN => {
+            read::<MarkRecord>(bytes)?;
+            Body::Main
+        }
+        other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
+    };
+    Ok(Record { head, body })
+}
+
+fn syscall(code: u32) -> Result<TracedSyscall> {
+    TracedSyscall::from_code(code)
+        .ok_or_else(|| anyhow::anyhow!("unknown syscall code {code} in a record: the eBPF object and execprof disagree"))
+}
+
+fn faults(flags: u32, min_flt: u64, maj_flt: u64) -> Option<(u64, u64)> {
+    (flags & record_flags::FAULTS_UNAVAILABLE == 0).then_some((min_flt, maj_flt))
+}
+
+fn name(bytes: &[u8], len: u32, flags: u32) -> Name {
+    let len = (len as usize).min(bytes.len());
+    Name {
+        bytes: bytes[..len].to_vec(),
+        truncated: flags & record_flags::FILENAME_TRUNCATED != 0,
+        unreadable: flags & record_flags::FILENAME_UNREADABLE != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profiler_common::limits::{FILENAME_CAP, MAX_FRAMES};
+
+    fn bytes_of<T>(v: &T) -> Vec<u8> {
+        // SAFETY: test-only view of a padding-free repr(C) record.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+    }
+
+    fn header(kind: u32, ts_ns: u64, pid: u32, tgid: u32) -> RecordHeader {
+        RecordHeader { kind, cpu: 1, ts_ns, pid, tgid }
+    }
+
+    fn head(ts_ns: u64, pid: u32, tgid: u32) -> Head {
+        Head { ts_ns, pid, tgid, cpu: 1 }
+    }
+
+    fn exit_record(ret: i64, syscall: u32, flags: u32, name: &[u8]) -> SyscallExitRecord {
+        let mut filename = [0; FILENAME_CAP];
+        filename[..name.len()].copy_from_slice(name);
+        SyscallExitRecord {
+            header: header(kind::SYSCALL_EXIT, 5_000, 10, 10),
+            ret,
+            min_flt: 9,
+            maj_flt: 1,
+            syscall,
+            flags,
+            filename_len: name.len() as u32,
+            _reserved: 0,
+            filename,
+        }
+    }
+
+    #[test]
+    fn decodes_syscall_enter_records() {
+        let r = SyscallEnterRecord {
+            header: header(kind::SYSCALL_ENTER, 1_000, 11, 10),
+            min_flt: 7,
+            maj_flt: 0,
+            syscall: traced_syscall::EXECVEAT,
+            flags: 0,
+        };
+        let want = Record {
+            head: head(1_000, 11, 10),
+            body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, faults: Some((7, 0)) },
+        };
+        assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
+        let r = SyscallEnterRecord { flags: record_flags::FAULTS_UNAVAILABLE, syscall: traced_syscall::VFORK, ..r };
+        assert_eq!(
+            decode(&bytes_of(&r)).unwrap().body,
+            Body::SyscallEnter { syscall: TracedSyscall::Vfork, faults: None }
+        );
+    }
+
+    #[test]
+    fn failed_exec_exit_carries_the_callers_name_and_a_success_none() {
+        let r = exit_record(-2, traced_syscall::EXECVE, record_flags::FILENAME_TRUNCATED, b"/bin/\xff");
+        let Body::SyscallExit { name: Some(n), ret: -2, faults: Some((9, 1)), .. } = decode(&bytes_of(&r)).unwrap().body else {
+            panic!()
+        };
+        assert_eq!(n, Name { bytes: b"/bin/\xff".to_vec(), truncated: true, unreadable: false });
+        let ok = exit_record(0, traced_syscall::EXECVE, 0, b"");
+        assert!(matches!(decode(&bytes_of(&ok)).unwrap().body, Body::SyscallExit { name: None, ret: 0, .. }));
+        let fork = exit_record(77, traced_syscall::CLONE3, 0, b"");
+        assert!(matches!(
+            decode(&bytes_of(&fork)).unwrap().body,
+            Body::SyscallExit { name: None, syscall: TracedSyscall::Clone3, .. }
+        ));
+    }
+
+    #[test]
+    fn decodes_path_records() {
+        let mut filename = [0; FILENAME_CAP];
+        filename[..4].copy_from_slice(b"/t/x");
+        let r = PathRecord {
+            header: header(kind::LOADED, 3_000, 10, 10),
+            old_pid: 12,
+            flags: 0,
+            filename_len: 4,
+            _reserved: 0,
+            filename,
+        };
+        let name = Some(Name { bytes: b"/t/x".to_vec(), ..Name::default() });
+        assert_eq!(decode(&bytes_of(&r)).unwrap(), Record { head: head(3_000, 10, 10), body: Body::Loaded { old_pid: 12, name } });
+        let r = PathRecord { header: header(kind::NO_RETURN, 2_000, 10, 10), filename_len: 0, ..r };
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::NoReturn { name: None });
+    }
+
+    #[test]
+    fn decodes_task_new_and_task_exit() {
+        let f = TaskNewRecord { header: header(kind::TASK_NEW, 9, 1, 1), child_pid: 2, child_tgid: 2, flags: 0, _reserved: 0 };
+        assert_eq!(decode(&bytes_of(&f)).unwrap().body, Body::TaskNew { child_pid: 2, child_tgid: 2, thread: false });
+        let x = TaskExitRecord { header: header(kind::TASK_EXIT, 10, 2, 2), flags: task_exit_flags::GROUP_DEAD, _reserved: 0 };
+        assert_eq!(decode(&bytes_of(&x)).unwrap(), Record { head: head(10, 2, 2), body: Body::TaskExit { group_dead: true } });
+    }
+
+    #[test]
+    fn decodes_sample_frames_up_to_nr_frames() {
+        let mut r = SampleRecord { header: header(kind::SAMPLE, 50, 3, 3), nr_frames: 2, _reserved: 0, frames: [0; MAX_FRAMES] };
+        r.frames[0] = 0xffff_ffff_8100_0010;
+        r.frames[1] = 0xffff_ffff_8100_0020;
+        r.frames[2] = 0xdead;
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::Sample { frames: vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020] });
+    }
+
+    #[test]
+    fn decodes_probed_calls_and_marks() {
+        let r = ProbedCallRecord { header: header(kind::PROBED_CALL, 90, 4, 4), enter_ns: 70, slot: 3, _reserved: 0 };
+        assert_eq!(decode(&bytes_of(&r)).unwrap(), Record { head: head(90, 4, 4), body: Body::ProbedCall { enter_ns: 70, slot: 3 } });
+        let m = MarkRecord { header: header(kind::OFF_CPU, 90, 4, 4), value: 40 };
+        assert_eq!(decode(&bytes_of(&m)).unwrap().body, Body::OffCpu { start_ns: 40 });
+        let m = MarkRecord { header: header(kind::MAIN, 90, 4, 4), value: 0 };
+        assert_eq!(decode(&bytes_of(&m)).unwrap().body, Body::Main);
+    }
+
+    #[test]
+    fn rejects_short_and_unknown_records() {
+        assert!(decode(&[0u8; 4]).is_err());
+        let mut h = RecordHeader { kind: 99, ..Default::default() };
+        let err = decode(&bytes_of(&h)).unwrap_err().to_string();
+        assert!(err.contains("unknown record kind 99"), "{err}");
+        h.kind = kind::SYSCALL_EXIT;
+        assert!(decode(&bytes_of(&h)).unwrap_err().to_string().contains("shorter"));
+        let bad =
+            SyscallEnterRecord { header: header(kind::SYSCALL_ENTER, 1, 1, 1), min_flt: 0, maj_flt: 0, syscall: 42, flags: 0 };
+        assert!(decode(&bytes_of(&bad)).unwrap_err().to_string().contains("unknown syscall code 42"));
+    }
+}
