@@ -27,10 +27,11 @@ pub const SCHEMA_VERSION: u32 = 2;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]
 pub enum Source {
-    /// Traced now; `recording` is where the records were also written.
-    Live { recording: Option<RecordingFacts> },
-    /// Replayed from a recording.
-    Replay { recording: RecordingFacts },
+    /// Traced now; `recording` is where the records were also written; `ready_ms`: from the
+    /// end of the traced tree to the report.
+    Live { recording: Option<RecordingFacts>, ready_ms: u64 },
+    /// Replayed from a recording in `ready_ms`.
+    Replay { recording: RecordingFacts, ready_ms: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -184,14 +185,14 @@ fn render_header(o: &mut String, r: &RunReport) {
         let _ = writeln!(o, "warning   {w}");
     }
     match &r.source {
-        Source::Live { recording: Some(f) } => {
-            let _ = writeln!(o, "report    live; recorded to {}", recording_facts(f, a.attempts));
+        Source::Live { recording: Some(f), ready_ms } => {
+            let _ = writeln!(o, "report    live, ready {ready_ms} ms after the traced tree ended; recorded to {}", recording_facts(f, a.attempts));
         }
-        Source::Live { recording: None } => {
-            let _ = writeln!(o, "report    live");
+        Source::Live { recording: None, ready_ms } => {
+            let _ = writeln!(o, "report    live, ready {ready_ms} ms after the traced tree ended");
         }
-        Source::Replay { recording: f } => {
-            let _ = writeln!(o, "report    from the recording {}", recording_facts(f, a.attempts));
+        Source::Replay { recording: f, ready_ms } => {
+            let _ = writeln!(o, "report    from the recording {} in {ready_ms} ms", recording_facts(f, a.attempts));
         }
     }
 }
@@ -557,7 +558,7 @@ mod tests {
             partial: None,
         };
         let analysis = analysis::analyse(&events, ctx, &symbols);
-        RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None })
+        RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None, ready_ms: 0 })
     }
 
     #[test]

@@ -139,6 +139,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let end = runtime.block_on(live::trace(&attached.tracer, ring, &mut pipeline, running, released, &mut progress))?;
     drop(runtime);
     live::exit_on_signal_while_reporting();
+    let tree_ended = Instant::now();
 
     let kernel_losses = attached.tracer.losses()?;
     let attempts = pipeline.attempts();
@@ -156,7 +157,8 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let mut finished = finished;
     let mut errors = std::mem::take(&mut finished.output_errors);
     let recording = close_recording(finished.recorder.take(), &finished.symbols, &run_end, &mut errors);
-    let report = deliver(meta, run_end, finished, Source::Live { recording }, &cfg.outputs, &mut errors);
+    let source = Source::Live { recording, ready_ms: tree_ended.elapsed().as_millis() as u64 };
+    let report = deliver(meta, run_end, finished, source, &cfg.outputs, &mut errors);
     if !errors.is_empty() {
         return Err(Failure::new(code::ERROR, errors.join("\n")).into());
     }
@@ -169,6 +171,7 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     let bad = |e: String| Failure::new(code::BAD_RECORDING, format!("{}: {e}", path.display()));
     let file = File::open(path).map_err(|e| bad(format!("cannot open it ({e})")))?;
     let bytes = file.metadata().map_or(0, |m| m.len());
+    let started = Instant::now();
     let mut reader = RecordingReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| bad(e.to_string()))?;
     let meta: RunMeta = serde_json::from_value(reader.meta().clone())
         .map_err(|e| bad(format!("its run metadata does not read as this execprof's ({e}); it was written by execprof {}", reader.meta()["execprof_version"])))?;
@@ -186,7 +189,8 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     let table = SymbolTable(trailer.symbols.into_iter().collect());
     let mut finished = pipeline.finish(|_| table);
     let mut errors = std::mem::take(&mut finished.output_errors);
-    let source = Source::Replay { recording: RecordingFacts { path: path.display().to_string(), bytes, records } };
+    let recording = RecordingFacts { path: path.display().to_string(), bytes, records };
+    let source = Source::Replay { recording, ready_ms: started.elapsed().as_millis() as u64 };
     deliver(meta, end, finished, source, outputs, &mut errors);
     if !errors.is_empty() {
         return Err(Failure::new(code::ERROR, errors.join("\n")).into());

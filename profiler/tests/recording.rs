@@ -1,0 +1,93 @@
+//! Recordings without root: a real recording (the built-in chain, 200 steps, 6 misses, samples
+//! at 4999 Hz, made by `execprof run --output` on kernel 6.18) replays to its known answers,
+//! and every damaged copy of it (cut, flipped, mutated) is refused with a message that says
+//! what is wrong and where, never a panic.
+use std::{io::Cursor, path::Path, time::Duration};
+
+use assert_cmd::Command;
+use execprof::recording::{RecordingReader, check_mutations};
+use predicates::prelude::*;
+use serde_json::Value;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chain-200.execprof");
+
+fn fixture() -> Vec<u8> {
+    std::fs::read(FIXTURE).unwrap()
+}
+
+/// Reads a whole recording; Err carries the reader's message.
+fn read_all(bytes: &[u8]) -> Result<u64, String> {
+    let mut r = RecordingReader::new(Cursor::new(bytes)).map_err(|e| e.to_string())?;
+    let mut n = 0;
+    while r.next_record().map_err(|e| e.to_string())?.is_some() {
+        n += 1;
+    }
+    r.finish().map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+#[test]
+fn the_fixture_replays_to_its_known_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_execprof")).arg("report").arg(FIXTURE).arg("--json").arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("report    from the recording"), "{text}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let count = |o: &str| v["analysis"]["outcomes"].as_array().unwrap().iter().find(|x| x["outcome"] == o).unwrap()["count"].clone();
+    assert_eq!(count("enoent"), 1_200);
+    assert_eq!(count("success"), 201);
+    assert_eq!(v["analysis"]["chain"]["steps"], 200);
+    assert_eq!(v["complete"], true);
+    assert!(v["analysis"]["sampled"]["samples"].as_u64().unwrap() > 0, "the fixture has samples");
+    assert_eq!(v["source"]["recording"]["records"], read_all(&fixture()).unwrap());
+}
+
+#[test]
+fn every_cut_is_refused_with_an_offset() {
+    let bytes = fixture();
+    for cut in 0..bytes.len() {
+        let err = read_all(&bytes[..cut]).expect_err(&format!("a recording cut at byte {cut} was read as whole"));
+        assert!(err.contains("byte"), "cut at {cut}: no offset in {err:?}");
+    }
+}
+
+#[test]
+fn every_flipped_byte_is_refused() {
+    let bytes = fixture();
+    for at in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[at] ^= 0x01;
+        assert!(read_all(&b).is_err(), "a flipped bit at byte {at} went unnoticed");
+    }
+}
+
+#[test]
+fn random_damage_never_panics() {
+    let cases = check_mutations(&fixture(), Duration::from_secs(3), 0x5eed).unwrap();
+    assert!(cases > 50, "only {cases} mutated recordings tried");
+}
+
+#[test]
+fn report_names_the_damage_and_fails_with_its_own_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = fixture();
+    let write = |name: &str, b: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, b).unwrap();
+        p
+    };
+    let report = |p: &Path| Command::new(env!("CARGO_BIN_EXE_execprof")).arg("report").arg(p).assert().code(5);
+    report(&write("cut", &bytes[..bytes.len() / 2])).stderr(predicate::str::contains("truncated at byte"));
+    let mut newer = bytes.clone();
+    newer[8] = 2; // the format version, little-endian after the 8-byte magic
+    report(&write("newer", &newer)).stderr(predicate::str::contains("upgrade execprof"));
+    report(&write("text", b"hello, not a recording")).stderr(predicate::str::contains("not an execprof recording"));
+    Command::new(env!("CARGO_BIN_EXE_execprof"))
+        .arg("report")
+        .arg(dir.path().join("missing"))
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("cannot open it"));
+}
