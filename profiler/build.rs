@@ -2,7 +2,7 @@
 //! toolchain that has matching `core` sources) and the built-in exec-chain workload.
 use std::{env, path::PathBuf};
 
-use anyhow::{anyhow, Context as _};
+use anyhow::{Context as _, anyhow};
 
 #[path = "build_support/chain.rs"]
 mod chain;
@@ -27,7 +27,6 @@ fn main() -> anyhow::Result<()> {
     let ebpf_dir = PathBuf::from(manifest_dir).join("../profiler-ebpf");
     let ebpf_dir = ebpf_dir.to_str().ok_or_else(|| anyhow!("non-UTF-8 path {ebpf_dir:?}"))?;
     let package = aya_build::Package { name: "profiler-ebpf", root_dir: ebpf_dir, ..Default::default() };
-    aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&toolchain)).with_context(|| {
-        format!("building the eBPF programs with toolchain `{toolchain}` failed; run `cargo xtask setup` first")
-    })
+    aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&toolchain))
+        .with_context(|| format!("building the eBPF programs with toolchain `{toolchain}` failed; run `cargo xtask setup` first"))
 }

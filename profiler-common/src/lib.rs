@@ -110,13 +110,8 @@ pub mod counter {
     pub const OFF_CPU_FULL: u32 = 4;
     pub const COUNT: u32 = 5;
 
-    pub const NAMES: [&str; COUNT as usize] = [
-        "ring buffer full",
-        "traced-process table full",
-        "file name unreadable",
-        "open probed calls table full",
-        "off-CPU table full",
-    ];
+    pub const NAMES: [&str; COUNT as usize] =
+        ["ring buffer full", "traced-process table full", "file name unreadable", "open probed calls table full", "off-CPU table full"];
 }
 
 /// Slots of the doctor's hit counters (`DOCTOR_HITS`), one per attach mechanism tried.

@@ -3,7 +3,10 @@
 use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe},
     maps::{Array, StackTrace},
-    programs::{FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
+    programs::{
+        FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext, RetProbeContext, TracePointContext,
+        tracing::StackIdContext as _,
+    },
 };
 use profiler_common::doctor as slot;
 

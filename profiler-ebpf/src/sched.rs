@@ -6,20 +6,16 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use aya_log_ebpf::warn;
-use profiler_common::{counter, record_flags, task_exit_flags, task_new_flags, kind, limits::FILENAME_CAP, TaskExitRecord, TaskNewRecord, PathRecord, RecordHeader};
+use profiler_common::{
+    PathRecord, RecordHeader, TaskExitRecord, TaskNewRecord, counter, kind, limits::FILENAME_CAP, record_flags, task_exit_flags,
+    task_new_flags,
+};
 
 use crate::{maps, task};
 
-
 #[inline(always)]
 fn header(kind: u32, pid: u32, tgid: u32) -> RecordHeader {
-    RecordHeader {
-        kind,
-        cpu: unsafe { bpf_get_smp_processor_id() },
-        ts_ns: unsafe { bpf_ktime_get_ns() },
-        pid,
-        tgid,
-    }
+    RecordHeader { kind, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: unsafe { bpf_ktime_get_ns() }, pid, tgid }
 }
 
 /// Non-zero when the kernel has no `sched_prepare_exec` (before 6.10): the name is then read
@@ -74,9 +70,8 @@ fn emit_path(kind: u32, pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
     rec.filename_len = 0;
     rec._reserved = 0;
     if let Some(filename) = bprm.and_then(task::bprm_filename) {
-        let n = unsafe {
-            generated::bpf_probe_read_kernel_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _)
-        };
+        let n =
+            unsafe { generated::bpf_probe_read_kernel_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _) };
         if n > 0 {
             rec.filename_len = (n - 1) as u32;
             if n as usize == FILENAME_CAP {

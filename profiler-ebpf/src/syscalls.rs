@@ -9,14 +9,13 @@
 //! thread): measured with `kernel.bpf_stats_enabled`, remembering the attempt in a hash map
 //! cost ~300 ns of the ~1 µs the two programs took per attempt.
 use aya_ebpf::{
-    helpers::{
-        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user_buf,
-        generated,
-    },
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user_buf, generated},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use profiler_common::{SyscallEnterRecord, SyscallExitRecord, RecordHeader, counter, record_flags, traced_syscall, kind, limits::FILENAME_CAP};
+use profiler_common::{
+    RecordHeader, SyscallEnterRecord, SyscallExitRecord, counter, kind, limits::FILENAME_CAP, record_flags, traced_syscall,
+};
 
 use crate::{maps, task};
 
@@ -46,7 +45,6 @@ fn classify(nr: u64) -> Option<u32> {
         _ => return None,
     })
 }
-
 
 /// `sys_enter(regs, id)`.
 #[raw_tracepoint(tracepoint = "sys_enter")]
@@ -128,9 +126,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
 
 #[inline(always)]
 fn read_user_filename(user_ptr: u64, rec: &mut SyscallExitRecord) {
-    let n = unsafe {
-        generated::bpf_probe_read_user_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, user_ptr as *const _)
-    };
+    let n = unsafe { generated::bpf_probe_read_user_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, user_ptr as *const _) };
     if n <= 0 {
         rec.flags |= record_flags::FILENAME_UNREADABLE;
         maps::count(counter::FILENAME_UNREADABLE);
@@ -140,8 +136,7 @@ fn read_user_filename(user_ptr: u64, rec: &mut SyscallExitRecord) {
     rec.filename_len = (n - 1) as u32;
     if n as usize == FILENAME_CAP {
         let mut next = [0u8; 1];
-        let fits = unsafe { bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next) }.is_ok()
-            && next[0] == 0;
+        let fits = unsafe { bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next) }.is_ok() && next[0] == 0;
         if !fits {
             rec.flags |= record_flags::FILENAME_TRUNCATED;
         }

@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 
 /// Workload source, relative to `CARGO_MANIFEST_DIR`.
 const SOURCE: &str = "workload/chain.rs";
@@ -46,8 +46,7 @@ const RUSTC_FLAGS: &[&str] = &[
 /// Compile `workload/chain.rs` into `out_dir/execprof-chain` and return its
 /// path. On failure the error carries the compiler's stderr.
 pub fn build_chain(out_dir: &Path) -> Result<PathBuf> {
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .context("CARGO_MANIFEST_DIR is not set (not running under cargo?)")?;
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR is not set (not running under cargo?)")?;
     let src = Path::new(&manifest_dir).join(SOURCE);
     println!("cargo:rerun-if-changed={}", src.display());
 
@@ -68,13 +67,7 @@ pub fn build_chain(out_dir: &Path) -> Result<PathBuf> {
         .output()
         .with_context(|| format!("failed to run {:?}", rustc))?;
     if !output.status.success() {
-        bail!(
-            "compiling {} with {:?} failed ({}):\n{}",
-            src.display(),
-            rustc,
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
+        bail!("compiling {} with {:?} failed ({}):\n{}", src.display(), rustc, output.status, String::from_utf8_lossy(&output.stderr));
     }
     Ok(out)
 }

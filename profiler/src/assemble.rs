@@ -288,8 +288,7 @@ mod tests {
 
     #[test]
     fn failed_attempt_takes_the_callers_name_and_fault_difference() {
-        let (events, unjoined) =
-            assemble([enter(1_000, 100, EXECVE, (10, 2)), exit(2_500, 100, EXECVE, -2, (13, 2), Some("/m1/t"))]);
+        let (events, unjoined) = assemble([enter(1_000, 100, EXECVE, (10, 2)), exit(2_500, 100, EXECVE, -2, (13, 2), Some("/m1/t"))]);
         let e = only_exec(&events);
         assert_eq!((e.enter_ns, e.exit_ns, e.ret, e.duration_ns()), (1_000, 2_500, -2, 1_500));
         assert_eq!((e.minor_faults, e.major_faults), (Some(3), Some(0)));
@@ -409,8 +408,7 @@ mod tests {
 
     #[test]
     fn an_exit_of_another_syscall_does_not_close_an_exec() {
-        let (events, unjoined) =
-            assemble([enter(20, 100, EXECVE, (0, 0)), exit(30, 100, TracedSyscall::Clone, 5, (0, 0), None)]);
+        let (events, unjoined) = assemble([enter(20, 100, EXECVE, (0, 0)), exit(30, 100, TracedSyscall::Clone, 5, (0, 0), None)]);
         assert!(events.is_empty());
         assert_eq!(unjoined, Unjoined { abandoned: 0, exit_without_enter: 1, enter_without_exit: 1 });
     }

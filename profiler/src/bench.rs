@@ -70,7 +70,12 @@ pub fn chain(spec: ChainSpec, rounds: u32) -> Result<()> {
     let (w, u, s) = (median(|x| x.wall_ns), median(|x| x.user_ns), median(|x| x.sys_ns));
     println!("  {:<7} {:>9} {:>10} {:>10} {:>10}", "median", human_ns(w as f64), per(w), per(u), per(s));
     let (lo, hi) = (all.iter().map(|x| x.wall_ns).min().unwrap_or(0), all.iter().map(|x| x.wall_ns).max().unwrap_or(0));
-    println!("  spread: wall {}–{} ({:+.1}% around the median)", human_ns(lo as f64), human_ns(hi as f64), 100.0 * (hi - lo) as f64 / (2.0 * w.max(1) as f64));
+    println!(
+        "  spread: wall {}–{} ({:+.1}% around the median)",
+        human_ns(lo as f64),
+        human_ns(hi as f64),
+        100.0 * (hi - lo) as f64 / (2.0 * w.max(1) as f64)
+    );
     println!("  (user and system time come from getrusage(RUSAGE_CHILDREN): the kernel's tick-sampled accounting)");
     Ok(())
 }
@@ -199,7 +204,8 @@ pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n").map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
     Ok(())
 }

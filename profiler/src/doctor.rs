@@ -1,7 +1,10 @@
 //! `execprof doctor`: what this machine allows, found by trying each mechanism (load, attach,
 //! make it fire), not by reading the kernel config; the exec-path functions this kernel has,
 //! under which names; and the plan `run` follows here.
-use std::{path::Path, time::{Duration, Instant}};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
@@ -17,9 +20,9 @@ use profiler_common::doctor as slot;
 use serde::Serialize;
 
 use crate::{
-    meta::KernelInfo,
     kernel_layout::TaskLayout,
     ksyms::{KernelSymbols, ProbePresence, VmlinuxBtf},
+    meta::KernelInfo,
     phases::PhaseModel,
     privileges,
     probes::{self, RUN_PROBES},
@@ -98,7 +101,13 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
                 name: spec.attach.describe(),
                 ok: r.is_ok(),
                 detail: match r {
-                    Ok(()) => if spec.required { "attached (required)".into() } else { "attached".into() },
+                    Ok(()) => {
+                        if spec.required {
+                            "attached (required)".into()
+                        } else {
+                            "attached".into()
+                        }
+                    }
                     Err(e) if spec.required => format!("FAILED (required): {e:#}"),
                     Err(e) => format!("failed: {e:#}; {}", spec.lost),
                 },
@@ -106,9 +115,7 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
         })
         .collect();
     // The run probes stay attached but see nothing: the traced set is empty.
-    let kernel_fn = symbols.and_then(|s| {
-        s.resolve(TRY_FUNCTION).into_iter().find(|f| !f.is_cold).map(|f| f.raw_name)
-    });
+    let kernel_fn = symbols.and_then(|s| s.resolve(TRY_FUNCTION).into_iter().find(|f| !f.is_cold).map(|f| f.raw_name));
     let mechanisms = vec![
         mechanism(&mut ebpf, "tracepoint", slot::TRACEPOINT, try_tracepoint, trigger_syscall),
         mechanism(&mut ebpf, "raw tracepoint", slot::RAW_TRACEPOINT, try_raw_tracepoint, trigger_syscall),
@@ -124,10 +131,7 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
 }
 
 fn hits(ebpf: &Ebpf, index: u32) -> u64 {
-    ebpf.map(slot::MAP_HITS)
-        .and_then(|m| Array::<_, u64>::try_from(m).ok())
-        .and_then(|a| a.get(&index, 0).ok())
-        .unwrap_or(0)
+    ebpf.map(slot::MAP_HITS).and_then(|m| Array::<_, u64>::try_from(m).ok()).and_then(|a| a.get(&index, 0).ok()).unwrap_or(0)
 }
 
 fn mechanism(ebpf: &mut Ebpf, name: &str, index: u32, attach: impl FnOnce(&mut Ebpf) -> Result<String>, trigger: fn()) -> Check {
@@ -139,7 +143,11 @@ fn mechanism(ebpf: &mut Ebpf, name: &str, index: u32, attach: impl FnOnce(&mut E
             Check {
                 name: name.into(),
                 ok: n > 0,
-                detail: if n > 0 { format!("attached to {target}, fired {n} times") } else { format!("attached to {target} but never fired") },
+                detail: if n > 0 {
+                    format!("attached to {target}, fired {n} times")
+                } else {
+                    format!("attached to {target} but never fired")
+                },
             }
         }
     }
@@ -292,12 +300,20 @@ pub fn render(r: &DoctorReport) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "kernel       {} ({})", r.kernel.release, r.kernel.machine);
-    let _ = writeln!(o, "BTF          {}", if r.kernel.btf { "yes (/sys/kernel/btf/vmlinux)" } else { "no: execprof needs CONFIG_DEBUG_INFO_BTF" });
+    let _ = writeln!(
+        o,
+        "BTF          {}",
+        if r.kernel.btf { "yes (/sys/kernel/btf/vmlinux)" } else { "no: execprof needs CONFIG_DEBUG_INFO_BTF" }
+    );
     let _ = writeln!(o, "lockdown     {}", r.kernel.lockdown.as_deref().unwrap_or("unknown (securityfs not mounted; run doctor as root)"));
     let _ = writeln!(
         o,
         "privileges   {}",
-        if r.missing_capabilities.is_empty() { "CAP_BPF + CAP_PERFMON present".to_owned() } else { format!("missing {}: run with sudo", r.missing_capabilities.join(", ")) }
+        if r.missing_capabilities.is_empty() {
+            "CAP_BPF + CAP_PERFMON present".to_owned()
+        } else {
+            format!("missing {}: run with sudo", r.missing_capabilities.join(", "))
+        }
     );
     let _ = writeln!(o, "\nAttach mechanisms (tried: load, attach, fire)");
     for c in &r.mechanisms {

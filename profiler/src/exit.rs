@@ -35,16 +35,10 @@ impl Failure {
         Self::new(code::USAGE, message)
     }
     pub fn not_found(name: &OsStr) -> Self {
-        Self::new(
-            code::NOT_FOUND,
-            format!("{}: command not found; check the name or give its full path", name.to_string_lossy()),
-        )
+        Self::new(code::NOT_FOUND, format!("{}: command not found; check the name or give its full path", name.to_string_lossy()))
     }
     pub fn not_executable(path: &Path, why: &str) -> Self {
-        Self::new(
-            code::NOT_EXECUTABLE,
-            format!("{}: cannot execute ({why}); check its permissions (chmod +x) and format", path.display()),
-        )
+        Self::new(code::NOT_EXECUTABLE, format!("{}: cannot execute ({why}); check its permissions (chmod +x) and format", path.display()))
     }
 }
 

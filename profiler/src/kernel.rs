@@ -29,7 +29,8 @@ impl MachineFacts {
             .unwrap_or_default();
         let cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count() as u32;
         let memcg = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").is_ok_and(|c| c.split_whitespace().any(|w| w == "memory"))
-            || std::fs::read_to_string("/proc/cgroups").is_ok_and(|c| c.lines().any(|l| l.starts_with("memory") && l.trim_end().ends_with('1')));
+            || std::fs::read_to_string("/proc/cgroups")
+                .is_ok_and(|c| c.lines().any(|l| l.starts_with("memory") && l.trim_end().ends_with('1')));
         let cgroup = std::fs::read_to_string("/proc/self/cgroup")
             .ok()
             .and_then(|c| c.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned)))

@@ -44,9 +44,7 @@ impl TaskLayout {
 /// Byte offset of `field` in `struct name`, looking through anonymous struct/union members
 /// (randomized or grouped layouts nest fields in them).
 pub fn member_offset(btf: &Btf, name: &str, field: &str) -> Result<u64> {
-    let types = btf
-        .resolve_types_by_name(name)
-        .with_context(|| format!("struct {name} is not in the kernel's BTF"))?;
+    let types = btf.resolve_types_by_name(name).with_context(|| format!("struct {name} is not in the kernel's BTF"))?;
     for ty in types {
         if let Type::Struct(s) = ty {
             if let Some(bits) = find_in(btf, &s, field)? {

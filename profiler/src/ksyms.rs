@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::phases::{self, PhaseModel};
@@ -95,9 +95,7 @@ impl KernelSymbols {
         let mut any_nonzero = false;
         loop {
             line.clear();
-            let n = reader
-                .read_line(&mut line)
-                .with_context(|| format!("reading {source} (after line {line_no})"))?;
+            let n = reader.read_line(&mut line).with_context(|| format!("reading {source} (after line {line_no})"))?;
             if n == 0 {
                 break;
             }
@@ -106,19 +104,14 @@ impl KernelSymbols {
             if trimmed.trim().is_empty() {
                 continue;
             }
-            let parsed = parse_kallsyms_line(trimmed)
-                .with_context(|| format!("{source} line {line_no}: `{trimmed}`"))?;
+            let parsed = parse_kallsyms_line(trimmed).with_context(|| format!("{source} line {line_no}: `{trimmed}`"))?;
             total += 1;
             any_nonzero |= parsed.address != 0;
             if !matches!(parsed.kind, 't' | 'T' | 'w' | 'W') {
                 continue;
             }
             let module = parsed.module.map(|m| out.intern_module(m));
-            out.symbols.push(Symbol {
-                address: parsed.address,
-                name: parsed.name.into(),
-                module,
-            });
+            out.symbols.push(Symbol { address: parsed.address, name: parsed.name.into(), module });
         }
         if total == 0 {
             bail!("{source}: no symbols");
@@ -201,18 +194,11 @@ impl KernelSymbols {
         let first_alias = self.symbols[..=last_le].partition_point(|s| s.address < start);
         let sym = &self.symbols[first_alias];
         let offset = addr - start;
-        let bounded_by_next = self
-            .symbols
-            .get(next)
-            .is_some_and(|n| n.module == sym.module);
+        let bounded_by_next = self.symbols.get(next).is_some_and(|n| n.module == sym.module);
         if !bounded_by_next && offset >= MAX_TAIL_SYMBOL_SIZE {
             return None;
         }
-        Some(SymbolMatch {
-            name: &sym.name,
-            module: self.module_name(sym.module),
-            offset,
-        })
+        Some(SymbolMatch { name: &sym.name, module: self.module_name(sym.module), offset })
     }
 
     /// Classifies one function for the doctor.
@@ -223,11 +209,7 @@ impl KernelSymbols {
             return FunctionPresence::Absent;
         }
         let btf = btf.has_func(phases::strip_suffix(name));
-        if entries == 1 {
-            FunctionPresence::Present { symbols, btf }
-        } else {
-            FunctionPresence::Ambiguous { symbols, btf }
-        }
+        if entries == 1 { FunctionPresence::Present { symbols, btf } } else { FunctionPresence::Ambiguous { symbols, btf } }
     }
 
     /// Presence of every probe candidate of `model`, in the model's order.
@@ -237,9 +219,7 @@ impl KernelSymbols {
             .iter()
             .map(|function| ProbePresence {
                 function: function.clone(),
-                phase: model
-                    .phase_of(function)
-                    .map(|p| model.phase(p).name.clone()),
+                phase: model.phase_of(function).map(|p| model.phase(p).name.clone()),
                 presence: self.presence(function, btf),
             })
             .collect()
@@ -282,12 +262,7 @@ fn parse_kallsyms_line(line: &str) -> Result<KallsymsLine<'_>> {
     if let Some(extra) = fields.next() {
         bail!("unexpected field `{extra}`");
     }
-    Ok(KallsymsLine {
-        address,
-        kind,
-        name,
-        module,
-    })
+    Ok(KallsymsLine { address, kind, name, module })
 }
 
 /// Whether kernel BTF describes a function.  A trait so tests and systems
@@ -318,8 +293,7 @@ impl VmlinuxBtf {
     }
 
     pub fn from_file(path: &Path) -> Result<VmlinuxBtf> {
-        let btf = btf_rs::Btf::from_file(path)
-            .with_context(|| format!("cannot parse BTF from {}", path.display()))?;
+        let btf = btf_rs::Btf::from_file(path).with_context(|| format!("cannot parse BTF from {}", path.display()))?;
         Ok(VmlinuxBtf { btf })
     }
 }
@@ -329,10 +303,7 @@ impl BtfFunctions for VmlinuxBtf {
     /// names, so an error means a malformed entry, which cannot be attached to
     /// either.
     fn has_func(&self, name: &str) -> bool {
-        self.btf
-            .resolve_types_by_name(name)
-            .map(|types| types.iter().any(|t| matches!(t, btf_rs::Type::Func(_))))
-            .unwrap_or(false)
+        self.btf.resolve_types_by_name(name).map(|types| types.iter().any(|t| matches!(t, btf_rs::Type::Func(_)))).unwrap_or(false)
     }
 }
 
@@ -342,17 +313,11 @@ impl BtfFunctions for VmlinuxBtf {
 pub enum FunctionPresence {
     /// Exactly one entry symbol (plus possibly `.cold` fragments).
     /// `btf`: a BTF FUNC of the canonical name exists.
-    Present {
-        symbols: Vec<ResolvedFunction>,
-        btf: bool,
-    },
+    Present { symbols: Vec<ResolvedFunction>, btf: bool },
     /// Several entry symbols share the canonical name (e.g. native and compat
     /// `load_elf_binary`); attaching by name would pick one arbitrarily, so
     /// attach by address to each.
-    Ambiguous {
-        symbols: Vec<ResolvedFunction>,
-        btf: bool,
-    },
+    Ambiguous { symbols: Vec<ResolvedFunction>, btf: bool },
     /// No entry symbol: inlined everywhere or not built.  A function whose
     /// only remnant is a `.cold` fragment counts as absent, since fragments
     /// are not attach targets.
@@ -363,9 +328,7 @@ impl FunctionPresence {
     /// Entry symbols a kprobe may attach to (by address); excludes `.cold`.
     pub fn attach_targets(&self) -> Vec<&ResolvedFunction> {
         match self {
-            Self::Present { symbols, .. } | Self::Ambiguous { symbols, .. } => {
-                symbols.iter().filter(|s| !s.is_cold).collect()
-            }
+            Self::Present { symbols, .. } | Self::Ambiguous { symbols, .. } => symbols.iter().filter(|s| !s.is_cold).collect(),
             Self::Absent => Vec::new(),
         }
     }
@@ -375,10 +338,9 @@ impl FunctionPresence {
     /// that symbol spelled exactly like the BTF name (no `.isra.0` clone).
     pub fn fentry_attachable(&self) -> bool {
         match self {
-            Self::Present { symbols, btf: true } => symbols
-                .iter()
-                .filter(|s| !s.is_cold)
-                .all(|s| phases::strip_suffix(&s.raw_name) == s.raw_name),
+            Self::Present { symbols, btf: true } => {
+                symbols.iter().filter(|s| !s.is_cold).all(|s| phases::strip_suffix(&s.raw_name) == s.raw_name)
+            }
             _ => false,
         }
     }
@@ -403,11 +365,7 @@ impl FunctionPresence {
                 targets(symbols),
                 if *btf { "yes" } else { "no" },
                 cold(symbols),
-                if self.fentry_attachable() {
-                    "yes"
-                } else {
-                    "no"
-                },
+                if self.fentry_attachable() { "yes" } else { "no" },
             ),
             Self::Ambiguous { symbols, btf } => format!(
                 "ambiguous, attach by address: {} (btf: {}, cold parts: {})",
@@ -476,15 +434,7 @@ ffffffffc0b00000 t mmput\t[fake_mod]
     }
 
     fn fake_btf() -> FakeBtf {
-        FakeBtf(
-            [
-                "mm_alloc",
-                "load_elf_binary",
-                "begin_new_exec",
-                "do_execveat_common",
-            ]
-            .into(),
-        )
+        FakeBtf(["mm_alloc", "load_elf_binary", "begin_new_exec", "do_execveat_common"].into())
     }
 
     #[test]
@@ -557,9 +507,7 @@ ffffffffc0b00000 t mmput\t[fake_mod]
 
         // One entry plus a cold fragment is Present, not Ambiguous.
         let p = s.presence("do_execveat_common", &btf);
-        assert!(
-            matches!(&p, FunctionPresence::Present { symbols, btf: true } if symbols.len() == 2)
-        );
+        assert!(matches!(&p, FunctionPresence::Present { symbols, btf: true } if symbols.len() == 2));
         assert_eq!(p.attach_targets().len(), 1);
         assert!(!p.fentry_attachable(), "clone name differs from BTF name");
 
@@ -572,25 +520,16 @@ ffffffffc0b00000 t mmput\t[fake_mod]
         assert!(!p.fentry_attachable());
 
         assert_eq!(s.presence("exec_mmap", &btf), FunctionPresence::Absent);
-        assert_eq!(
-            s.presence("exec_mmap", &btf).describe(),
-            "absent (inlined or not built)"
-        );
+        assert_eq!(s.presence("exec_mmap", &btf).describe(), "absent (inlined or not built)");
         assert!(s.presence("exec_mmap", &btf).attach_targets().is_empty());
 
         // Same name in vmlinux and a module is ambiguous too.
-        assert!(matches!(
-            s.presence("mmput", &NoBtf),
-            FunctionPresence::Ambiguous { btf: false, .. }
-        ));
+        assert!(matches!(s.presence("mmput", &NoBtf), FunctionPresence::Ambiguous { btf: false, .. }));
     }
 
     #[test]
     fn cold_only_is_absent() {
-        let s = KernelSymbols::from_kallsyms_text(
-            "ffffffff81000000 T _text\nffffffff81000100 t only_cold.cold\n",
-        )
-        .expect("parses");
+        let s = KernelSymbols::from_kallsyms_text("ffffffff81000000 T _text\nffffffff81000100 t only_cold.cold\n").expect("parses");
         assert_eq!(s.resolve("only_cold").len(), 1);
         assert_eq!(s.presence("only_cold", &NoBtf), FunctionPresence::Absent);
     }
@@ -615,67 +554,30 @@ ffffffffc0b00000 t mmput\t[fake_mod]
         assert_eq!(s.lookup_addr(0xffffffff81000000), Some(("_text", 0)));
         assert_eq!(s.lookup_addr(0xffffffff81000010), Some(("_text", 0x10)));
         // Last byte before the next symbol still belongs to the previous one.
-        assert_eq!(
-            s.lookup_addr(0xffffffff816c6e6f),
-            Some(("copy_strings.isra.0", 0x40f))
-        );
-        assert_eq!(
-            s.lookup_addr(0xffffffff816c6e70),
-            Some(("do_execveat_common.isra.0", 0))
-        );
+        assert_eq!(s.lookup_addr(0xffffffff816c6e6f), Some(("copy_strings.isra.0", 0x40f)));
+        assert_eq!(s.lookup_addr(0xffffffff816c6e70), Some(("do_execveat_common.isra.0", 0)));
         // Padding symbols are real ranges.
-        assert_eq!(
-            s.lookup_addr(0xffffffff816c6a5f),
-            Some(("__pfx_copy_strings.isra.0", 0xf))
-        );
+        assert_eq!(s.lookup_addr(0xffffffff816c6a5f), Some(("__pfx_copy_strings.isra.0", 0xf)));
         // Data symbols don't split text ranges.
-        assert_eq!(
-            s.lookup_addr(0xffffffff81360000),
-            Some(("mm_alloc", 0xa080))
-        );
+        assert_eq!(s.lookup_addr(0xffffffff81360000), Some(("mm_alloc", 0xa080)));
         // The two load_elf_binary copies are distinguished by address.
-        assert_eq!(
-            s.lookup_addr(0xffffffff81755530),
-            Some(("load_elf_binary", 0x10))
-        );
-        assert_eq!(
-            s.lookup_addr(0xffffffff817585e0),
-            Some(("load_elf_binary", 0x10))
-        );
+        assert_eq!(s.lookup_addr(0xffffffff81755530), Some(("load_elf_binary", 0x10)));
+        assert_eq!(s.lookup_addr(0xffffffff817585e0), Some(("load_elf_binary", 0x10)));
         // Module symbols carry their module.
         let m = s.lookup_symbol(0xffffffffc0a01204).expect("in ext4");
-        assert_eq!(
-            m,
-            SymbolMatch {
-                name: "ext4_lookup",
-                module: Some("ext4"),
-                offset: 4
-            }
-        );
+        assert_eq!(m, SymbolMatch { name: "ext4_lookup", module: Some("ext4"), offset: 4 });
     }
 
     #[test]
     fn lookup_addr_tail_of_a_module_is_bounded() {
         let s = syms();
         // _etext is the last vmlinux text symbol; the next one is in ext4.
-        assert_eq!(
-            s.lookup_addr(0xffffffff8220bb08 + 0x10),
-            Some(("_etext", 0x10))
-        );
-        assert_eq!(
-            s.lookup_addr(0xffffffff8220bb08 + MAX_TAIL_SYMBOL_SIZE),
-            None
-        );
+        assert_eq!(s.lookup_addr(0xffffffff8220bb08 + 0x10), Some(("_etext", 0x10)));
+        assert_eq!(s.lookup_addr(0xffffffff8220bb08 + MAX_TAIL_SYMBOL_SIZE), None);
         // ext4_lookup is ext4's last symbol; the next symbol belongs to
         // fake_mod, so it does not bound ext4_lookup and the tail cap applies.
-        assert_eq!(
-            s.lookup_addr(0xffffffffc0a01200 + MAX_TAIL_SYMBOL_SIZE - 1),
-            Some(("ext4_lookup", MAX_TAIL_SYMBOL_SIZE - 1))
-        );
-        assert_eq!(
-            s.lookup_addr(0xffffffffc0a01200 + MAX_TAIL_SYMBOL_SIZE),
-            None
-        );
+        assert_eq!(s.lookup_addr(0xffffffffc0a01200 + MAX_TAIL_SYMBOL_SIZE - 1), Some(("ext4_lookup", MAX_TAIL_SYMBOL_SIZE - 1)));
+        assert_eq!(s.lookup_addr(0xffffffffc0a01200 + MAX_TAIL_SYMBOL_SIZE), None);
         // Past the very last symbol.
         assert_eq!(s.lookup_addr(0xffffffffc0b00000 + 8), Some(("mmput", 8)));
         assert_eq!(s.lookup_addr(u64::MAX), None);
@@ -684,10 +586,7 @@ ffffffffc0b00000 t mmput\t[fake_mod]
     #[test]
     fn zero_addresses_mean_kptr_restrict() {
         let text = "0000000000000000 T _text\n0000000000000000 t do_execveat_common.isra.0\n";
-        let msg = format!(
-            "{:#}",
-            KernelSymbols::from_kallsyms_text(text).expect_err("must fail")
-        );
+        let msg = format!("{:#}", KernelSymbols::from_kallsyms_text(text).expect_err("must fail"));
         assert!(msg.contains("kptr_restrict"), "{msg}");
     }
 
@@ -700,31 +599,20 @@ ffffffffc0b00000 t mmput\t[fake_mod]
             ("ffffffff81000000 t foo\text4\n", "line 1"),
             ("ffffffff81000000 t foo\t[ext4] junk\n", "line 1"),
         ] {
-            let msg = format!(
-                "{:#}",
-                KernelSymbols::from_kallsyms_text(text).expect_err("must fail")
-            );
+            let msg = format!("{:#}", KernelSymbols::from_kallsyms_text(text).expect_err("must fail"));
             assert!(msg.contains(want), "{text:?}: {msg}");
         }
         assert!(KernelSymbols::from_kallsyms_text("").is_err());
-        let msg = format!(
-            "{:#}",
-            KernelSymbols::from_kallsyms_text("ffffffff81000000 D data\n").expect_err("no text")
-        );
+        let msg = format!("{:#}", KernelSymbols::from_kallsyms_text("ffffffff81000000 D data\n").expect_err("no text"));
         assert!(msg.contains("no text symbols"), "{msg}");
     }
 
     #[test]
     fn unsorted_input_is_sorted() {
-        let s = KernelSymbols::from_kallsyms_text(
-            "ffffffffc0002000 t b\t[m2]\nffffffffc0001000 t a\t[m1]\nffffffff81000000 T _text\n",
-        )
-        .expect("parses");
+        let s = KernelSymbols::from_kallsyms_text("ffffffffc0002000 t b\t[m2]\nffffffffc0001000 t a\t[m1]\nffffffff81000000 T _text\n")
+            .expect("parses");
         assert_eq!(s.lookup_addr(0xffffffffc0001004), Some(("a", 4)));
-        assert_eq!(
-            s.lookup_symbol(0xffffffffc0002004).map(|m| m.module),
-            Some(Some("m2"))
-        );
+        assert_eq!(s.lookup_symbol(0xffffffffc0002004).map(|m| m.module), Some(Some("m2")));
     }
 
     #[test]

@@ -76,18 +76,23 @@ impl SuspendedChild {
         let program = cstring(cmd.program.as_os_str())?;
         let argv: Vec<CString> = cmd.argv.iter().map(|a| cstring(a)).collect::<Result<_>>()?;
         let envp: Vec<CString> = match &cmd.env {
-            Some(env) => env.iter().map(|(k, v)| {
-                let mut kv = k.clone().into_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).map_err(|_| anyhow::anyhow!("environment entry contains a NUL byte"))
-            }).collect::<Result<_>>()?,
-            None => std::env::vars_os().filter_map(|(k, v)| {
-                let mut kv = k.into_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).ok()
-            }).collect(),
+            Some(env) => env
+                .iter()
+                .map(|(k, v)| {
+                    let mut kv = k.clone().into_vec();
+                    kv.push(b'=');
+                    kv.extend_from_slice(v.as_bytes());
+                    CString::new(kv).map_err(|_| anyhow::anyhow!("environment entry contains a NUL byte"))
+                })
+                .collect::<Result<_>>()?,
+            None => std::env::vars_os()
+                .filter_map(|(k, v)| {
+                    let mut kv = k.into_vec();
+                    kv.push(b'=');
+                    kv.extend_from_slice(v.as_bytes());
+                    CString::new(kv).ok()
+                })
+                .collect(),
         };
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());

@@ -8,8 +8,8 @@ use execprof::{
     bench,
     cli::{self, Cli, Command},
     doctor,
-    run,
     exit::{Failure, code},
+    run,
     run::{ModeRequest, Outputs, RunConfig, Target},
     workload::ChainSpec,
 };
@@ -65,7 +65,9 @@ fn chain_spec(a: &cli::ChainArgs) -> Result<ChainSpec, Failure> {
     }
     let total = u64::from(spec.env_vars) * (u64::from(spec.env_size.max(8)) + 8) + u64::from(spec.args) * (u64::from(spec.arg_size) + 1);
     if total > MAX_ARG_BYTES {
-        return Err(Failure::usage(format!("the extra arguments and environment add up to {total} bytes; keep them under {MAX_ARG_BYTES}")));
+        return Err(Failure::usage(format!(
+            "the extra arguments and environment add up to {total} bytes; keep them under {MAX_ARG_BYTES}"
+        )));
     }
     Ok(spec)
 }

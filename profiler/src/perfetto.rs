@@ -79,14 +79,16 @@ impl<W: Write> TraceWriter<W> {
         if a.ret == 0 {
             self.after_success.insert(a.tgid, a.exit_ns);
         }
-        let args = json!({ "filename": escape_name(&a.name.bytes), "ret": a.ret, "minor_faults": a.minor_faults, "major_faults": a.major_faults });
+        let args =
+            json!({ "filename": escape_name(&a.name.bytes), "ret": a.ret, "minor_faults": a.minor_faults, "major_faults": a.major_faults });
         self.slice(&format!("exec {}", Outcome::of(a.ret).label()), "exec", a.enter_ns, a.exit_ns, pid, tid, Some(args));
         if let Some(p) = a.prepare_ns {
             self.slice("before point of no return", "exec.part", a.enter_ns, p, pid, tid, None);
             self.slice("after point of no return", "exec.part", p, a.exit_ns, pid, tid, None);
         }
         for c in &a.inside.probed {
-            let name = self.plan.as_ref().and_then(|p| p.function_of(c.slot)).map_or_else(|| format!("slot {}", c.slot), |f| f.function.clone());
+            let name =
+                self.plan.as_ref().and_then(|p| p.function_of(c.slot)).map_or_else(|| format!("slot {}", c.slot), |f| f.function.clone());
             self.slice(&name, "function", c.enter_ns, c.exit_ns, pid, c.pid, None);
         }
         if let Some(n) = a.minor_faults.filter(|n| *n > 0) {

@@ -29,7 +29,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 /// The shipped phase model.  Kept as a text file so the lists are reviewable
@@ -210,9 +210,7 @@ impl PhaseModel {
         let mut builder = Builder::default();
         for (index, raw_line) in text.lines().enumerate() {
             let line_no = index + 1;
-            builder
-                .line(line_no, raw_line)
-                .with_context(|| format!("line {line_no}: {}", raw_line.trim()))?;
+            builder.line(line_no, raw_line).with_context(|| format!("line {line_no}: {}", raw_line.trim()))?;
         }
         builder.finish()
     }
@@ -250,19 +248,14 @@ impl PhaseModel {
     /// time is charged to its own phase.  `None` for unlisted functions and
     /// for async/fault frames.
     pub fn phase_of(&self, function_raw_name: &str) -> Option<PhaseId> {
-        self.functions
-            .get(strip_suffix(function_raw_name))
-            .map(|e| e.phase)
+        self.functions.get(strip_suffix(function_raw_name)).map(|e| e.phase)
     }
 
     /// What one frame contributes to stack attribution.
     pub fn frame_class(&self, function_raw_name: &str) -> FrameClass {
         let name = strip_suffix(function_raw_name);
         if let Some(entry) = self.functions.get(name) {
-            FrameClass::Phase {
-                phase: entry.phase,
-                weak: entry.weak,
-            }
+            FrameClass::Phase { phase: entry.phase, weak: entry.weak }
         } else if self.overhead_frames.matches(name) {
             FrameClass::Overhead
         } else if self.async_frames.matches(name) {
@@ -292,12 +285,7 @@ impl PhaseModel {
         }
         for (index, frame) in frames.iter().enumerate() {
             match self.frame_class(frame.as_ref()) {
-                FrameClass::Async => {
-                    return Attribution {
-                        phase: self.other,
-                        reason: AttributionReason::Async { frame: index },
-                    }
-                }
+                FrameClass::Async => return Attribution { phase: self.other, reason: AttributionReason::Async { frame: index } },
                 FrameClass::Phase { phase, weak: false } => {
                     strong.get_or_insert((index, phase));
                 }
@@ -308,18 +296,9 @@ impl PhaseModel {
             }
         }
         match (strong, weak) {
-            (Some((frame, phase)), _) => Attribution {
-                phase,
-                reason: AttributionReason::Strong { frame },
-            },
-            (None, Some((frame, phase))) => Attribution {
-                phase,
-                reason: AttributionReason::Weak { frame },
-            },
-            (None, None) => Attribution {
-                phase: self.other,
-                reason: AttributionReason::Fallback,
-            },
+            (Some((frame, phase)), _) => Attribution { phase, reason: AttributionReason::Strong { frame } },
+            (None, Some((frame, phase))) => Attribution { phase, reason: AttributionReason::Weak { frame } },
+            (None, None) => Attribution { phase: self.other, reason: AttributionReason::Fallback },
         }
     }
 }
@@ -373,9 +352,7 @@ impl Builder {
         if KEYWORDS.contains(&name) {
             bail!("phase id `{name}` is a reserved keyword");
         }
-        let order: i64 = order
-            .parse()
-            .with_context(|| format!("phase order `{order}` is not an integer"))?;
+        let order: i64 = order.parse().with_context(|| format!("phase order `{order}` is not an integer"))?;
         let label = rest
             .strip_prefix('"')
             .and_then(|r| r.strip_suffix('"'))
@@ -390,8 +367,7 @@ impl Builder {
         if let Some((other, _, _, prev)) = self.phases.iter().find(|p| p.1 == order) {
             bail!("phase order {order} already used by `{other}` on line {prev}");
         }
-        self.phases
-            .push((name.to_string(), order, label.to_string(), line_no));
+        self.phases.push((name.to_string(), order, label.to_string(), line_no));
         Ok(())
     }
 
@@ -403,9 +379,7 @@ impl Builder {
             );
         };
         if phase_name == OTHER_PHASE {
-            bail!(
-                "`{OTHER_PHASE}` is the fallback and cannot list functions (use `async`/`fault`)"
-            );
+            bail!("`{OTHER_PHASE}` is the fallback and cannot list functions (use `async`/`fault`)");
         }
         let (name, flags) = split_token(rest);
         if name.is_empty() {
@@ -427,8 +401,7 @@ impl Builder {
         if let Some(kind) = self.frame_kind_of(name) {
             bail!("function `{name}` is also a `{kind}` frame; it cannot belong to a phase too");
         }
-        self.functions
-            .insert(name.to_string(), (phase_index, weak, line_no));
+        self.functions.insert(name.to_string(), (phase_index, weak, line_no));
         self.function_order.push(name.to_string());
         Ok(())
     }
@@ -493,18 +466,9 @@ impl Builder {
             let id = PhaseId(exec_index as u8);
             remap[decl] = id;
             let (name, order, label, _) = &self.phases[decl];
-            phases.push(Phase {
-                id,
-                name: name.clone(),
-                order: *order,
-                label: label.clone(),
-            });
+            phases.push(Phase { id, name: name.clone(), order: *order, label: label.clone() });
         }
-        let other = phases
-            .iter()
-            .find(|p| p.name == OTHER_PHASE)
-            .map(|p| p.id)
-            .context("fallback phase vanished")?;
+        let other = phases.iter().find(|p| p.name == OTHER_PHASE).map(|p| p.id).context("fallback phase vanished")?;
         let mut by_phase = vec![Vec::new(); phases.len()];
         let mut functions = HashMap::with_capacity(self.functions.len());
         for name in &self.function_order {
@@ -566,11 +530,7 @@ fn single_function(rest: &str, allow_prefix: bool) -> Result<&str> {
 }
 
 fn check_identifier(name: &str) -> Result<()> {
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
         bail!("invalid phase id `{name}` (use lowercase letters, digits and `_`)");
     }
     Ok(())
@@ -584,18 +544,11 @@ fn check_function(name: &str, allow_prefix: bool) -> Result<()> {
         Some(_) => bail!("`{name}`: prefix patterns are only allowed in `async`/`fault` lines"),
         None => name,
     };
-    if base.is_empty()
-        || !base
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
-    {
+    if base.is_empty() || !base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
         bail!("invalid function name `{name}`");
     }
     if strip_suffix(base) != base {
-        bail!(
-            "`{name}` has a compiler suffix; list the canonical name `{}`",
-            strip_suffix(base)
-        );
+        bail!("`{name}` has a compiler suffix; list the canonical name `{}`", strip_suffix(base));
     }
     Ok(())
 }
@@ -641,15 +594,11 @@ fault handle_mm_fault
     }
 
     fn id(m: &PhaseModel, name: &str) -> PhaseId {
-        m.phase_by_name(name)
-            .unwrap_or_else(|| panic!("no phase {name}"))
+        m.phase_by_name(name).unwrap_or_else(|| panic!("no phase {name}"))
     }
 
     fn err_text(text: &str) -> String {
-        format!(
-            "{:#}",
-            PhaseModel::parse(text).expect_err("parse should fail")
-        )
+        format!("{:#}", PhaseModel::parse(text).expect_err("parse should fail"))
     }
 
     #[test]
@@ -689,40 +638,24 @@ fault handle_mm_fault
     fn phases_are_exposed_in_exec_order_regardless_of_declaration_order() {
         let m = mini();
         let names: Vec<&str> = m.phases().iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["lookup", "bprm_mm", "args", "old_mm", "new_image", "other"]
-        );
+        assert_eq!(names, ["lookup", "bprm_mm", "args", "old_mm", "new_image", "other"]);
         for (i, p) in m.phases().iter().enumerate() {
             assert_eq!(p.id.index(), i);
             assert_eq!(m.phase(p.id), p);
         }
         assert_eq!(m.phase(id(&m, "args")).label, "argv copy # not a comment");
         assert_eq!(m.other(), id(&m, "other"));
-        assert_eq!(
-            m.functions_of(id(&m, "new_image")),
-            ["begin_new_exec", "setup_arg_pages", "elf_load"]
-        );
+        assert_eq!(m.functions_of(id(&m, "new_image")), ["begin_new_exec", "setup_arg_pages", "elf_load"]);
         assert!(m.functions_of(m.other()).is_empty());
-        assert_eq!(
-            m.probe_candidates(),
-            ["do_execveat_common", "__x64_sys_execve"]
-        );
+        assert_eq!(m.probe_candidates(), ["do_execveat_common", "__x64_sys_execve"]);
     }
 
     #[test]
     fn phase_of_strips_suffixes() {
         let m = mini();
         assert_eq!(m.phase_of("copy_strings.isra.0"), Some(id(&m, "args")));
-        assert_eq!(
-            m.phase_of("do_execveat_common.isra.0.cold"),
-            Some(id(&m, "args"))
-        );
-        assert_eq!(
-            m.phase_of("vm_area_alloc"),
-            Some(id(&m, "bprm_mm")),
-            "weak entries still have a phase"
-        );
+        assert_eq!(m.phase_of("do_execveat_common.isra.0.cold"), Some(id(&m, "args")));
+        assert_eq!(m.phase_of("vm_area_alloc"), Some(id(&m, "bprm_mm")), "weak entries still have a phase");
         assert_eq!(m.phase_of("__x64_sys_execve"), None, "probe-only, no phase");
         assert_eq!(m.phase_of("asm_exc_page_fault"), None);
         assert_eq!(m.phase_of("memcpy"), None);
@@ -731,43 +664,24 @@ fault handle_mm_fault
     #[test]
     fn frame_classes() {
         let m = mini();
-        assert_eq!(
-            m.frame_class("asm_sysvec_apic_timer_interrupt"),
-            FrameClass::Async
-        );
+        assert_eq!(m.frame_class("asm_sysvec_apic_timer_interrupt"), FrameClass::Async);
         assert_eq!(m.frame_class("__schedule"), FrameClass::Async);
         assert_eq!(m.frame_class("handle_mm_fault"), FrameClass::Fault);
         assert_eq!(m.frame_class("memset_orig"), FrameClass::Unknown);
-        assert_eq!(
-            m.frame_class("tlb_finish_mmu"),
-            FrameClass::Phase {
-                phase: id(&m, "old_mm"),
-                weak: true
-            }
-        );
+        assert_eq!(m.frame_class("tlb_finish_mmu"), FrameClass::Phase { phase: id(&m, "old_mm"), weak: true });
     }
 
     #[test]
     fn innermost_strong_frame_wins() {
         let m = mini();
         // mmput under begin_new_exec: tearing down the old mm, not new image.
-        let stack = [
-            "unmap_page_range",
-            "exit_mmap",
-            "mmput",
-            "begin_new_exec",
-            "load_elf_binary",
-            "bprm_execve",
-            "do_execveat_common.isra.0",
-        ];
+        let stack =
+            ["unmap_page_range", "exit_mmap", "mmput", "begin_new_exec", "load_elf_binary", "bprm_execve", "do_execveat_common.isra.0"];
         let a = m.attribute(&stack);
         assert_eq!(a.phase, id(&m, "old_mm"));
         assert_eq!(a.reason, AttributionReason::Strong { frame: 2 });
         // Unknown frames above a strong frame are transparent.
-        assert_eq!(
-            m.classify_stack(&["memcpy", "copy_strings.isra.0", "do_execveat_common.isra.0"]),
-            id(&m, "args")
-        );
+        assert_eq!(m.classify_stack(&["memcpy", "copy_strings.isra.0", "do_execveat_common.isra.0"]), id(&m, "args"));
     }
 
     #[test]
@@ -812,13 +726,7 @@ fault handle_mm_fault
         // An IRQ handler that happens to call a phase function (here the weak
         // tlb_finish_mmu) is still interrupt work.
         let m = mini();
-        let stack = [
-            "tlb_finish_mmu",
-            "some_irq_work",
-            "asm_sysvec_irq_work",
-            "setup_arg_pages",
-            "load_elf_binary",
-        ];
+        let stack = ["tlb_finish_mmu", "some_irq_work", "asm_sysvec_irq_work", "setup_arg_pages", "load_elf_binary"];
         assert_eq!(m.classify_stack(&stack), m.other());
     }
 
@@ -842,28 +750,14 @@ fault handle_mm_fault
     fn weak_helper_yields_to_strong_caller() {
         let m = mini();
         // vm_area_alloc is listed under bprm_mm, but here it is ELF mapping.
-        let stack = [
-            "kmem_cache_alloc",
-            "vm_area_alloc",
-            "mmap_region",
-            "do_mmap",
-            "vm_mmap",
-            "elf_load",
-            "load_elf_binary",
-        ];
+        let stack = ["kmem_cache_alloc", "vm_area_alloc", "mmap_region", "do_mmap", "vm_mmap", "elf_load", "load_elf_binary"];
         let a = m.attribute(&stack);
         assert_eq!(a.phase, id(&m, "new_image"));
         assert_eq!(a.reason, AttributionReason::Strong { frame: 5 });
         // ...and under the bprm setup it is bprm_mm.
-        assert_eq!(
-            m.classify_stack(&["vm_area_alloc", "alloc_bprm", "do_execveat_common"]),
-            id(&m, "bprm_mm")
-        );
+        assert_eq!(m.classify_stack(&["vm_area_alloc", "alloc_bprm", "do_execveat_common"]), id(&m, "bprm_mm"));
         // tlb_finish_mmu during stack relocation belongs to new_image.
-        assert_eq!(
-            m.classify_stack(&["tlb_finish_mmu", "relocate_vma_down", "setup_arg_pages"]),
-            id(&m, "new_image")
-        );
+        assert_eq!(m.classify_stack(&["tlb_finish_mmu", "relocate_vma_down", "setup_arg_pages"]), id(&m, "new_image"));
     }
 
     #[test]
@@ -874,10 +768,7 @@ fault handle_mm_fault
         assert_eq!(a.phase, id(&m, "bprm_mm"));
         assert_eq!(a.reason, AttributionReason::Weak { frame: 0 });
         // do_execveat_common's own time (inlined count()) is args.
-        assert_eq!(
-            m.classify_stack(&["do_execveat_common.isra.0", "__x64_sys_execve"]),
-            id(&m, "args")
-        );
+        assert_eq!(m.classify_stack(&["do_execveat_common.isra.0", "__x64_sys_execve"]), id(&m, "args"));
     }
 
     #[test]
@@ -888,15 +779,7 @@ fault handle_mm_fault
         assert_eq!(a.reason, AttributionReason::Fallback);
         assert_eq!(m.classify_stack::<&str>(&[]), m.other());
         // A user-space fault after exec has no exec frame.
-        assert_eq!(
-            m.classify_stack(&[
-                "filemap_map_pages",
-                "handle_mm_fault",
-                "exc_page_fault",
-                "asm_exc_page_fault"
-            ]),
-            m.other()
-        );
+        assert_eq!(m.classify_stack(&["filemap_map_pages", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault"]), m.other());
     }
 
     #[test]
@@ -910,68 +793,39 @@ fault handle_mm_fault
     fn parse_errors_carry_line_numbers() {
         let cases: &[(&str, &str)] = &[
             ("phase other 1 \"o\"\nfoo bar\n", "line 2:"),
-            (
-                "phase other 1 \"o\"\nphase a 2 \"a\"\n\n# c\na x\nb y\n",
-                "line 6:",
-            ),
-            (
-                "phase other 1 \"o\"\nphase a 1 \"a\"\n",
-                "line 2: phase a 1",
-            ),
+            ("phase other 1 \"o\"\nphase a 2 \"a\"\n\n# c\na x\nb y\n", "line 6:"),
+            ("phase other 1 \"o\"\nphase a 1 \"a\"\n", "line 2: phase a 1"),
             ("phase other 1 \"o\"\nphase other 2 \"again\"\n", "line 2:"),
             ("phase other 1 \"o\"\nphase a x \"a\"\n", "line 2:"),
             ("phase other 1 \"o\"\nphase a 2 unquoted\n", "line 2:"),
             ("phase other 1 \"o\"\nphase Bad 2 \"a\"\n", "line 2:"),
             ("phase other 1 \"o\"\nphase probe 2 \"a\"\n", "line 2:"),
             ("phase other 1 \"o\"\nother do_thing\n", "line 2:"),
-            (
-                "phase other 1 \"o\"\nphase a 2 \"a\"\na copy_strings.isra.0\n",
-                "line 3:",
-            ),
-            (
-                "phase other 1 \"o\"\nphase a 2 \"a\"\na f strong\n",
-                "line 3:",
-            ),
+            ("phase other 1 \"o\"\nphase a 2 \"a\"\na copy_strings.isra.0\n", "line 3:"),
+            ("phase other 1 \"o\"\nphase a 2 \"a\"\na f strong\n", "line 3:"),
             ("phase other 1 \"o\"\nphase a 2 \"a\"\na f*\n", "line 3:"),
             ("phase other 1 \"o\"\nprobe f\nprobe f\n", "line 3:"),
             ("phase other 1 \"o\"\nprobe f g\n", "line 2:"),
             ("phase other 1 \"o\"\nasync\n", "line 2:"),
-            (
-                "phase other 1 \"o\"\nphase a 2 \"a\"\nasync sched*\na schedule\n",
-                "line 4:",
-            ),
-            (
-                "phase other 1 \"o\"\nphase a 2 \"a\"\na schedule\nasync sched*\n",
-                "line 4:",
-            ),
-            (
-                "phase other 1 \"o\"\nphase a 2 \"a\"\na f\nfault f\n",
-                "line 4:",
-            ),
+            ("phase other 1 \"o\"\nphase a 2 \"a\"\nasync sched*\na schedule\n", "line 4:"),
+            ("phase other 1 \"o\"\nphase a 2 \"a\"\na schedule\nasync sched*\n", "line 4:"),
+            ("phase other 1 \"o\"\nphase a 2 \"a\"\na f\nfault f\n", "line 4:"),
             ("a f\nphase a 2 \"a\"\n", "line 1:"),
         ];
         for (text, want) in cases {
             let msg = err_text(text);
-            assert!(
-                msg.starts_with(want),
-                "for {text:?}: got {msg:?}, want prefix {want:?}"
-            );
+            assert!(msg.starts_with(want), "for {text:?}: got {msg:?}, want prefix {want:?}");
         }
     }
 
     #[test]
     fn duplicate_function_reports_both_lines() {
-        let msg = err_text(
-            "phase other 9 \"o\"\nphase a 1 \"a\"\nphase b 2 \"b\"\na f\n\nb f.isra.0\nb f\n",
-        );
+        let msg = err_text("phase other 9 \"o\"\nphase a 1 \"a\"\nphase b 2 \"b\"\na f\n\nb f.isra.0\nb f\n");
         // The suffixed spelling is rejected first (line 6), then with it fixed
         // the duplicate is reported with the original line.
         assert!(msg.starts_with("line 6:"), "{msg}");
         let msg = err_text("phase other 9 \"o\"\nphase a 1 \"a\"\nphase b 2 \"b\"\na f\n\nb f\n");
-        assert!(
-            msg.starts_with("line 6:") && msg.contains("line 4"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("line 6:") && msg.contains("line 4"), "{msg}");
     }
 
     #[test]
@@ -1016,20 +870,7 @@ fault handle_mm_fault
         let names: Vec<&str> = m.phases().iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,
-            [
-                "lookup",
-                "bprm_mm",
-                "args",
-                "creds",
-                "binfmt",
-                "old_mm",
-                "new_image",
-                "cleanup",
-                "fork_mm",
-                "fork_task",
-                "tracer",
-                "other"
-            ]
+            ["lookup", "bprm_mm", "args", "creds", "binfmt", "old_mm", "new_image", "cleanup", "fork_mm", "fork_task", "tracer", "other"]
         );
         assert!(m.functions_of(m.other()).is_empty());
 
@@ -1048,11 +889,7 @@ fault handle_mm_fault
             }
             seen.entry(func).or_default().push(first);
         }
-        assert!(
-            seen.len() > 50,
-            "expected a substantial model, got {}",
-            seen.len()
-        );
+        assert!(seen.len() > 50, "expected a substantial model, got {}", seen.len());
         for (func, phases) in &seen {
             assert_eq!(phases.len(), 1, "{func} listed in {phases:?}");
             assert_eq!(m.phase_of(func), m.phase_by_name(phases[0]), "{func}");

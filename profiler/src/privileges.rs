@@ -8,10 +8,7 @@ const CAP_BPF: u32 = 39;
 
 /// Effective capability bits of this process, from /proc/self/status.
 pub fn effective_caps() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| parse_cap_eff(&s))
-        .unwrap_or(0)
+    std::fs::read_to_string("/proc/self/status").ok().and_then(|s| parse_cap_eff(&s)).unwrap_or(0)
 }
 
 fn parse_cap_eff(status: &str) -> Option<u64> {

@@ -1,10 +1,10 @@
 //! The one table of every hook execprof attaches for `run`, and the attach loop that turns an
 //! optional hook's failure into a specific warning instead of an error.
+use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf,
     programs::{RawTracePoint, TracePoint},
 };
-use anyhow::{Context as _, Result, anyhow};
 use profiler_common::names;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,18 +36,8 @@ impl Attach {
 }
 
 pub const RUN_PROBES: &[ProbeSpec] = &[
-    ProbeSpec {
-        program: names::PROG_SYS_ENTER,
-        attach: Attach::RawTracepoint { name: "sys_enter" },
-        required: true,
-        lost: "",
-    },
-    ProbeSpec {
-        program: names::PROG_SYS_EXIT,
-        attach: Attach::RawTracepoint { name: "sys_exit" },
-        required: true,
-        lost: "",
-    },
+    ProbeSpec { program: names::PROG_SYS_ENTER, attach: Attach::RawTracepoint { name: "sys_enter" }, required: true, lost: "" },
+    ProbeSpec { program: names::PROG_SYS_EXIT, attach: Attach::RawTracepoint { name: "sys_exit" }, required: true, lost: "" },
     ProbeSpec {
         program: names::PROG_SCHED_PROCESS_FORK,
         attach: Attach::RawTracepoint { name: "sched_process_fork" },
@@ -107,9 +97,7 @@ pub fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec]) -> Result<AttachOutcome
 }
 
 pub fn attach_one(ebpf: &mut Ebpf, spec: &ProbeSpec) -> Result<()> {
-    let program = ebpf
-        .program_mut(spec.program)
-        .ok_or_else(|| anyhow!("program {} missing from the eBPF object", spec.program))?;
+    let program = ebpf.program_mut(spec.program).ok_or_else(|| anyhow!("program {} missing from the eBPF object", spec.program))?;
     match spec.attach {
         Attach::Tracepoint { category, name } => {
             let tp: &mut TracePoint = program.try_into()?;

@@ -262,46 +262,29 @@ mod tests {
             syscall: traced_syscall::EXECVEAT,
             flags: 0,
         };
-        let want = Record {
-            head: head(1_000, 11, 10),
-            body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, faults: Some((7, 0)) },
-        };
+        let want =
+            Record { head: head(1_000, 11, 10), body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, faults: Some((7, 0)) } };
         assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
         let r = SyscallEnterRecord { flags: record_flags::FAULTS_UNAVAILABLE, syscall: traced_syscall::VFORK, ..r };
-        assert_eq!(
-            decode(&bytes_of(&r)).unwrap().body,
-            Body::SyscallEnter { syscall: TracedSyscall::Vfork, faults: None }
-        );
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::SyscallEnter { syscall: TracedSyscall::Vfork, faults: None });
     }
 
     #[test]
     fn failed_exec_exit_carries_the_callers_name_and_a_success_none() {
         let r = exit_record(-2, traced_syscall::EXECVE, record_flags::FILENAME_TRUNCATED, b"/bin/\xff");
-        let Body::SyscallExit { name: Some(n), ret: -2, faults: Some((9, 1)), .. } = decode(&bytes_of(&r)).unwrap().body else {
-            panic!()
-        };
+        let Body::SyscallExit { name: Some(n), ret: -2, faults: Some((9, 1)), .. } = decode(&bytes_of(&r)).unwrap().body else { panic!() };
         assert_eq!(n, Name { bytes: b"/bin/\xff".to_vec(), truncated: true, unreadable: false });
         let ok = exit_record(0, traced_syscall::EXECVE, 0, b"");
         assert!(matches!(decode(&bytes_of(&ok)).unwrap().body, Body::SyscallExit { name: None, ret: 0, .. }));
         let fork = exit_record(77, traced_syscall::CLONE3, 0, b"");
-        assert!(matches!(
-            decode(&bytes_of(&fork)).unwrap().body,
-            Body::SyscallExit { name: None, syscall: TracedSyscall::Clone3, .. }
-        ));
+        assert!(matches!(decode(&bytes_of(&fork)).unwrap().body, Body::SyscallExit { name: None, syscall: TracedSyscall::Clone3, .. }));
     }
 
     #[test]
     fn decodes_path_records() {
         let mut filename = [0; FILENAME_CAP];
         filename[..4].copy_from_slice(b"/t/x");
-        let r = PathRecord {
-            header: header(kind::LOADED, 3_000, 10, 10),
-            old_pid: 12,
-            flags: 0,
-            filename_len: 4,
-            _reserved: 0,
-            filename,
-        };
+        let r = PathRecord { header: header(kind::LOADED, 3_000, 10, 10), old_pid: 12, flags: 0, filename_len: 4, _reserved: 0, filename };
         let name = Some(Name { bytes: b"/t/x".to_vec(), ..Name::default() });
         assert_eq!(decode(&bytes_of(&r)).unwrap(), Record { head: head(3_000, 10, 10), body: Body::Loaded { old_pid: 12, name } });
         let r = PathRecord { header: header(kind::NO_RETURN, 2_000, 10, 10), filename_len: 0, ..r };
@@ -343,8 +326,7 @@ mod tests {
         assert!(err.contains("unknown record kind 99"), "{err}");
         h.kind = kind::SYSCALL_EXIT;
         assert!(decode(&bytes_of(&h)).unwrap_err().to_string().contains("shorter"));
-        let bad =
-            SyscallEnterRecord { header: header(kind::SYSCALL_ENTER, 1, 1, 1), min_flt: 0, maj_flt: 0, syscall: 42, flags: 0 };
+        let bad = SyscallEnterRecord { header: header(kind::SYSCALL_ENTER, 1, 1, 1), min_flt: 0, maj_flt: 0, syscall: 42, flags: 0 };
         assert!(decode(&bytes_of(&bad)).unwrap_err().to_string().contains("unknown syscall code 42"));
     }
 }

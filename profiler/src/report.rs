@@ -121,15 +121,7 @@ pub fn human_ns(ns: f64) -> String {
 
 fn dist_cells(d: &Distribution) -> String {
     let c = |ns: u64| human_ns(ns as f64);
-    format!(
-        "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        c(d.min_ns),
-        c(d.p50_ns),
-        c(d.p90_ns),
-        c(d.p99_ns),
-        c(d.max_ns),
-        human_ns(d.mean_ns)
-    )
+    format!("{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", c(d.min_ns), c(d.p50_ns), c(d.p90_ns), c(d.p99_ns), c(d.max_ns), human_ns(d.mean_ns))
 }
 
 pub fn render(r: &RunReport) -> String {
@@ -158,7 +150,11 @@ fn render_header(o: &mut String, r: &RunReport) {
         let _ = writeln!(o, "PARTIAL   {why}: the figures cover the run up to that point");
     }
     if r.losses.total() > 0 {
-        let _ = writeln!(o, "INCOMPLETE {} records lost or unjoined (see the table at the end): the figures are not the whole run's", r.losses.total());
+        let _ = writeln!(
+            o,
+            "INCOMPLETE {} records lost or unjoined (see the table at the end): the figures are not the whole run's",
+            r.losses.total()
+        );
     }
     let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.execprof_version);
     match &r.chain {
@@ -186,7 +182,11 @@ fn render_header(o: &mut String, r: &RunReport) {
     }
     match &r.source {
         Source::Live { recording: Some(f), ready_ms } => {
-            let _ = writeln!(o, "report    live, ready {ready_ms} ms after the traced tree ended; recorded to {}", recording_facts(f, a.attempts));
+            let _ = writeln!(
+                o,
+                "report    live, ready {ready_ms} ms after the traced tree ended; recorded to {}",
+                recording_facts(f, a.attempts)
+            );
         }
         Source::Live { recording: None, ready_ms } => {
             let _ = writeln!(o, "report    live, ready {ready_ms} ms after the traced tree ended");
@@ -230,7 +230,6 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "  {:<12} {}", "", list.join(", "));
         }
     }
-
 }
 
 /// Successful execs before and after the point of no return.
@@ -248,7 +247,6 @@ fn render_success_split(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "  ({} successful execs had no point-of-no-return time)", split.unsplit);
         }
     }
-
 }
 
 /// Per chain step: failed attempts, the successful exec, user space.
@@ -296,7 +294,6 @@ fn render_chain(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "  {note}");
         }
     }
-
 }
 
 /// Fork-family calls of the tree.
@@ -304,7 +301,11 @@ fn render_fork_calls(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
     if !a.fork_calls.is_empty() {
         let _ = writeln!(o, "\nFork-family calls (latency = syscall enter to exit in the caller)");
-        let _ = writeln!(o, "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}", "syscall", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/call");
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}",
+            "syscall", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/call"
+        );
         for sp in &a.fork_calls {
             let faults = sp.minor_faults_per_call.map_or("-".into(), |f| format!("{f:.2}"));
             let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", sp.syscall.label(), sp.count, dist_cells(&sp.latency), faults);
@@ -313,7 +314,6 @@ fn render_fork_calls(o: &mut String, r: &RunReport) {
             }
         }
     }
-
 }
 
 /// Exact vs sampled phase shares.
@@ -333,7 +333,6 @@ fn render_agreement(o: &mut String, r: &RunReport) {
             );
         }
     }
-
 }
 
 /// Files exec'd.
@@ -350,7 +349,6 @@ fn render_files(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "  ... and {more} more (all in --json, up to {})", crate::analysis::MAX_FILES);
         }
     }
-
 }
 
 /// What was lost or unseen: always printed.
@@ -369,7 +367,13 @@ fn render_losses(o: &mut String, r: &RunReport) {
 
 fn render_exact(o: &mut String, x: &ExactTiming) {
     for oc in &x.outcomes {
-        let _ = writeln!(o, "\nExact per-function times: {} ({} attempts, exact mean {})", oc.outcome.label(), oc.attempts, human_ns(oc.mean_ns));
+        let _ = writeln!(
+            o,
+            "\nExact per-function times: {} ({} attempts, exact mean {})",
+            oc.outcome.label(),
+            oc.attempts,
+            human_ns(oc.mean_ns)
+        );
         if oc.functions.is_empty() {
             let _ = writeln!(o, "  no probed function ran inside these attempts");
         }

@@ -14,6 +14,7 @@ use crate::{
     analysis::{AnalysisContext, attribution::SymbolTable},
     exit::{Failure, code},
     export,
+    kernel_layout::TaskLayout,
     ksyms::KernelSymbols,
     launch::{Command, SuspendedChild},
     live::{self, Progress, SlowNotice},
@@ -24,7 +25,6 @@ use crate::{
     privileges,
     probes::RUN_PROBES,
     recording::{RecordingReader, RecordingWriter},
-    kernel_layout::TaskLayout,
     report::{self, RecordingFacts, RunReport, Source},
     symbolize::KernelSymbolizer,
     tracer::{Tracer, TracerOptions},
@@ -145,7 +145,8 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let attempts = pipeline.attempts();
     let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));
     let sampled = attached.sample_hz > 0;
-    let finished = pipeline.finish(|addrs| if sampled { SymbolTable::build(addrs, &KernelSymbolizer::new()) } else { SymbolTable::default() });
+    let finished =
+        pipeline.finish(|addrs| if sampled { SymbolTable::build(addrs, &KernelSymbolizer::new()) } else { SymbolTable::default() });
     let run_end = RunEnd {
         exit_status: end.status,
         command_wall_ns: end.command_wall_ns,
@@ -173,8 +174,12 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     let bytes = file.metadata().map_or(0, |m| m.len());
     let started = Instant::now();
     let mut reader = RecordingReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| bad(e.to_string()))?;
-    let meta: RunMeta = serde_json::from_value(reader.meta().clone())
-        .map_err(|e| bad(format!("its run metadata does not read as this execprof's ({e}); it was written by execprof {}", reader.meta()["execprof_version"])))?;
+    let meta: RunMeta = serde_json::from_value(reader.meta().clone()).map_err(|e| {
+        bad(format!(
+            "its run metadata does not read as this execprof's ({e}); it was written by execprof {}",
+            reader.meta()["execprof_version"]
+        ))
+    })?;
     let model = PhaseModel::builtin()?;
     let ctx = AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref() };
     let trace = open_trace(outputs.trace.as_deref(), &meta)?;
@@ -185,7 +190,8 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
         pipeline.record(r);
     }
     let trailer = reader.finish().map_err(|e| bad(e.to_string()))?;
-    let end: RunEnd = serde_json::from_value(trailer.end).map_err(|e| bad(format!("its end record does not read as this execprof's ({e})")))?;
+    let end: RunEnd =
+        serde_json::from_value(trailer.end).map_err(|e| bad(format!("its end record does not read as this execprof's ({e})")))?;
     let table = SymbolTable(trailer.symbols.into_iter().collect());
     let mut finished = pipeline.finish(|_| table);
     let mut errors = std::mem::take(&mut finished.output_errors);
@@ -277,7 +283,12 @@ fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
         }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !parent.is_dir() {
-            return Err(Failure::usage(format!("cannot write {}: {} is not a directory; create it first", path.display(), parent.display())).into());
+            return Err(Failure::usage(format!(
+                "cannot write {}: {} is not a directory; create it first",
+                path.display(),
+                parent.display()
+            ))
+            .into());
         }
     }
     if let Some(dir) = &outputs.folded
@@ -292,7 +303,8 @@ fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
 fn create_recording(path: &Path, meta: &RunMeta) -> Result<Recorder> {
     let file = File::create(path).with_context(|| format!("creating the recording {}", path.display()))?;
     let meta = serde_json::to_value(meta)?;
-    let writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta).with_context(|| format!("writing the recording {}", path.display()))?;
+    let writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta)
+        .with_context(|| format!("writing the recording {}", path.display()))?;
     Ok(OutputFile { path: path.to_owned(), writer })
 }
 
@@ -336,9 +348,10 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain:
     let startup_note = if builtin_chain {
         Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned())
     } else {
-        tracer.attach_main(&command.program).err().map(|e| {
-            format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display())
-        })
+        tracer
+            .attach_main(&command.program)
+            .err()
+            .map(|e| format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display()))
     };
     let mode = Mode::new(exact_plan.as_ref().map(|p| p.functions.len()), sample_hz, mode_note);
     let sched_prepare_exec = crate::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());

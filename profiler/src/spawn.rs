@@ -218,7 +218,14 @@ fn spawn(method: Method, spec: &ChildSpec, clone_stack: &mut [u8]) -> Result<lib
                 libc::posix_spawn_file_actions_init(&mut actions);
                 libc::posix_spawn_file_actions_adddup2(&mut actions, spec.shared_fd, 3);
                 let mut pid = 0;
-                let r = libc::posix_spawn(&mut pid, spec.program, &actions, std::ptr::null(), spec.argv.as_ptr() as *const *mut _, spec.envp.as_ptr() as *const *mut _);
+                let r = libc::posix_spawn(
+                    &mut pid,
+                    spec.program,
+                    &actions,
+                    std::ptr::null(),
+                    spec.argv.as_ptr() as *const *mut _,
+                    spec.envp.as_ptr() as *const *mut _,
+                );
                 libc::posix_spawn_file_actions_destroy(&mut actions);
                 if r != 0 {
                     bail!("posix_spawn failed: {}", std::io::Error::from_raw_os_error(r));
@@ -227,7 +234,12 @@ fn spawn(method: Method, spec: &ChildSpec, clone_stack: &mut [u8]) -> Result<lib
             }
             Method::CloneVfork => {
                 let top = clone_stack.as_mut_ptr().add(clone_stack.len() & !15);
-                libc::clone(clone_child, top as *mut libc::c_void, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, spec as *const ChildSpec as *mut libc::c_void)
+                libc::clone(
+                    clone_child,
+                    top as *mut libc::c_void,
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    spec as *const ChildSpec as *mut libc::c_void,
+                )
             }
         }
     };
@@ -335,6 +347,9 @@ pub fn render(r: &SpawnReport, traced: bool) -> String {
             human_ns(m.reaped_ns.p50_ns as f64)
         );
     }
-    let _ = writeln!(o, "  start: spawn call → the child's first instruction (its clock read); returned: → the call returned in the parent; reaped: → waitpid returned");
+    let _ = writeln!(
+        o,
+        "  start: spawn call → the child's first instruction (its clock read); returned: → the call returned in the parent; reaped: → waitpid returned"
+    );
     o
 }

@@ -2,7 +2,10 @@
 use anyhow::{Context as _, Result};
 use blazesym::{
     MaybeDefault,
-    symbolize::{Input, Symbolizer as Blazesym, source::{Kernel, Source}},
+    symbolize::{
+        Input, Symbolizer as Blazesym,
+        source::{Kernel, Source},
+    },
 };
 
 use crate::analysis::attribution::Symbolizer;

@@ -69,7 +69,10 @@ pub struct ChainWorkload {
 
 impl ChainWorkload {
     pub fn prepare(spec: ChainSpec) -> Result<Self> {
-        let dir = tempfile::Builder::new().prefix("execprof-chain.").tempdir().context("creating a temporary directory for the built-in workload")?;
+        let dir = tempfile::Builder::new()
+            .prefix("execprof-chain.")
+            .tempdir()
+            .context("creating a temporary directory for the built-in workload")?;
         for i in 1..=spec.misses_per_step() {
             std::fs::create_dir(dir.path().join(format!("miss{i}")))?;
         }

@@ -9,12 +9,20 @@ fn execprof() -> Command {
 
 #[test]
 fn unknown_option_is_a_usage_error() {
-    execprof().args(["run", "--no-such-option"]).assert().code(2).stderr(predicate::str::contains("unexpected argument '--no-such-option'"));
+    execprof()
+        .args(["run", "--no-such-option"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unexpected argument '--no-such-option'"));
 }
 
 #[test]
 fn steps_conflict_with_a_command() {
-    execprof().args(["run", "--steps", "5", "--", "/bin/true"]).assert().code(2).stderr(predicate::str::contains("cannot be used with a command"));
+    execprof()
+        .args(["run", "--steps", "5", "--", "/bin/true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with a command"));
 }
 
 #[test]
@@ -37,14 +45,18 @@ fn without_privileges_run_names_the_capabilities_and_sudo() {
         Command::new(exe)
     };
     cmd.args(["run", "--", "/bin/touch"]).arg(&marker_path);
-    cmd.assert()
-        .code(3)
-        .stderr(predicate::str::contains("CAP_BPF").and(predicate::str::contains("CAP_PERFMON")).and(predicate::str::contains("sudo execprof")));
+    cmd.assert().code(3).stderr(
+        predicate::str::contains("CAP_BPF").and(predicate::str::contains("CAP_PERFMON")).and(predicate::str::contains("sudo execprof")),
+    );
     assert!(!marker_path.exists(), "the command ran although tracing was not possible");
 }
 
 #[test]
 fn chain_option_limits_are_usage_errors() {
     execprof().args(["bench", "chain", "--env-size", "200000"]).assert().code(2).stderr(predicate::str::contains("at most 131072"));
-    execprof().args(["bench", "chain", "--direct", "--misses", "3"]).assert().code(2).stderr(predicate::str::contains("--direct does no PATH search"));
+    execprof()
+        .args(["bench", "chain", "--direct", "--misses", "3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--direct does no PATH search"));
 }

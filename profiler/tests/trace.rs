@@ -80,10 +80,7 @@ fn chain_without_misses_has_no_enoent() {
 fn follows_forks_of_grandchildren_and_nothing_outside_the_tree() {
     require_root!();
     let m = 40;
-    let mut outsider = StdCommand::new("/bin/sh")
-        .args(["-c", "while :; do /bin/false; done"])
-        .spawn()
-        .unwrap();
+    let mut outsider = StdCommand::new("/bin/sh").args(["-c", "while :; do /bin/false; done"]).spawn().unwrap();
     let script = format!("/bin/sh -c 'i=0; while [ $i -lt {m} ]; do /bin/true; i=$((i+1)); done'");
     let (v, out) = run_json(&["--", "/bin/sh", "-c", &script]);
     outsider.kill().unwrap();
@@ -217,16 +214,18 @@ fn sampled_attribution_puts_failed_lookups_in_lookup_and_successes_in_image_work
     let lookup = samples_in(&enoent, "lookup");
     assert!(lookup as f64 >= 0.9 * in_exec as f64, "lookup {lookup} of {in_exec} exec-phase samples");
     // No mm set-up and no argument copying in a failed lookup since 6.8.
-    let mm_functions = ["mm_alloc", "mm_init", "pgd_alloc", "__bprm_mm_init", "bprm_mm_init", "copy_strings", "copy_string_kernel", "get_arg_page"];
+    let mm_functions =
+        ["mm_alloc", "mm_init", "pgd_alloc", "__bprm_mm_init", "bprm_mm_init", "copy_strings", "copy_string_kernel", "get_arg_page"];
     for p in enoent["phases"].as_array().unwrap() {
         for f in p["functions"].as_array().unwrap() {
             let name = f["function"].as_str().unwrap();
             assert!(!mm_functions.iter().any(|m| name.starts_with(m)), "mm set-up {name} in a failed lookup");
         }
     }
-    let faults = v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "enoent").unwrap()["minor_faults_per_attempt"]
-        .as_f64()
-        .unwrap();
+    let faults =
+        v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "enoent").unwrap()["minor_faults_per_attempt"]
+            .as_f64()
+            .unwrap();
     assert!(faults < 0.05, "ENOENT attempts took {faults} faults each");
 
     let success = outcome("success");
@@ -288,7 +287,12 @@ fn extra_environment_costs_argument_copying() {
     let (none, env64) = (args_phase("0"), args_phase("64"));
     let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
     let ratio = f(&env64, "ns_per_attempt") / f(&none, "ns_per_attempt");
-    assert!(ratio > 1.3, "argument copying per exec: {} ns with 64 vars vs {} ns without", f(&env64, "ns_per_attempt"), f(&none, "ns_per_attempt"));
+    assert!(
+        ratio > 1.3,
+        "argument copying per exec: {} ns with 64 vars vs {} ns without",
+        f(&env64, "ns_per_attempt"),
+        f(&none, "ns_per_attempt")
+    );
     assert!(f(&env64, "ns_per_attempt_low") > f(&none, "ns_per_attempt_high"), "intervals overlap: {env64} vs {none}");
 }
 
@@ -298,7 +302,21 @@ fn extra_environment_costs_argument_copying() {
 fn fork_calls_of_a_big_parent_spend_their_time_copying_the_mm() {
     require_root!();
     let exe = env!("CARGO_BIN_EXE_execprof");
-    let (v, out) = run_json(&["--sample-hz", "4999", "--", exe, "bench", "spawn", "--method", "fork-exec", "--mem", "512M", "--dirty", "--iterations", "10"]);
+    let (v, out) = run_json(&[
+        "--sample-hz",
+        "4999",
+        "--",
+        exe,
+        "bench",
+        "spawn",
+        "--method",
+        "fork-exec",
+        "--mem",
+        "512M",
+        "--dirty",
+        "--iterations",
+        "10",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let fork_calls = v["analysis"]["fork_calls"].as_array().unwrap();
     let clone = fork_calls.iter().find(|s| s["syscall"] == "clone").expect("glibc fork() is clone");

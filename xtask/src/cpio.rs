@@ -11,7 +11,19 @@ impl Cpio {
         let name_len = name.len() + 1;
         let header = format!(
             "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
-            self.ino, mode, 0, 0, 1, 0, data.len(), 0, 0, rdev.0, rdev.1, name_len, 0
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            rdev.0,
+            rdev.1,
+            name_len,
+            0
         );
         self.out.extend_from_slice(header.as_bytes());
         self.out.extend_from_slice(name.as_bytes());

@@ -136,9 +136,14 @@ fn bpf_linker() -> Result<()> {
         std::os::unix::fs::symlink(LIBLLVM, &so)?;
     }
     eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
-    run(Command::new("cargo")
-        .env("LLVM_PREFIX", LLVM_PREFIX)
-        .args(["install", "--locked", &format!("bpf-linker@{BPF_LINKER_VERSION}"), "--no-default-features", "--features", "llvm-22"]))
+    run(Command::new("cargo").env("LLVM_PREFIX", LLVM_PREFIX).args([
+        "install",
+        "--locked",
+        &format!("bpf-linker@{BPF_LINKER_VERSION}"),
+        "--no-default-features",
+        "--features",
+        "llvm-22",
+    ]))
 }
 
 fn run_builtin(args: &[String]) -> Result<()> {

@@ -189,8 +189,10 @@ pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> 
         );
     }
     let report = between(&console, "EXECPROF-REPORT-BEGIN", "EXECPROF-REPORT-END").unwrap_or_default().replace('\r', "");
-    let json_text = between(&console, "EXECPROF-JSON-BEGIN", "EXECPROF-JSON-END").ok_or_else(|| anyhow!("guest {label}: no JSON on the console"))?;
-    let json: serde_json::Value = serde_json::from_str(&json_text.replace('\r', "")).with_context(|| format!("guest {label}: JSON does not parse"))?;
+    let json_text =
+        between(&console, "EXECPROF-JSON-BEGIN", "EXECPROF-JSON-END").ok_or_else(|| anyhow!("guest {label}: no JSON on the console"))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&json_text.replace('\r', "")).with_context(|| format!("guest {label}: JSON does not parse"))?;
     std::fs::write(work.join("report.txt"), &report)?;
     std::fs::write(work.join("run.json"), serde_json::to_string_pretty(&json)?)?;
     Ok(GuestRun { kernel: label.to_owned(), package, report, json })
@@ -207,16 +209,29 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     };
     let mode = v["mode"]["functions_mode"].as_str().unwrap_or("");
     check(mode.starts_with("exact"), format!("auto mode chose exact mode (got {mode:?})"));
-    let outcome = |name: &str| v["analysis"]["outcomes"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == name)).cloned().unwrap_or_default();
+    let outcome = |name: &str| {
+        v["analysis"]["outcomes"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == name)).cloned().unwrap_or_default()
+    };
     let (steps, misses) = (u64::from(opts.steps), u64::from(opts.misses));
-    check(outcome("enoent")["count"] == steps * misses, format!("ENOENT attempts = {} (want {})", outcome("enoent")["count"], steps * misses));
+    check(
+        outcome("enoent")["count"] == steps * misses,
+        format!("ENOENT attempts = {} (want {})", outcome("enoent")["count"], steps * misses),
+    );
     check(outcome("success")["count"] == steps + 1, format!("successful execs = {} (want {})", outcome("success")["count"], steps + 1));
     let lost: u64 = v["losses"].as_array().map_or(0, |a| a.iter().filter_map(|p| p[1].as_u64()).sum());
     check(lost == 0, format!("{lost} events lost"));
 
-    let exact_enoent = v["analysis"]["exact"]["outcomes"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "enoent")).cloned().unwrap_or_default();
+    let exact_enoent = v["analysis"]["exact"]["outcomes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|o| o["outcome"] == "enoent"))
+        .cloned()
+        .unwrap_or_default();
     let calls = |f: &str| {
-        exact_enoent["functions"].as_array().and_then(|a| a.iter().find(|x| x["function"] == f)).and_then(|x| x["calls_per_attempt"].as_f64()).unwrap_or(0.0)
+        exact_enoent["functions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["function"] == f))
+            .and_then(|x| x["calls_per_attempt"].as_f64())
+            .unwrap_or(0.0)
     };
     let faults = outcome("enoent")["minor_faults_per_attempt"].as_f64().unwrap_or(f64::NAN);
     check(calls("do_open_execat") >= 0.99, format!("do_open_execat runs in every failed attempt ({:.2}/attempt)", calls("do_open_execat")));
@@ -225,11 +240,17 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     let before_68 = version.as_slice() < [6, 8].as_slice();
     if before_68 {
         check(calls("mm_alloc") >= 0.99, format!("failed attempts set up an mm before 6.8 (mm_alloc {:.2}/attempt)", calls("mm_alloc")));
-        check(calls("copy_strings") >= 0.99, format!("failed attempts copy arguments before 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")));
+        check(
+            calls("copy_strings") >= 0.99,
+            format!("failed attempts copy arguments before 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")),
+        );
         check((0.5..2.0).contains(&faults), format!("about one fault per failed attempt before 6.8 (got {faults:.2})"));
     } else {
         check(calls("mm_alloc") == 0.0, format!("no mm set-up in failed attempts since 6.8 (mm_alloc {:.2}/attempt)", calls("mm_alloc")));
-        check(calls("copy_strings") == 0.0, format!("no argument copying in failed attempts since 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")));
+        check(
+            calls("copy_strings") == 0.0,
+            format!("no argument copying in failed attempts since 6.8 (copy_strings {:.2}/attempt)", calls("copy_strings")),
+        );
         check(faults < 0.1, format!("no fault in failed attempts since 6.8 (got {faults:.2})"));
     }
     // Large phases (a fifth or more of a successful exec's exec-phase samples): the exact share
@@ -238,7 +259,8 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     // caller's self time, which TCG inflates (run to run the 95% intervals alone missed by up
     // to 2 points). It still catches a phase misattributed by a large margin. The report's
     // "Exact vs sampled" table shows every phase.
-    let agreement = v["analysis"]["agreement"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "success")).cloned().unwrap_or_default();
+    let agreement =
+        v["analysis"]["agreement"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "success")).cloned().unwrap_or_default();
     let mut large = 0;
     for p in agreement["phases"].as_array().into_iter().flatten() {
         let f = |k: &str| p[k].as_f64().unwrap_or(f64::NAN);

@@ -6,7 +6,11 @@
 //! mapping, for one); the table shows it rather than hiding it.
 use serde::Serialize;
 
-use super::{attribution::{SampledAttribution, wilson}, exact::ExactTiming, outcome::Outcome};
+use super::{
+    attribution::{SampledAttribution, wilson},
+    exact::ExactTiming,
+    outcome::Outcome,
+};
 
 /// Phases outside the exec path proper.
 const NOT_EXEC: &[&str] = &["tracer", "other"];
@@ -65,12 +69,22 @@ pub fn compare(exact: &ExactTiming, sampled: &SampledAttribution) -> Vec<Outcome
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis::{attribution::{Estimate, OutcomeAttribution, PhaseLine}, exact::{OutcomeTiming, PhaseTiming}},
+    use crate::analysis::{
+        attribution::{Estimate, OutcomeAttribution, PhaseLine},
+        exact::{OutcomeTiming, PhaseTiming},
     };
 
     fn est(samples: u64) -> Estimate {
-        Estimate { samples, share: 0.0, share_low: 0.0, share_high: 0.0, ns_per_attempt: 0.0, ns_per_attempt_low: 0.0, ns_per_attempt_high: 0.0, few_samples: false }
+        Estimate {
+            samples,
+            share: 0.0,
+            share_low: 0.0,
+            share_high: 0.0,
+            ns_per_attempt: 0.0,
+            ns_per_attempt_low: 0.0,
+            ns_per_attempt_high: 0.0,
+            few_samples: false,
+        }
     }
 
     #[test]

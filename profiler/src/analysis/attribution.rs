@@ -241,8 +241,7 @@ impl SampleTally {
                         .iter()
                         .map(|(f, &n)| FunctionLine { function: (*f).to_owned(), estimate: Estimate::new(n, total, mean_ns) })
                         .collect();
-                    functions
-                        .sort_by(|a, b| b.estimate.samples.cmp(&a.estimate.samples).then_with(|| a.function.cmp(&b.function)));
+                    functions.sort_by(|a, b| b.estimate.samples.cmp(&a.estimate.samples).then_with(|| a.function.cmp(&b.function)));
                     PhaseLine {
                         phase: p.name.clone(),
                         label: p.label.clone(),

@@ -158,8 +158,7 @@ impl ExactTally {
                 })
                 .collect();
             functions.sort_by(|a, b| {
-                let order =
-                    |f: &FunctionTiming| f.phase.as_deref().and_then(|p| model.phase_by_name(p)).map_or(usize::MAX, |p| p.index());
+                let order = |f: &FunctionTiming| f.phase.as_deref().and_then(|p| model.phase_by_name(p)).map_or(usize::MAX, |p| p.index());
                 order(a).cmp(&order(b)).then(b.inclusive_ns.total_ns.cmp(&a.inclusive_ns.total_ns)).then(a.function.cmp(&b.function))
             });
             let phases = model
@@ -199,7 +198,13 @@ mod tests {
             functions: names
                 .iter()
                 .enumerate()
-                .map(|(i, n)| ProbedFunction { slot: i as u32, function: (*n).into(), raw_name: (*n).into(), address: 0, by_address: false })
+                .map(|(i, n)| ProbedFunction {
+                    slot: i as u32,
+                    function: (*n).into(),
+                    raw_name: (*n).into(),
+                    address: 0,
+                    by_address: false,
+                })
                 .collect(),
             ..Default::default()
         }

@@ -299,7 +299,14 @@ mod tests {
     #[test]
     fn counts_processes_and_threads_from_new_tasks() {
         let new = |thread| {
-            Event::TaskNew(TaskNew { ts_ns: 0, parent_pid: 1, parent_tgid: 1, child_pid: 2, child_tgid: if thread { 1 } else { 2 }, thread })
+            Event::TaskNew(TaskNew {
+                ts_ns: 0,
+                parent_pid: 1,
+                parent_tgid: 1,
+                child_pid: 2,
+                child_tgid: if thread { 1 } else { 2 },
+                thread,
+            })
         };
         let events = vec![new(false), new(false), new(true), Event::Exec(test_support::attempt(1, 0, 10, 0, None))];
         let a = plain(&events);

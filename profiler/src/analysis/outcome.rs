@@ -189,7 +189,12 @@ mod tests {
 
     #[test]
     fn counts_latency_and_faults_per_outcome() {
-        let a = [attempt(1, 0, 1_000, -2, Some(0)), attempt(1, 2_000, 4_000, -2, Some(2)), attempt(1, 5_000, 50_000, 0, Some(30)), attempt(1, 60_000, 60_100, -7, None)];
+        let a = [
+            attempt(1, 0, 1_000, -2, Some(0)),
+            attempt(1, 2_000, 4_000, -2, Some(2)),
+            attempt(1, 5_000, 50_000, 0, Some(30)),
+            attempt(1, 60_000, 60_100, -7, None),
+        ];
         let mut o = Outcomes::default();
         a.iter().for_each(|x| o.add(x));
         let s = o.summaries();
