@@ -73,10 +73,10 @@ pub fn mount_pseudo_fs(fstype: &std::ffi::CStr, target: &std::ffi::CStr) -> anyh
 /// The lockdown mode lives in securityfs, which some systems do not mount; `doctor` mounts it
 /// (as root) so it can say which mode is active.
 pub fn ensure_securityfs() {
-    if !std::path::Path::new("/sys/kernel/security/lockdown").exists() {
-        if let Err(e) = mount_pseudo_fs(c"securityfs", c"/sys/kernel/security") {
-            log::debug!("{e:#}");
-        }
+    if !std::path::Path::new("/sys/kernel/security/lockdown").exists()
+        && let Err(e) = mount_pseudo_fs(c"securityfs", c"/sys/kernel/security")
+    {
+        log::debug!("{e:#}");
     }
 }
 

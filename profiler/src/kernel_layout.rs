@@ -46,13 +46,13 @@ impl TaskLayout {
 pub fn member_offset(btf: &Btf, name: &str, field: &str) -> Result<u64> {
     let types = btf.resolve_types_by_name(name).with_context(|| format!("struct {name} is not in the kernel's BTF"))?;
     for ty in types {
-        if let Type::Struct(s) = ty {
-            if let Some(bits) = find_in(btf, &s, field)? {
-                if bits % 8 != 0 {
-                    bail!("{name}.{field} is a bit field; execprof cannot read it");
-                }
-                return Ok(u64::from(bits / 8));
+        if let Type::Struct(s) = ty
+            && let Some(bits) = find_in(btf, &s, field)?
+        {
+            if bits % 8 != 0 {
+                bail!("{name}.{field} is a bit field; execprof cannot read it");
             }
+            return Ok(u64::from(bits / 8));
         }
     }
     bail!("field {name}.{field} is not in this kernel's BTF; this kernel's layout is not supported")
@@ -66,10 +66,10 @@ fn find_in(btf: &Btf, s: &btf_rs::Struct, field: &str) -> Result<Option<u32>> {
         }
         if member_name.is_empty() {
             let inner = btf.resolve_chained_type(m).map_err(|e| anyhow!("BTF: {e}"))?;
-            if let Type::Struct(inner) | Type::Union(inner) = inner {
-                if let Some(bits) = find_in(btf, &inner, field)? {
-                    return Ok(Some(m.bit_offset() + bits));
-                }
+            if let Type::Struct(inner) | Type::Union(inner) = inner
+                && let Some(bits) = find_in(btf, &inner, field)?
+            {
+                return Ok(Some(m.bit_offset() + bits));
             }
         }
     }

@@ -52,7 +52,9 @@ impl<W: Write> TraceWriter<W> {
         }
     }
 
-    fn slice(&mut self, name: &str, cat: &str, start: u64, end: u64, pid: u32, tid: u32, args: Option<Value>) {
+    /// A complete slice from `span.0` to `span.1` on thread `track` (pid, tid).
+    fn slice(&mut self, name: &str, cat: &str, span: (u64, u64), track: (u32, u32), args: Option<Value>) {
+        let ((start, end), (pid, tid)) = (span, track);
         let mut v = json!({"name": name, "cat": cat, "ph": "X", "ts": self.us(start), "dur": end.saturating_sub(start) as f64 / 1000.0, "pid": pid, "tid": tid});
         if let Some(a) = args {
             v["args"] = a;
@@ -74,22 +76,22 @@ impl<W: Write> TraceWriter<W> {
         if let Some(t) = self.after_success.remove(&a.tgid)
             && a.enter_ns > t
         {
-            self.slice("user space", "user", t, a.enter_ns, pid, a.pid, None);
+            self.slice("user space", "user", (t, a.enter_ns), (pid, a.pid), None);
         }
         if a.ret == 0 {
             self.after_success.insert(a.tgid, a.exit_ns);
         }
         let args =
             json!({ "filename": escape_name(&a.name.bytes), "ret": a.ret, "minor_faults": a.minor_faults, "major_faults": a.major_faults });
-        self.slice(&format!("exec {}", Outcome::of(a.ret).label()), "exec", a.enter_ns, a.exit_ns, pid, tid, Some(args));
+        self.slice(&format!("exec {}", Outcome::of(a.ret).label()), "exec", (a.enter_ns, a.exit_ns), (pid, tid), Some(args));
         if let Some(p) = a.prepare_ns {
-            self.slice("before point of no return", "exec.part", a.enter_ns, p, pid, tid, None);
-            self.slice("after point of no return", "exec.part", p, a.exit_ns, pid, tid, None);
+            self.slice("before point of no return", "exec.part", (a.enter_ns, p), (pid, tid), None);
+            self.slice("after point of no return", "exec.part", (p, a.exit_ns), (pid, tid), None);
         }
         for c in &a.inside.probed {
             let name =
                 self.plan.as_ref().and_then(|p| p.function_of(c.slot)).map_or_else(|| format!("slot {}", c.slot), |f| f.function.clone());
-            self.slice(&name, "function", c.enter_ns, c.exit_ns, pid, c.pid, None);
+            self.slice(&name, "function", (c.enter_ns, c.exit_ns), (pid, c.pid), None);
         }
         if let Some(n) = a.minor_faults.filter(|n| *n > 0) {
             self.instant(&format!("{n} page faults"), "faults", a.exit_ns, pid, tid, Some(json!({"minor": n, "major": a.major_faults})));
@@ -123,9 +125,9 @@ impl<W: Write> EventSink for TraceWriter<W> {
             Event::ForkCall(s) => {
                 self.threads.insert((s.tgid, s.pid));
                 let args = json!({"ret": s.ret, "minor_faults": s.minor_faults});
-                self.slice(s.syscall.label(), "fork-call", s.enter_ns, s.exit_ns, s.tgid, s.pid, Some(args));
+                self.slice(s.syscall.label(), "fork-call", (s.enter_ns, s.exit_ns), (s.tgid, s.pid), Some(args));
             }
-            Event::OffCpu(o) => self.slice("off-CPU", "offcpu", o.start_ns, o.end_ns, o.tgid, o.pid, None),
+            Event::OffCpu(o) => self.slice("off-CPU", "offcpu", (o.start_ns, o.end_ns), (o.tgid, o.pid), None),
             Event::Main(m) => self.instant("main", "main", m.ts_ns, m.tgid, m.pid, None),
             Event::TaskExit(x) => {
                 if x.group_dead {
@@ -146,7 +148,7 @@ mod tests {
     fn one_exec_slice_per_attempt_with_parts_faults_and_user_gaps() {
         let mut ok = attempt(7, 1_000, 41_000, 0, Some(3));
         ok.prepare_ns = Some(11_000);
-        let events = vec![
+        let events = [
             Event::TaskNew(TaskNew { ts_ns: 500, parent_pid: 6, parent_tgid: 6, child_pid: 7, child_tgid: 7, thread: false }),
             Event::Exec(ok),
             Event::Exec(attempt(7, 50_000, 51_500, -2, Some(0))),

@@ -278,10 +278,10 @@ impl PhaseModel {
     pub fn attribute<S: AsRef<str>>(&self, frames: &[S]) -> Attribution {
         let mut strong = None;
         let mut weak = None;
-        if let Some(tracer) = self.tracer {
-            if let Some(frame) = frames.iter().position(|f| self.frame_class(f.as_ref()) == FrameClass::Overhead) {
-                return Attribution { phase: tracer, reason: AttributionReason::Overhead { frame } };
-            }
+        if let Some(tracer) = self.tracer
+            && let Some(frame) = frames.iter().position(|f| self.frame_class(f.as_ref()) == FrameClass::Overhead)
+        {
+            return Attribution { phase: tracer, reason: AttributionReason::Overhead { frame } };
         }
         for (index, frame) in frames.iter().enumerate() {
             match self.frame_class(frame.as_ref()) {
@@ -953,7 +953,7 @@ fault handle_mm_fault
         }
         // Every candidate gets a probe slot even with load_elf_binary present twice and
         // the two syscall entries skipped.
-        assert!(probes.len() - 2 + 1 <= profiler_common::limits::MAX_PROBED as usize, "{} candidates", probes.len());
+        assert!(probes.len() - 2 < profiler_common::limits::MAX_PROBED as usize, "{} candidates", probes.len());
 
         // Shipped rule sanity on realistic 6.18 stacks.
         let args = m.phase_by_name("args").unwrap();

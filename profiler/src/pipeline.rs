@@ -144,10 +144,10 @@ impl<'a> Pipeline<'a> {
         let unjoined = self.assembler.finish(&mut self.sinks);
         let table = symbols(&self.sinks.analyzer.stack_addresses());
         let mut output_errors: Vec<String> = self.recorder_error.into_iter().collect();
-        if let Some(t) = self.sinks.trace {
-            if let Err(e) = t.writer.finish().and_then(|mut w| w.flush()) {
-                output_errors.push(format!("writing the trace {} failed: {e}", t.path.display()));
-            }
+        if let Some(t) = self.sinks.trace
+            && let Err(e) = t.writer.finish().and_then(|mut w| w.flush())
+        {
+            output_errors.push(format!("writing the trace {} failed: {e}", t.path.display()));
         }
         Finished {
             analysis: self.sinks.analyzer.finish(&table),

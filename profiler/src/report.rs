@@ -379,8 +379,8 @@ fn render_exact(o: &mut String, x: &ExactTiming) {
         }
         let _ = writeln!(
             o,
-            "  {:<28} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
-            "function", "phase", "calls/att", "p50", "p99", "mean", "self", "called from"
+            "  {:<28} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}  called from",
+            "function", "phase", "calls/att", "p50", "p99", "mean", "self"
         );
         for f in &oc.functions {
             let d = &f.inclusive_ns;

@@ -159,6 +159,11 @@ fn ci() -> Result<()> {
     if !is_root() {
         eprintln!("xtask: not root: the BPF tests will be skipped (CI runs them as root)");
     }
+    // Hygiene gates first: they are cheap and say exactly what to fix.
+    run(Command::new("cargo").args(["fmt", "--all", "--check"]))
+        .context("cargo fmt --check found unformatted code: run `cargo fmt --all` and commit")?;
+    run(Command::new("cargo").args(["clippy", "--release", "--all-targets", "--", "-D", "warnings"]))
+        .context("clippy found warnings: fix them (or allow one with a reason) and commit")?;
     run(Command::new("cargo").args(["build", "--release"]))?;
     // One test thread: the root tests trace real workloads and time nothing, but two chains
     // competing for two cores make their runs slow for no gain.
