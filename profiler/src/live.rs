@@ -20,7 +20,12 @@ use tokio::{
     time::{MissedTickBehavior, interval},
 };
 
-use crate::{launch::RunningChild, meta::ExitStatus, pipeline::Pipeline, tracer::Tracer};
+use crate::{
+    launch::RunningChild,
+    meta::ExitStatus,
+    pipeline::Pipeline,
+    tracer::{EbpfLog, Tracer},
+};
 
 /// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a
 /// timer: at 10 ms and ~200k records/s the ring buffer holds far more than one period needs.
@@ -133,10 +138,12 @@ pub async fn trace(
     ring: RingBuf<MapData>,
     pipeline: &mut Pipeline<'_>,
     mut child: RunningChild,
+    logger: Option<EbpfLog>,
     released: Instant,
     progress: &mut Progress,
 ) -> Result<LiveEnd> {
     let mut ring = watch(ring).context("watching the ring buffer")?;
+    let mut logger = logger.map(watch).transpose().context("watching the eBPF side's log")?;
     let pidfd = watch(pidfd_open(child.pid())?).context("watching the traced command")?;
     let (mut sigint, mut sigterm, mut sighup) =
         (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
@@ -167,6 +174,12 @@ pub async fn trace(
                 } else {
                     guard.clear_ready();
                 }
+                None
+            }
+            r = async { logger.as_mut().expect("guarded by the select condition").readable_mut().await }, if logger.is_some() => {
+                let mut guard = r.context("waiting on the eBPF side's log")?;
+                guard.get_inner_mut().flush();
+                guard.clear_ready();
                 None
             }
             _ = sigint.recv() => Some("SIGINT"),
@@ -223,6 +236,9 @@ pub async fn trace(
     }
     // The last records of the tree are in the buffer already.
     drain(ring.get_mut(), pipeline);
+    if let Some(l) = &mut logger {
+        l.get_mut().flush();
+    }
     progress.clear();
     let (status, command_wall_ns) = match status {
         Some(s) => s,

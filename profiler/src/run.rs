@@ -126,6 +126,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let trace = open_trace(cfg.outputs.trace.as_deref(), &meta)?;
     let mut pipeline = Pipeline::new(ctx, trace, recorder, Some(child.pid()));
     let ring = attached.tracer.take_ring()?;
+    let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
 
     let released = Instant::now();
@@ -136,7 +137,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
             return Err(failure.into());
         }
     };
-    let end = runtime.block_on(live::trace(&attached.tracer, ring, &mut pipeline, running, released, &mut progress))?;
+    let end = runtime.block_on(live::trace(&attached.tracer, ring, &mut pipeline, running, logger, released, &mut progress))?;
     drop(runtime);
     live::exit_on_signal_while_reporting();
     let tree_ended = Instant::now();

@@ -30,8 +30,13 @@ pub struct Tracer {
     ids: Array<MapData, [u8; IDS_PER_ENTRY]>,
     tree_alive: PerCpuArray<MapData, i64>,
     counters: PerCpuArray<MapData, u64>,
+    /// Diagnostics from the eBPF side (`-v` only), for the event loop to drain.
+    logger: Option<EbpfLog>,
     pub attach: AttachOutcome,
 }
+
+/// aya-log's reader of the eBPF side's log ring buffer.
+pub type EbpfLog = aya_log::EbpfLogger<&'static dyn log::Log>;
 
 impl Tracer {
     pub fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
@@ -40,7 +45,17 @@ impl Tracer {
         let ids = take_map(&mut ebpf, names::MAP_IDS)?;
         let tree_alive = take_map(&mut ebpf, names::MAP_TREE_ALIVE)?;
         let counters = take_map(&mut ebpf, names::MAP_COUNTERS)?;
-        Ok(Self { ebpf, ids, tree_alive, counters, attach })
+        // Diagnostics from the eBPF side (rare paths only); a missing logger is not an error.
+        let logger = opts
+            .verbose
+            .then(|| aya_log::EbpfLogger::init(&mut ebpf))
+            .and_then(|r| r.map_err(|e| log::debug!("eBPF logger not started: {e}")).ok());
+        Ok(Self { ebpf, ids, tree_alive, counters, logger, attach })
+    }
+
+    /// The eBPF side's logger, when `-v` asked for one (once).
+    pub fn take_logger(&mut self) -> Option<EbpfLog> {
+        self.logger.take()
     }
 
     /// Puts a process into the traced set: its execs and its descendants are recorded. Call
@@ -173,14 +188,7 @@ pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
     if opts.verbose {
         loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
     }
-    let mut ebpf = loader.load(EBPF_OBJECT).context("loading execprof's eBPF object into the kernel")?;
-    if opts.verbose {
-        // Diagnostics from the eBPF side (rare paths only); a missing logger is not an error.
-        if let Err(e) = aya_log::EbpfLogger::init(&mut ebpf) {
-            log::debug!("eBPF logger not started: {e}");
-        }
-    }
-    Ok(ebpf)
+    loader.load(EBPF_OBJECT).context("loading execprof's eBPF object into the kernel")
 }
 
 pub fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
