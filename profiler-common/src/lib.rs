@@ -11,6 +11,8 @@ pub mod names {
     pub const MAP_IDS: &str = "IDS";
     pub const MAP_TREE_ALIVE: &str = "TREE_ALIVE";
     pub const MAP_COUNTERS: &str = "COUNTERS";
+    /// Exact mode: entry times of probed calls still open, per (thread, slot).
+    pub const MAP_CALL_ENTRIES: &str = "CALL_ENTRIES";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
@@ -108,10 +110,19 @@ pub mod counter {
     pub const OPEN_CALLS_FULL: u32 = 3;
     /// A traced thread's switch-out could not be remembered: that off-CPU interval is lost.
     pub const OFF_CPU_FULL: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// Exact mode: a probed function returned inside a traced call without its entry having
+    /// been seen (its time is lost).
+    pub const PROBED_RETURN_WITHOUT_ENTRY: u32 = 5;
+    pub const COUNT: u32 = 6;
 
-    pub const NAMES: [&str; COUNT as usize] =
-        ["ring buffer full", "traced-process table full", "file name unreadable", "open probed calls table full", "off-CPU table full"];
+    pub const NAMES: [&str; COUNT as usize] = [
+        "ring buffer full",
+        "traced-process table full",
+        "file name unreadable",
+        "open probed calls table full",
+        "off-CPU table full",
+        "probed return without entry",
+    ];
 }
 
 /// Slots of the doctor's hit counters (`DOCTOR_HITS`), one per attach mechanism tried.

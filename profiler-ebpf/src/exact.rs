@@ -40,7 +40,13 @@ fn ret(slot: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
     let (pid, tgid) = task::current_ids();
     let k = key(pid, slot);
-    let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else { return };
+    let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else {
+        // System-wide helpers return all the time; only a traced call's missing entry is a loss.
+        if maps::is_traced(tgid) && maps::in_call(pid) {
+            maps::count(counter::PROBED_RETURN_WITHOUT_ENTRY);
+        }
+        return;
+    };
     let _ = CALL_ENTRIES.remove(&k);
     let rec = ProbedCallRecord {
         header: RecordHeader { kind: kind::PROBED_CALL, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },

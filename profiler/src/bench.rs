@@ -145,11 +145,15 @@ pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) 
 
     use crate::analysis::stats::Distribution;
     let mut o = String::new();
-    let _ = writeln!(o, "\nSpawn call: the benchmark's clock vs the kernel's (syscall enter to exit), medians");
+    let _ = writeln!(
+        o,
+        "\nSpawn call: the benchmark's clock vs the kernel's (syscall enter to exit), medians; difference: median of the per-call differences"
+    );
     let _ = writeln!(o, "  {:<22} {:>8} {:>12} {:>12} {:>12}  syscall", "method", "matched", "benchmark", "kernel", "difference");
     for m in &report.results {
         let mut driver = Vec::new();
         let mut kernel = Vec::new();
+        let mut differences: Vec<i64> = Vec::new();
         let mut syscalls = std::collections::BTreeSet::new();
         for &(t0, t_ret) in &m.calls {
             // The spawn syscall the call made: inside the call's window; a C library may
@@ -157,6 +161,7 @@ pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) 
             if let Some(k) = calls.iter().find(|c| c.enter_ns >= t0 && c.exit_ns <= t_ret) {
                 driver.push(t_ret - t0);
                 kernel.push(k.duration_ns());
+                differences.push((t_ret - t0) as i64 - k.duration_ns() as i64);
                 syscalls.insert(k.syscall.label());
             }
         }
@@ -164,6 +169,9 @@ pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) 
             let _ = writeln!(o, "  {:<22} {:>8}", m.method.label(), 0);
             continue;
         };
+        // The median of the per-call differences, not the difference of the medians.
+        differences.sort_unstable();
+        let difference = differences[differences.len() / 2];
         let _ = writeln!(
             o,
             "  {:<22} {:>8} {:>12} {:>12} {:>12}  {}",
@@ -171,7 +179,7 @@ pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) 
             d.count,
             human_ns(d.p50_ns as f64),
             human_ns(k.p50_ns as f64),
-            human_ns(d.p50_ns as f64 - k.p50_ns as f64),
+            human_ns(difference as f64),
             syscalls.into_iter().collect::<Vec<_>>().join(",")
         );
     }

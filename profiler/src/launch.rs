@@ -32,13 +32,17 @@ impl Command {
 fn resolve_program(name: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, Failure> {
     if name.as_bytes().contains(&b'/') {
         let p = PathBuf::from(name);
+        // As a shell: 127 only when the file is not there, 126 with the reason otherwise
+        // (a directory, a path through a non-directory, a symlink loop, a name too long).
         return match p.metadata() {
+            Ok(m) if m.is_dir() => Err(Failure::not_executable(&p, "is a directory")),
             Ok(_) => Ok(p),
-            Err(_) => Err(Failure::not_found(name)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::not_found(name)),
+            Err(e) => Err(Failure::not_executable(&p, &os_reason(&e))),
         };
     }
     let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
-    let mut non_executable = None;
+    let mut unusable = None;
     for dir in std::env::split_paths(path) {
         let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
         let candidate = dir.join(name);
@@ -46,13 +50,22 @@ fn resolve_program(name: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, Failur
             if meta.is_file() && is_executable(&candidate) {
                 return Ok(candidate);
             }
-            non_executable.get_or_insert(candidate);
+            let why = if meta.is_dir() { "is a directory" } else { "permission denied" };
+            unusable.get_or_insert((candidate, why));
         }
     }
-    match non_executable {
-        Some(p) => Err(Failure::not_executable(&p, "permission denied")),
+    match unusable {
+        Some((p, why)) => Err(Failure::not_executable(&p, why)),
         None => Err(Failure::not_found(name)),
     }
+}
+
+/// The OS's reason without Rust's "(os error N)" suffix, lower-cased like a shell's.
+fn os_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -178,7 +191,7 @@ impl SuspendedChild {
             let err = std::io::Error::from_raw_os_error(errno);
             let failure = match errno {
                 libc::ENOENT => Failure::not_found(self.program.as_os_str()),
-                _ => Failure::not_executable(&self.program, &err.to_string()),
+                _ => Failure::not_executable(&self.program, &os_reason(&err)),
             };
             return Err((running, failure));
         }
@@ -262,6 +275,17 @@ mod tests {
         assert_eq!(resolve_program(OsStr::new("no-such-tool"), Some(&path)).unwrap_err().code, 127);
         assert_eq!(resolve_program(OsStr::new("data"), Some(&path)).unwrap_err().code, 126);
         assert_eq!(resolve_program(OsStr::new("/no/such/file"), Some(&path)).unwrap_err().code, 127);
+        let in_dir = |p: &Path| resolve_program(p.as_os_str(), Some(&path)).unwrap_err();
+        let e = in_dir(dir.path());
+        assert_eq!((e.code, e.message.contains("is a directory")), (126, true), "{}", e.message);
+        let e = in_dir(&noexec.join("x"));
+        assert_eq!((e.code, e.message.contains("not a directory")), (126, true), "{}", e.message);
+        let e = in_dir(&dir.path().join("n".repeat(300)));
+        assert_eq!((e.code, e.message.contains("name too long")), (126, true), "{}", e.message);
+        let l = dir.path().join("loop");
+        std::os::unix::fs::symlink(&l, &l).unwrap();
+        let e = in_dir(&l);
+        assert_eq!((e.code, e.message.contains("symbolic links")), (126, true), "{}", e.message);
     }
 
     #[test]

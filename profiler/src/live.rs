@@ -261,24 +261,27 @@ fn tree(pipeline: &Pipeline<'_>, child: &RunningChild) -> Vec<u32> {
 }
 
 /// While the report is being made, a signal ends execprof at once (the traced tree is gone
-/// already), saying so on one line.
-pub fn exit_on_signal_while_reporting() {
-    extern "C" fn handler(_: libc::c_int) {
-        const MSG: &[u8] = b"\nexecprof: interrupted while making the report; exiting without it\n";
-        // SAFETY: write and _exit are async-signal-safe.
-        unsafe {
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            libc::_exit(130);
+/// already), saying so on one line and removing `cleanup` (the built-in chain's directory).
+/// The signals are blocked in this thread, and so in every thread started after it, and
+/// taken by a thread of their own, where removing files is safe.
+pub fn exit_on_signal_while_reporting(cleanup: Vec<std::path::PathBuf>) {
+    // SAFETY: a sigset_t filled by sigemptyset/sigaddset and used by the pthread calls only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
         }
-    }
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installing a handler that only calls async-signal-safe functions.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = handler as *const () as usize;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        std::thread::spawn(move || {
+            let mut sig = 0;
+            libc::sigwait(&set, &mut sig);
+            eprintln!("\nexecprof: interrupted while making the report; exiting without it");
+            for dir in &cleanup {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            libc::_exit(128 + sig);
+        });
     }
 }
 

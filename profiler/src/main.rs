@@ -92,6 +92,15 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
         cli::ModeArg::Exact => ModeRequest::Exact,
         cli::ModeArg::Sampled => ModeRequest::Sampled,
     };
+    if let Some(limit) = max_sample_rate()
+        && args.sample_hz > limit
+    {
+        return Err(Failure::usage(format!(
+            "--sample-hz {} is above this kernel's limit, kernel.perf_event_max_sample_rate = {limit}; use at most {limit}, or raise the limit (sysctl -w kernel.perf_event_max_sample_rate=N)",
+            args.sample_hz
+        ))
+        .into());
+    }
     if mode == ModeRequest::Sampled && args.sample_hz == 0 {
         return Err(Failure::usage("--mode sampled needs samples; drop --sample-hz 0").into());
     }
@@ -105,6 +114,12 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
         ring_bytes,
         verbose,
     })
+}
+
+/// The kernel's ceiling on perf sampling rates (it lowers it by itself when sampling
+/// interrupts run long); None where it cannot be read.
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").ok()?.trim().parse().ok()
 }
 
 fn outputs(a: cli::OutputArgs) -> Outputs {

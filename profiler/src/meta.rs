@@ -85,7 +85,8 @@ impl LossCounters {
 
     /// All kernel counters at zero (for reports built without a kernel).
     pub fn zero() -> Self {
-        Self(profiler_common::counter::NAMES.iter().map(|n| (n.to_string(), 0)).collect())
+        let names = profiler_common::counter::NAMES.iter().copied().chain(["probed entry without return"]);
+        Self(names.map(|n| (n.to_string(), 0)).collect())
     }
 }
 

@@ -15,7 +15,7 @@ use crate::{
         stats::Distribution,
     },
     assemble::Unjoined,
-    meta::{ExitStatus, KernelInfo, LossCounters, MachineFacts, Mode, RunEnd, RunMeta},
+    meta::{ExactPlan, ExitStatus, KernelInfo, LossCounters, MachineFacts, Mode, RunEnd, RunMeta},
     workload::ChainSpec,
 };
 
@@ -53,6 +53,9 @@ pub struct RunReport {
     pub kernel: KernelInfo,
     pub machine: MachineFacts,
     pub mode: Mode,
+    /// Exact mode's probes: what was probed, what this kernel does not have as a symbol, what
+    /// did not fit the slots.
+    pub exact_plan: Option<ExactPlan>,
     pub warnings: Vec<String>,
     pub exit_status: ExitStatus,
     /// From release of the command to its exit.
@@ -83,6 +86,7 @@ impl RunReport {
             kernel: meta.kernel,
             machine: meta.machine,
             mode: meta.mode,
+            exact_plan: meta.exact_plan,
             warnings: meta.warnings,
             exit_status: end.exit_status,
             command_wall_ns: end.command_wall_ns,
@@ -99,6 +103,10 @@ impl RunReport {
 
 /// Human time with three significant digits: 950 ns, 1.23 µs, 45.6 µs, 1.20 ms, 2.34 s.
 pub fn human_ns(ns: f64) -> String {
+    if ns < 0.0 {
+        // A negative duration in its own unit: -2.10 ms, not -2100000 ns.
+        return format!("-{}", human_ns(-ns));
+    }
     let (v, unit) = if ns < 1e3 {
         (ns, "ns")
     } else if ns < 1e6 {
@@ -132,7 +140,7 @@ pub fn render(r: &RunReport) -> String {
     render_chain(&mut o, r);
     render_fork_calls(&mut o, r);
     if let Some(x) = &r.analysis.exact {
-        render_exact(&mut o, x);
+        render_exact(&mut o, x, r.exact_plan.as_ref());
     }
     if let Some(s) = &r.analysis.sampled {
         render_sampled(&mut o, s);
@@ -290,6 +298,13 @@ fn render_chain(o: &mut String, r: &RunReport) {
             human_ns(steps_ns as f64),
             human_ns(r.command_wall_ns.saturating_sub(steps_ns) as f64)
         );
+        if c.steps_with_parts_over_wall > 0 {
+            let _ = writeln!(
+                o,
+                "  {} step(s) had parts adding up to more than their wall time (overlapping windows); their rest counts as 0",
+                c.steps_with_parts_over_wall
+            );
+        }
         if let Some(note) = &r.startup_note {
             let _ = writeln!(o, "  {note}");
         }
@@ -360,12 +375,13 @@ fn render_losses(o: &mut String, r: &RunReport) {
     }
     let _ = writeln!(o, "  {:<34} {}", "records not decodable", r.undecodable_records);
     let _ = writeln!(o, "  {:<34} {}", "file names truncated (kept)", a.filenames_truncated);
+    let _ = writeln!(o, "  {:<34} {}", "file names unreadable (kept)", a.filenames_unreadable);
     if r.losses.total() > 0 {
         let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
     }
 }
 
-fn render_exact(o: &mut String, x: &ExactTiming) {
+fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
     for oc in &x.outcomes {
         let _ = writeln!(
             o,
@@ -408,8 +424,24 @@ fn render_exact(o: &mut String, x: &ExactTiming) {
             human_ns(oc.unprobed_ns_per_attempt),
             100.0 * oc.unprobed_ns_per_attempt / oc.mean_ns.max(1.0)
         );
+        if oc.unprobed_ns_per_attempt < 0.0 {
+            let _ = writeln!(
+                o,
+                "    (negative: the probed functions' self times exceed the measured latency; the probes' own cost lands inside them)"
+            );
+        }
     }
     let _ = writeln!(o, "  calls: {} recorded, {} not tied to a recorded attempt", x.calls, x.calls_without_attempt);
+    if let Some(p) = plan {
+        let _ = writeln!(o, "  probed: {} functions", p.functions.len());
+        if !p.absent.is_empty() {
+            let _ = writeln!(o, "  not probed, no symbol on this kernel (inlined): {}", p.absent.join(", "));
+        }
+        if !p.over_capacity.is_empty() {
+            let _ =
+                writeln!(o, "  not probed, over the {} probe slots: {}", profiler_common::limits::MAX_PROBED, p.over_capacity.join(", "));
+        }
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -494,6 +526,8 @@ mod tests {
         assert_eq!(human_ns(45_600.0), "45.6 µs");
         assert_eq!(human_ns(1_200_000.0), "1.20 ms");
         assert_eq!(human_ns(2_340_000_000.0), "2.34 s");
+        assert_eq!(human_ns(-2_100_000.0), "-2.10 ms");
+        assert_eq!(human_ns(-450.0), "-450 ns");
     }
 
     struct Table;

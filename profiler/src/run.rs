@@ -86,12 +86,12 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     privileges::require_tracing_privileges("run")?;
     check_outputs(&cfg.outputs, cfg.recording.as_deref())?;
     // Resolve before tracing: a missing command fails fast, like a shell.
-    let workload;
-    let (command, chain) = match &cfg.target {
-        Target::Command(argv) => (Command::resolve(argv.clone())?, None),
+    let (workload, command, chain) = match &cfg.target {
+        Target::Command(argv) => (None, Command::resolve(argv.clone())?, None),
         Target::Chain(spec) => {
-            workload = ChainWorkload::prepare(*spec)?;
-            (workload.command(), Some(*spec))
+            let w = ChainWorkload::prepare(*spec)?;
+            let command = w.command();
+            (Some(w), command, Some(*spec))
         }
     };
     let model = PhaseModel::builtin()?;
@@ -139,7 +139,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     };
     let end = runtime.block_on(live::trace(&attached.tracer, ring, &mut pipeline, running, logger, released, &mut progress))?;
     drop(runtime);
-    live::exit_on_signal_while_reporting();
+    live::exit_on_signal_while_reporting(workload.iter().map(|w| w.dir().to_owned()).collect());
     let tree_ended = Instant::now();
 
     let kernel_losses = attached.tracer.losses()?;

@@ -77,12 +77,19 @@ impl Tracer {
         self.tree_alive.get(&0, 0).map_or(0, |per_cpu| per_cpu.iter().sum::<i64>().max(0) as usize)
     }
 
+    /// The kernel side's loss counters, and, read once the tree is gone, the probed calls
+    /// whose return never came (a kretprobe can miss returns: their entries stay behind).
     pub fn losses(&self) -> Result<LossCounters> {
-        let mut out = Vec::with_capacity(counter::COUNT as usize);
+        let mut out = Vec::with_capacity(counter::COUNT as usize + 1);
         for (i, name) in counter::NAMES.iter().enumerate() {
             let per_cpu = self.counters.get(&(i as u32), 0).context("reading loss counters")?;
             out.push(((*name).to_owned(), per_cpu.iter().sum()));
         }
+        let left = match self.ebpf.map(names::MAP_CALL_ENTRIES) {
+            Some(map) => aya::maps::HashMap::<_, u64, u64>::try_from(map).map_or(0, |m| m.keys().count() as u64),
+            None => 0,
+        };
+        out.push(("probed entry without return".to_owned(), left));
         Ok(LossCounters(out))
     }
 

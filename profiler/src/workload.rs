@@ -88,6 +88,11 @@ impl ChainWorkload {
         self.dir.path().join("bin").join(CHAIN_NAME)
     }
 
+    /// The temporary directory (removed on drop; exit paths that skip drops remove it).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// The PATH the chain searches: the empty miss directories, then its own.
     pub fn path_var(&self) -> OsString {
         let mut dirs: Vec<PathBuf> = (1..=self.spec.misses_per_step()).map(|i| self.dir.path().join(format!("miss{i}"))).collect();

@@ -60,3 +60,35 @@ fn chain_option_limits_are_usage_errors() {
         .code(2)
         .stderr(predicate::str::contains("--direct does no PATH search"));
 }
+
+#[test]
+fn a_sampling_rate_above_the_kernels_limit_names_it() {
+    let limit: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").unwrap().trim().parse().unwrap();
+    execprof()
+        .args(["run", "--sample-hz", &(limit + 1).to_string()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("perf_event_max_sample_rate = {limit}")));
+}
+
+#[test]
+fn output_paths_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("out.json");
+    execprof()
+        .arg("report")
+        .arg("/nonexistent.execprof")
+        .arg("--json")
+        .arg(&missing)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not a directory; create it first"));
+    execprof()
+        .arg("report")
+        .arg("/nonexistent.execprof")
+        .arg("--trace")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is a directory; give a file name"));
+}

@@ -432,7 +432,7 @@ fn assert_live_equals_replay(args: &[&str], env_path: Option<&str>) -> Value {
     let out = cmd.arg("run").arg("--output").arg(&rec).arg("--json").arg(&live_json).args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let live_text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(live_text.contains("report    live; recorded to"), "{live_text}");
+    assert!(live_text.contains("report    live, ready") && live_text.contains("; recorded to"), "{live_text}");
     let (replay_text, mut replay) = replay_unprivileged(&rec, &dir.path().join("replay.json"));
     assert!(replay_text.contains("report    from the recording"), "{replay_text}");
     assert_eq!(without_source_line(&live_text), without_source_line(&replay_text));
@@ -563,4 +563,20 @@ fn a_second_sigint_stops_at_once() {
     assert!(took < std::time::Duration::from_millis(1_500), "took {took:?}");
     assert!(stdout.contains("PARTIAL   interrupted by SIGINT"), "{stdout}");
     assert_eq!(chain_processes(), 0);
+}
+
+/// As a shell: 126 with the reason for a command that is there but cannot run, 127 only for
+/// one that is not there.
+#[test]
+#[ignore = "needs root"]
+fn launch_errors_give_a_shells_code_and_the_reason() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cmd: &Path| execprof().arg("run").arg("--").arg(cmd).assert();
+    run(dir.path()).code(126).stderr(predicate::str::contains("is a directory"));
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    run(&file.join("below")).code(126).stderr(predicate::str::contains("not a directory"));
+    run(&dir.path().join("n".repeat(300))).code(126).stderr(predicate::str::contains("name too long"));
+    run(&dir.path().join("missing")).code(127).stderr(predicate::str::contains("command not found"));
 }

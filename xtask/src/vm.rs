@@ -234,6 +234,11 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
             .unwrap_or(0.0)
     };
     let faults = outcome("enoent")["minor_faults_per_attempt"].as_f64().unwrap_or(f64::NAN);
+    // An absence only means something for a function that was probed.
+    let probed = |f: &str| v["exact_plan"]["functions"].as_array().is_some_and(|a| a.iter().any(|x| x["function"] == f));
+    for f in ["do_open_execat", "mm_alloc", "copy_strings"] {
+        check(probed(f), format!("{f} is probed (it is a symbol on this kernel)"));
+    }
     check(calls("do_open_execat") >= 0.99, format!("do_open_execat runs in every failed attempt ({:.2}/attempt)", calls("do_open_execat")));
     // 6.8 moved the open before the mm set-up and the argument copying.
     let version: Vec<u32> = run.kernel.split('.').filter_map(|x| x.parse().ok()).collect();

@@ -39,9 +39,15 @@ impl ChainStep {
     pub fn wall_ns(&self) -> u64 {
         self.end_ns - self.start_ns
     }
-    /// What the measured parts do not explain: user space and untraced syscalls.
+    /// The measured parts together.
+    pub fn parts_ns(&self) -> u64 {
+        self.failed_ns + self.exec_ns + self.startup_ns.unwrap_or(0) + self.off_cpu_ns
+    }
+
+    /// What the measured parts do not explain: user space and untraced syscalls (0 where
+    /// the parts exceed the step, which [`ChainSummary::steps_with_parts_over_wall`] counts).
     pub fn rest_ns(&self) -> u64 {
-        self.wall_ns().saturating_sub(self.failed_ns + self.exec_ns + self.startup_ns.unwrap_or(0) + self.off_cpu_ns)
+        self.wall_ns().saturating_sub(self.parts_ns())
     }
 }
 
@@ -61,6 +67,9 @@ pub struct ChainSummary {
     pub startup_ns: Option<Distribution>,
     pub off_cpu_ns: Distribution,
     pub failed_attempts_per_step: f64,
+    /// Steps whose measured parts add up to more than their wall time (overlapping windows
+    /// the sweep could not separate): their rest is counted as 0, and this says how often.
+    pub steps_with_parts_over_wall: u64,
 }
 
 /// A step still collecting its parts.
@@ -230,6 +239,7 @@ struct StepTally {
     processes: u64,
     steps: u64,
     failed_attempts: u64,
+    parts_over_wall: u64,
     wall: Latencies,
     failed: Latencies,
     exec: Latencies,
@@ -244,6 +254,7 @@ impl StepTally {
     fn add(&mut self, s: &ChainStep) {
         self.steps += 1;
         self.failed_attempts += u64::from(s.failed_attempts);
+        self.parts_over_wall += u64::from(s.parts_ns() > s.wall_ns());
         self.wall.record(s.wall_ns());
         self.failed.record(s.failed_ns);
         self.exec.record(s.exec_ns);
@@ -271,6 +282,7 @@ impl StepTally {
             startup_ns: self.startup.summary(),
             off_cpu_ns: self.off_cpu.summary()?,
             failed_attempts_per_step: self.failed_attempts as f64 / self.steps as f64,
+            steps_with_parts_over_wall: self.parts_over_wall,
         })
     }
 }

@@ -42,7 +42,9 @@ pub struct OutcomeTiming {
     pub mean_ns: f64,
     pub functions: Vec<FunctionTiming>,
     pub phases: Vec<PhaseTiming>,
-    /// Attempt time outside every probed function (syscall entry, inlined helpers).
+    /// Attempt time outside every probed function (syscall entry, inlined helpers). Negative
+    /// when the probed functions' self times add up to more than the measured latency (the
+    /// probes' own cost inside them): shown as it is, never clamped.
     pub unprobed_ns_per_attempt: f64,
 }
 
@@ -176,7 +178,7 @@ impl ExactTally {
                 mean_ns,
                 functions,
                 phases,
-                unprobed_ns_per_attempt: (mean_ns - total_self / n_attempts).max(0.0),
+                unprobed_ns_per_attempt: mean_ns - total_self / n_attempts,
             });
         }
         ExactTiming {
