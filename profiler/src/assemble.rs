@@ -55,6 +55,10 @@ struct Open {
 #[derive(Default)]
 pub struct Assembler {
     open: HashMap<u32, Open>,
+    /// Per thread, samples taken while no call was open, held until the thread's next
+    /// record says what they were: the enter probe's own work just before a call's first
+    /// timestamp (it marks the thread as in a call before it reads the clock), or orphans.
+    pending: HashMap<u32, Vec<Sample>>,
     next_id: CallId,
     unjoined: Unjoined,
 }
@@ -67,6 +71,20 @@ impl Assembler {
     /// Takes the next record; hands what it completes to `out`.
     pub fn push(&mut self, record: Record, out: &mut impl EventSink) {
         let h = record.head;
+        if matches!(record.body, Body::SyscallEnter { .. })
+            && let Some(samples) = self.pending.remove(&h.pid)
+        {
+            self.push(record, out);
+            self.before_enter(h, samples, out);
+            return;
+        }
+        if !matches!(record.body, Body::Sample { .. })
+            && let Some(samples) = self.pending.remove(&h.pid)
+        {
+            for s in samples {
+                out.event(&Event::OrphanSample(s));
+            }
+        }
         match record.body {
             Body::SyscallEnter { syscall, faults } => self.syscall_enter(h, syscall, faults, out),
             Body::SyscallExit { syscall, ret, faults, name } => self.syscall_exit(h, syscall, ret, faults, name, out),
@@ -106,7 +124,7 @@ impl Assembler {
                 let sample = Sample { ts_ns: h.ts_ns, pid: h.pid, frames };
                 match self.open.get_mut(&h.pid) {
                     Some(o) => o.inside.samples.push(sample),
-                    None => out.event(&Event::OrphanSample(sample)),
+                    None => self.pending.entry(h.pid).or_default().push(sample),
                 }
             }
             Body::ProbedCall { enter_ns, slot } => {
@@ -120,6 +138,20 @@ impl Assembler {
                 out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
             }
             Body::Main => out.event(&Event::Main(MainEntry { pid: h.pid, tgid: h.tgid, ts_ns: h.ts_ns })),
+        }
+    }
+
+    /// Samples that arrived just before the enter record of the call now open on the thread:
+    /// the enter probe marks the thread as in a call before it reads the clock and sends the
+    /// record, and a timer interrupt in between is that probe's own work. Taken before the
+    /// clock read, a sample is outside the measured time; after it (an interrupt in a VM can
+    /// take microseconds to read its own clock), inside the call.
+    fn before_enter(&mut self, h: Head, samples: Vec<Sample>, out: &mut impl EventSink) {
+        for s in samples {
+            match self.open.get_mut(&h.pid) {
+                Some(o) if s.ts_ns >= o.enter_ns => o.inside.samples.push(s),
+                _ => out.event(&Event::SampleBeforeEnter(s)),
+            }
         }
     }
 
@@ -167,6 +199,11 @@ impl Assembler {
     /// handed on as orphans.
     pub fn finish(mut self, out: &mut impl EventSink) -> Unjoined {
         self.unjoined.enter_without_exit += self.open.len() as u64;
+        let mut pending: Vec<(u32, Vec<Sample>)> = self.pending.drain().collect();
+        pending.sort_by_key(|(pid, _)| *pid);
+        for s in pending.into_iter().flat_map(|(_, v)| v) {
+            out.event(&Event::OrphanSample(s));
+        }
         let mut open: Vec<Open> = self.open.drain().map(|(_, o)| o).collect();
         open.sort_by_key(|o| o.id);
         for o in open {
@@ -354,15 +391,43 @@ mod tests {
             rec(3_100, 100, Body::Sample { frames: vec![4] }),
             exit(4_000, 100, EXECVE, -2, (0, 0), Some("x")),
         ]);
-        let orphans: Vec<&[u64]> =
-            events.iter().filter_map(|e| if let Event::OrphanSample(s) = e { Some(s.frames.as_slice()) } else { None }).collect();
-        assert_eq!(orphans, vec![&[1][..], &[3][..]]);
+        let outside: Vec<&[u64]> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::OrphanSample(s) | Event::SampleBeforeEnter(s) => Some(s.frames.as_slice()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(outside, vec![&[1][..], &[3][..]]);
         let attempts = execs(&events);
         assert_eq!(attempts.len(), 2);
         assert_eq!((attempts[0].id, attempts[1].id), (0, 1), "ids in enter order");
         assert_eq!(attempts[0].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![2]);
         assert_eq!(attempts[0].inside.probed, vec![ProbedCall { pid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4 }]);
         assert_eq!(attempts[1].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![4]);
+    }
+
+    #[test]
+    fn a_sample_just_before_an_enter_is_the_enter_probes_own() {
+        let (events, _) = assemble([
+            rec(900, 100, Body::Sample { frames: vec![1] }),
+            rec(1_010, 100, Body::Sample { frames: vec![3] }), // after the clock read: inside
+            enter(1_000, 100, EXECVE, (0, 0)),
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("x")),
+            rec(2_500, 100, Body::Sample { frames: vec![2] }),
+            rec(2_600, 100, Body::TaskExit { group_dead: true }),
+        ]);
+        let kinds: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::SampleBeforeEnter(_) => Some("before enter"),
+                Event::OrphanSample(_) => Some("orphan"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds, vec!["before enter", "orphan"]);
+        let attempt = events.iter().find_map(|e| if let Event::Exec(a) = e { Some(a) } else { None }).unwrap();
+        assert_eq!(attempt.inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![3]);
     }
 
     #[test]

@@ -168,6 +168,9 @@ pub enum Event {
     /// A sample taken on a thread with no traced call open (or whose call was never
     /// completed): counted, not attributed.
     OrphanSample(Sample),
+    /// A sample taken in execprof's enter probe just before the call's first timestamp:
+    /// outside the measured time, counted, not attributed.
+    SampleBeforeEnter(Sample),
     /// Likewise for a probed call.
     OrphanProbedCall(ProbedCall),
 }

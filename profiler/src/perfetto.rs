@@ -134,7 +134,7 @@ impl<W: Write> EventSink for TraceWriter<W> {
                     self.after_success.remove(&x.tgid);
                 }
             }
-            Event::OrphanSample(_) | Event::OrphanProbedCall(_) => {}
+            Event::OrphanSample(_) | Event::SampleBeforeEnter(_) | Event::OrphanProbedCall(_) => {}
         }
     }
 }

@@ -490,8 +490,14 @@ fn render_sampled(o: &mut String, s: &SampledAttribution) {
     }
     let _ = writeln!(
         o,
-        "  samples: {} taken; not attributed: {} of attempts never recorded, {} after their attempt's exit time; {} without a kernel stack; {} addresses without a symbol",
-        s.samples, s.samples_without_attempt, s.samples_after_exit, s.samples_without_stack, s.unknown_addresses
+        "  samples: {} taken; not attributed: {} of attempts never recorded, {} in execprof's probes outside their attempt's time ({} before enter, {} after exit); {} without a kernel stack; {} addresses without a symbol",
+        s.samples,
+        s.samples_without_attempt,
+        s.samples_before_enter + s.samples_after_exit,
+        s.samples_before_enter,
+        s.samples_after_exit,
+        s.samples_without_stack,
+        s.unknown_addresses
     );
 }
 

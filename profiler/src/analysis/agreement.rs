@@ -110,6 +110,7 @@ mod tests {
             samples: 1100,
             samples_without_attempt: 0,
             samples_after_exit: 0,
+            samples_before_enter: 0,
             samples_without_stack: 0,
             unknown_addresses: 0,
             outcomes: vec![OutcomeAttribution {

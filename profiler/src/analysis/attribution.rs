@@ -120,6 +120,8 @@ pub struct SampledAttribution {
     /// Samples taken after the attempt's exit timestamp (in the exit probe's own work): not
     /// part of the measured latency, so not attributed.
     pub samples_after_exit: u64,
+    /// Likewise before its enter timestamp (in the enter probe's own work).
+    pub samples_before_enter: u64,
     /// Samples whose kernel stack could not be read: attributed to "other".
     pub samples_without_stack: u64,
     /// Distinct addresses no kernel symbol covers (shown as `[unknown 0x…]`).
@@ -149,6 +151,7 @@ pub struct SampleTally {
     per_outcome: BTreeMap<Outcome, HashMap<usize, u64>>,
     samples: u64,
     without_call: u64,
+    before_enter: u64,
     after_exit: u64,
 }
 
@@ -172,6 +175,12 @@ impl SampleTally {
     pub fn orphan(&mut self) {
         self.samples += 1;
         self.without_call += 1;
+    }
+
+    /// A sample in the enter probe, before its call's first timestamp.
+    pub fn before_enter(&mut self) {
+        self.samples += 1;
+        self.before_enter += 1;
     }
 
     /// Every distinct address in the stacks, sorted (what the symbol table must name).
@@ -258,6 +267,7 @@ impl SampleTally {
             samples: self.samples,
             samples_without_attempt: self.without_call,
             samples_after_exit: self.after_exit,
+            samples_before_enter: self.before_enter,
             samples_without_stack: without_stack,
             unknown_addresses: unknown,
             outcomes,

@@ -130,6 +130,7 @@ impl EventSink for Analyzer<'_> {
             Event::OffCpu(o) => self.chain.off_cpu(o),
             Event::Main(m) => self.chain.main(m),
             Event::OrphanSample(_) => self.samples.orphan(),
+            Event::SampleBeforeEnter(_) => self.samples.before_enter(),
             Event::OrphanProbedCall(_) => self.exact.orphan(),
         }
     }
