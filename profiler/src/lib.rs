@@ -29,5 +29,6 @@ pub mod report;
 pub mod run;
 pub mod spawn;
 pub mod symbolize;
+pub mod testing;
 pub mod tracer;
 pub mod workload;

@@ -243,6 +243,11 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
 /// Successful execs before and after the point of no return.
 fn render_success_split(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
+    let successes = a.outcomes.iter().find(|s| s.outcome == Outcome::Success).map_or(0, |s| s.count);
+    if a.success_split.is_none() && successes > 0 {
+        let _ =
+            writeln!(o, "\nSuccessful execs are not split at the point of no return: this kernel has no sched_prepare_exec (Linux 6.10+)");
+    }
     if let Some(split) = &a.success_split {
         let _ = writeln!(o, "\nSuccessful execs around the point of no return (sched_prepare_exec)");
         let _ = writeln!(o, "  {:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "part", "min", "p50", "p90", "p99", "max", "mean");

@@ -66,7 +66,8 @@ fn every_flipped_byte_is_refused() {
 #[test]
 fn random_damage_never_panics() {
     let cases = check_mutations(&fixture(), Duration::from_secs(3), 0x5eed).unwrap();
-    assert!(cases > 50, "only {cases} mutated recordings tried");
+    let want = (50 / execprof::testing::slowdown()).max(3) as u64;
+    assert!(cases >= want, "only {cases} mutated recordings tried");
 }
 
 #[test]

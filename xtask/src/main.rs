@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod cpio;
+mod suite;
 mod vm;
 
 #[derive(Parser)]
@@ -34,6 +35,12 @@ enum Task {
     /// Set up, build, and run every test (root BPF tests included when run as root), then the
     /// exact-mode tests inside stock Debian 6.1 and 6.12 kernels under QEMU.
     Ci,
+    /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
+    VmSuite {
+        /// Only this guest kernel (6.1 or 6.12).
+        #[arg(long)]
+        kernel: Option<String>,
+    },
     /// Run execprof's exact-mode check inside stock Debian kernels under QEMU (TCG).
     VmTest {
         /// Only this guest kernel (6.1 or 6.12).
@@ -47,7 +54,8 @@ enum Task {
 
 /// Debian packages: the rustc whose `core` sources match it (for `-Z build-std=core` on the
 /// bpfel target), and the LLVM that bpf-linker links against.
-const APT_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools", "qemu-system-x86"];
+const APT_PACKAGES: &[&str] =
+    &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools", "qemu-system-x86", "e2fsprogs", "binutils", "xz-utils"];
 const TOOLCHAIN_NAME: &str = "rustc-web";
 const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
 const LLVM_PREFIX: &str = "/opt/execprof-llvm22";
@@ -60,6 +68,7 @@ fn main() -> ExitCode {
         Task::Setup => setup(),
         Task::Run { args } => setup().and_then(|()| run_builtin(&args)),
         Task::Ci => setup().and_then(|()| ci()).and_then(|()| vm_test(None, 200)),
+        Task::VmSuite { kernel } => setup().and_then(|()| vm_suite(kernel.as_deref())),
         Task::VmTest { kernel, steps } => setup().and_then(|()| vm_test(kernel.as_deref(), steps)),
     };
     match result {
@@ -170,6 +179,28 @@ fn ci() -> Result<()> {
     // One test thread: the root tests trace real workloads and time nothing, but two chains
     // competing for two cores make their runs slow for no gain.
     run(Command::new("cargo").args(["test", "--release", "--", "--include-ignored", "--test-threads=1"]))
+}
+
+/// The whole test suite inside each guest kernel (see `suite.rs`).
+fn vm_suite(only: Option<&str>) -> Result<()> {
+    run(Command::new("cargo").args(["build", "--release"]))?;
+    let bins = suite::test_binaries()?;
+    let mut failures = Vec::new();
+    for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
+        let r = suite::run_suite(label, meta, &bins, std::time::Duration::from_secs(40 * 60))?;
+        let failed = r.failures();
+        println!(
+            "vm-suite: {label}: {} of {} test binaries passed (console: {})",
+            r.results.len() - failed.len(),
+            r.results.len(),
+            r.console.display()
+        );
+        failures.extend(failed);
+    }
+    if !failures.is_empty() {
+        bail!("the test suite failed inside a guest kernel:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
 }
 
 /// Boots each guest kernel, runs execprof's exact-mode chain in it, checks the known answers

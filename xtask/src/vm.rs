@@ -32,12 +32,12 @@ pub struct GuestRun {
     pub json: serde_json::Value,
 }
 
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     PathBuf::from("target/vm")
 }
 
 /// The concrete package a metapackage depends on (ABI numbers change; old ones leave the archive).
-fn resolve_package(meta: &str) -> Result<String> {
+pub(crate) fn resolve_package(meta: &str) -> Result<String> {
     let out = Command::new("apt-cache").args(["depends", meta]).output().context("running apt-cache")?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
@@ -48,7 +48,7 @@ fn resolve_package(meta: &str) -> Result<String> {
 }
 
 /// Downloads and unpacks a Debian package into the cache (never installs it).
-fn fetch_package(pkg: &str) -> Result<PathBuf> {
+pub(crate) fn fetch_package(pkg: &str) -> Result<PathBuf> {
     let dir = cache_dir().join(pkg);
     let done = dir.join(".extracted");
     if done.exists() {
@@ -68,7 +68,7 @@ fn fetch_package(pkg: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn vmlinuz(pkg_dir: &Path) -> Result<PathBuf> {
+pub(crate) fn vmlinuz(pkg_dir: &Path) -> Result<PathBuf> {
     std::fs::read_dir(pkg_dir.join("root/boot"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
@@ -133,28 +133,38 @@ fn build_initramfs(execprof: &Path, busybox: &Path, opts: &VmOptions, out: &Path
     Ok(())
 }
 
-fn between<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
+pub(crate) fn between<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
     let start = text.find(begin)? + begin.len();
     let stop = text[start..].find(end)? + start;
     Some(text[start..stop].trim_matches(['\r', '\n']))
 }
 
-pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> Result<GuestRun> {
-    let package = resolve_package(meta)?;
-    let kernel = vmlinuz(&fetch_package(&package)?)?;
-    let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
-    let work = cache_dir().join(format!("guest-{label}"));
-    std::fs::create_dir_all(&work)?;
-    let initrd = work.join("initramfs.cpio");
-    build_initramfs(execprof, &busybox, opts, &initrd)?;
+/// One QEMU boot: a kernel, an initramfs, read-only raw disks (in order: vda, vdb, ...).
+pub(crate) struct Boot<'a> {
+    pub kernel: &'a Path,
+    pub initrd: &'a Path,
+    pub drives: &'a [PathBuf],
+    pub memory_mib: u32,
+    pub timeout: Duration,
+}
 
+/// Boots under TCG and returns everything the serial console printed (also kept in
+/// `work/console.log`). QEMU exits 0 even when killed, so callers decide from the output.
+pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     let started = Instant::now();
-    let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1G", "-smp", "2", "-nographic", "-no-reboot", "-kernel"])
-        .arg(&kernel)
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args(["-accel", "tcg", "-cpu", "max", "-smp", "2", "-nographic", "-no-reboot"])
+        .arg("-m")
+        .arg(b.memory_mib.to_string())
+        .arg("-kernel")
+        .arg(b.kernel)
         .arg("-initrd")
-        .arg(&initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"])
+        .arg(b.initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"]);
+    for d in b.drives {
+        cmd.arg("-drive").arg(format!("file={},format=raw,if=virtio,readonly=on", d.display()));
+    }
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -166,20 +176,40 @@ pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> 
         let _ = stdout.read_to_end(&mut s);
         String::from_utf8_lossy(&s).into_owned()
     });
+    let mut timed_out = false;
     loop {
         if child.try_wait()?.is_some() {
             break;
         }
-        if started.elapsed() > opts.timeout {
+        if started.elapsed() > b.timeout {
             let _ = child.kill();
             let _ = child.wait();
+            timed_out = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     let console = reader.join().map_err(|_| anyhow!("console reader panicked"))?;
     std::fs::write(work.join("console.log"), &console)?;
-    eprintln!("xtask: guest {label} ({package}) ran {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "xtask: guest ran {:.1} s{}",
+        started.elapsed().as_secs_f64(),
+        if timed_out { format!(" and was stopped at the {:?} time limit", b.timeout) } else { String::new() }
+    );
+    Ok(console)
+}
+
+pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> Result<GuestRun> {
+    let package = resolve_package(meta)?;
+    let kernel = vmlinuz(&fetch_package(&package)?)?;
+    let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
+    let work = cache_dir().join(format!("guest-{label}"));
+    std::fs::create_dir_all(&work)?;
+    let initrd = work.join("initramfs.cpio");
+    build_initramfs(execprof, &busybox, opts, &initrd)?;
+
+    let console = boot(&Boot { kernel: &kernel, initrd: &initrd, drives: &[], memory_mib: 1024, timeout: opts.timeout }, &work)?;
+    eprintln!("xtask: guest {label} ({package}) done");
     let rc = between(&console, "EXECPROF-VM-RC ", "\n").map(|s| s.trim().to_owned());
     if rc.as_deref() != Some("0") {
         bail!(

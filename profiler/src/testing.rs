@@ -1,0 +1,15 @@
+//! For tests that run on this machine and inside emulated guest kernels alike.
+
+/// How many times slower than this machine the tests run: `EXECPROF_TEST_SLOWDOWN`, which
+/// `cargo xtask vm-suite` sets for guests under QEMU's TCG (about 30×); 1 elsewhere. Tests
+/// scale their few wall-clock limits by it, never their known answers.
+pub fn slowdown() -> u32 {
+    std::env::var("EXECPROF_TEST_SLOWDOWN").ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 1).unwrap_or(1)
+}
+
+/// The running kernel's (major, minor).
+pub fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = release.trim().split(['.', '-']).map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
