@@ -68,6 +68,9 @@ pub struct RunReport {
     /// False when anything was lost or the run was cut short: the figures are then not the
     /// whole run's.
     pub complete: bool,
+    /// Exec attempts and fork-family calls that lost a piece (enter or exit record missing,
+    /// thread gone mid-call): what the losses cost in attempts, not records.
+    pub attempts_affected: u64,
     /// Set when the run was cut short: why.
     pub partial: Option<String>,
     pub source: Source,
@@ -76,6 +79,7 @@ pub struct RunReport {
 impl RunReport {
     pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
         let losses = end.kernel_losses.with_unjoined(unjoined);
+        let attempts_affected = unjoined.abandoned + unjoined.exit_without_enter + unjoined.enter_without_exit;
         let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
         Self {
             schema_version: SCHEMA_VERSION,
@@ -95,6 +99,7 @@ impl RunReport {
             undecodable_records: end.undecodable_records,
             startup_note: meta.startup_note,
             complete,
+            attempts_affected,
             partial: end.partial,
             source,
         }
@@ -232,6 +237,9 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
             None => {
                 let _ = writeln!(o, "  {:<12} {:>8}", s.outcome.label(), s.count);
             }
+        }
+        if s.outcome == Outcome::Abandoned && s.count > 0 {
+            let _ = writeln!(o, "  {:<12} killed mid-exec: another thread's exec won (or a fatal signal)", "");
         }
         if s.outcome == Outcome::Other && !s.errnos.is_empty() {
             let list: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{} ×{n}", errno_name(*e))).collect();

@@ -213,7 +213,11 @@ fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outpu
         eprintln!("execprof: warning: {err}");
     }
     if !report.complete {
-        eprintln!("execprof: warning: the report is incomplete: {}", incompleteness(&report));
+        eprintln!(
+            "execprof: warning: the report is incomplete: {}{}",
+            incompleteness(&report),
+            if report.losses.0.first().is_some_and(|(_, n)| *n > 0) { "; raise --ring-mib and run again" } else { "" }
+        );
     }
     print!("{}", report::render(&report));
     if let Some(dir) = &outputs.folded {
@@ -247,7 +251,7 @@ fn incompleteness(r: &RunReport) -> String {
         why.push(p.clone());
     }
     if r.losses.total() > 0 {
-        why.push(format!("{} records lost or unjoined", r.losses.total()));
+        why.push(format!("{} losses, {} exec attempts or fork calls affected", r.losses.total(), r.attempts_affected));
     }
     if r.undecodable_records > 0 {
         why.push(format!("{} records not decodable", r.undecodable_records));

@@ -217,6 +217,17 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 /// Tracepoint ids are read from tracefs, which some systems do not mount: mount it (as root).
 /// Returns where it is.
 pub fn ensure_tracefs() -> Result<std::path::PathBuf> {
+    // Mounted but closed to this user (CAP_BPF and CAP_PERFMON without root): say so, rather
+    // than try to mount it again.
+    for p in [TRACEFS, "/sys/kernel/debug/tracing"] {
+        if let Err(e) = std::fs::metadata(std::path::Path::new(p).join("events"))
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            anyhow::bail!(
+                "tracefs at {p} is mounted but not readable by this user ({e}); run execprof as root (sudo), or let this user read it (mount -o remount,mode=755 {p})"
+            );
+        }
+    }
     let mounted = |p: &str| std::path::Path::new(p).join("events").is_dir().then(|| p.into());
     if let Some(dir) = mounted(TRACEFS).or_else(|| mounted("/sys/kernel/debug/tracing")) {
         return Ok(dir);

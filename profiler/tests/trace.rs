@@ -594,3 +594,60 @@ fn launch_errors_give_a_shells_code_and_the_reason() {
     run(&dir.path().join("n".repeat(300))).code(126).stderr(predicate::str::contains("name too long"));
     run(&dir.path().join("missing")).code(127).stderr(predicate::str::contains("command not found"));
 }
+
+/// A file name with control characters never reaches the terminal raw, and two names that
+/// differ only in such bytes stay two rows.
+#[test]
+#[ignore = "needs root"]
+fn file_names_are_escaped_on_the_terminal_and_kept_apart() {
+    require_root!();
+    let script = "n=$(printf 'a\\nb'); /nonexistent/\"$n\"; e=$(printf 'a\\033b'); /nonexistent/\"$e\"; exit 0";
+    let (v, out) = run_json(&["--", "/bin/sh", "-c", script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains('\u{1b}'), "a raw escape byte reached the terminal");
+    assert!(stdout.contains("/nonexistent/a\\x0ab") && stdout.contains("/nonexistent/a\\x1bb"), "{stdout}");
+    let files = v["analysis"]["files"].as_array().unwrap();
+    let names: Vec<&str> = files.iter().map(|f| f["filename"].as_str().unwrap()).filter(|n| n.starts_with("/nonexistent/a")).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+/// One output that cannot be written is named; the others are still written.
+#[test]
+#[ignore = "needs root"]
+fn a_failing_output_is_named_and_the_others_are_written() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let out = execprof().args(["run", "--steps", "20", "--json", "/dev/full", "--trace"]).arg(&trace).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("writing the JSON report /dev/full failed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Exec chain: 20 steps"), "the report is printed");
+    let t: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(!t["traceEvents"].as_array().unwrap().is_empty());
+}
+
+/// 64 threads × 1,000 failing execs at once: at the default ring buffer nothing is lost and
+/// every attempt is counted. libc's execv through ctypes releases the GIL, so the threads
+/// really exec in parallel.
+#[test]
+#[ignore = "needs root"]
+fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
+    require_root!();
+    let script = "import ctypes, threading\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  argv = (ctypes.c_char_p * 2)(b'x', None)\n\
+                  go = threading.Barrier(64)\n\
+                  def burst():\n    go.wait()\n    for _ in range(1000):\n        libc.execv(b'/nonexistent/x', argv)\n\
+                  ts = [threading.Thread(target=burst) for _ in range(64)]\n\
+                  [t.start() for t in ts]\n[t.join() for t in ts]\n";
+    let (v, out) = run_json(&["--", "/usr/bin/python3", "-c", script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_losses(&v);
+    assert_eq!(v["complete"], true);
+    assert_eq!(outcome_count(&v, "enoent"), 64_000);
+}

@@ -4,6 +4,9 @@ use serde::Serialize;
 use super::stats::{Distribution, Latencies};
 use crate::events::{ExecAttempt, ForkSyscall};
 
+/// The kernel-internal errno an exec returns when it is killed mid-way (include/linux/errno.h).
+const ERESTARTNOINTR: i64 = 513;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
@@ -13,12 +16,17 @@ pub enum Outcome {
     Enoexec,
     /// Any other errno.
     Other,
+    /// Killed mid-exec: the call returned ERESTARTNOINTR because a fatal signal was pending,
+    /// which for an exec means another thread's exec won (de_thread kills the other
+    /// threads) or the process is being killed. Not a cost of exec failing.
+    Abandoned,
     /// Not an exec: a fork-family call, analysed alongside.
     Fork(ForkSyscall),
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 5] = [Outcome::Success, Outcome::Enoent, Outcome::Eacces, Outcome::Enoexec, Outcome::Other];
+    pub const ALL: [Outcome; 6] =
+        [Outcome::Success, Outcome::Enoent, Outcome::Eacces, Outcome::Enoexec, Outcome::Other, Outcome::Abandoned];
 
     pub fn of(ret: i64) -> Self {
         match ret {
@@ -26,6 +34,7 @@ impl Outcome {
             r if r == -(libc::ENOENT as i64) => Outcome::Enoent,
             r if r == -(libc::EACCES as i64) => Outcome::Eacces,
             r if r == -(libc::ENOEXEC as i64) => Outcome::Enoexec,
+            r if r == -ERESTARTNOINTR => Outcome::Abandoned,
             _ => Outcome::Other,
         }
     }
@@ -37,6 +46,7 @@ impl Outcome {
             Outcome::Eacces => "EACCES",
             Outcome::Enoexec => "ENOEXEC",
             Outcome::Other => "other errno",
+            Outcome::Abandoned => "abandoned",
             Outcome::Fork(s) => match s {
                 ForkSyscall::Clone => "clone (fork)",
                 ForkSyscall::Clone3 => "clone3",
@@ -185,6 +195,7 @@ mod tests {
         assert_eq!(Outcome::of(-13), Outcome::Eacces);
         assert_eq!(Outcome::of(-8), Outcome::Enoexec);
         assert_eq!(Outcome::of(-7), Outcome::Other);
+        assert_eq!(Outcome::of(-513), Outcome::Abandoned);
     }
 
     #[test]
