@@ -14,14 +14,20 @@ use profiler_common::{ProbedCallRecord, RecordHeader, counter, kind, limits};
 
 use crate::{maps, task};
 
-/// Entry time per (thread, slot): `tid << 8 | slot`. Exec-path functions do not recurse.
+/// Entry time per (thread, slot). Exec-path functions do not recurse.
 #[map]
 static CALL_ENTRIES: HashMap<u64, u64> = HashMap::with_max_entries(limits::MAX_OPEN_CALLS, 0);
 
+/// The key of a thread's call in `slot`: its `task_struct` address with the slot in the low
+/// bits (task structs are cache-line aligned, and slots < 64). Not the thread id: an exec from
+/// a non-leader thread changes the id mid-call (de_thread gives it the leader's), and a call
+/// entered under the old id must still find its entry on return.
 #[inline(always)]
-fn key(pid: u32, slot: u32) -> u64 {
-    (u64::from(pid) << 8) | u64::from(slot)
+fn key(slot: u32) -> u64 {
+    task::current() | u64::from(slot)
 }
+
+const _: () = assert!(limits::MAX_PROBED <= 64);
 
 #[inline(always)]
 fn entry(slot: u32) {
@@ -30,7 +36,7 @@ fn entry(slot: u32) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    if CALL_ENTRIES.insert(&key(pid, slot), &now, BPF_ANY as u64).is_err() {
+    if CALL_ENTRIES.insert(&key(slot), &now, BPF_ANY as u64).is_err() {
         maps::count(counter::OPEN_CALLS_FULL);
     }
 }
@@ -39,7 +45,7 @@ fn entry(slot: u32) {
 fn ret(slot: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
     let (pid, tgid) = task::current_ids();
-    let k = key(pid, slot);
+    let k = key(slot);
     let Some(&enter_ns) = (unsafe { CALL_ENTRIES.get(&k) }) else {
         // System-wide helpers return all the time; only a traced call's missing entry is a loss.
         if maps::is_traced(tgid) && maps::in_call(pid) {

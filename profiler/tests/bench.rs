@@ -25,8 +25,11 @@ fn fork_exec_degrades_with_a_big_dirty_parent_and_vfork_methods_do_not() {
     let lean = spawn_bench(&[]);
     let big = spawn_bench(&["--mem", "1G", "--dirty"]);
     let ratio = |m: &str| start_p50(&big, m) / start_p50(&lean, m);
-    assert!(ratio("fork-exec") > 10.0, "fork+exec slowed only {:.1}x", ratio("fork-exec"));
+    // Under emulation (a guest kernel under TCG) everything is slower, the page-table copy
+    // less so than the rest: the same direction, a smaller factor.
+    let (fork_min, others_max) = if execprof::testing::slowdown() > 1 { (3.0, 2.0) } else { (10.0, 3.0) };
+    assert!(ratio("fork-exec") > fork_min, "fork+exec slowed only {:.1}x", ratio("fork-exec"));
     for m in ["vfork-exec", "posix-spawn", "clone-vfork"] {
-        assert!(ratio(m) < 3.0, "{m} slowed {:.1}x with a big parent", ratio(m));
+        assert!(ratio(m) < others_max, "{m} slowed {:.1}x with a big parent", ratio(m));
     }
 }

@@ -206,7 +206,9 @@ fn sampled_attribution_puts_failed_lookups_in_lookup_and_successes_in_image_work
     require_root!();
     let reordered = execprof::testing::kernel_version() >= (6, 8);
     let dir = tempfile::tempdir().unwrap();
-    let (v, out) = run_json(&["--steps", "10000", "--sample-hz", "9999", "--folded", dir.path().to_str().unwrap()]);
+    // Sampled mode alone: exact mode's probes (where the kernel has kprobes) would add their
+    // own frames to what is sampled.
+    let (v, out) = run_json(&["--mode", "sampled", "--steps", "10000", "--sample-hz", "9999", "--folded", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sampled = &v["analysis"]["sampled"];
     let outcome = |name: &str| sampled["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == name).cloned().unwrap();
@@ -306,8 +308,10 @@ fn extra_environment_costs_argument_copying() {
     let (none, env64) = (args_phase("0"), args_phase("64"));
     let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
     let ratio = f(&env64, "ns_per_attempt") / f(&none, "ns_per_attempt");
+    // Emulation (TCG) makes the rest of an exec dearer relative to copying: a smaller factor.
+    let least = if execprof::testing::slowdown() > 1 { 1.1 } else { 1.3 };
     assert!(
-        ratio > 1.3,
+        ratio > least,
         "argument copying per exec: {} ns with 64 vars vs {} ns without",
         f(&env64, "ns_per_attempt"),
         f(&none, "ns_per_attempt")

@@ -23,7 +23,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use crate::{cpio::Cpio, run, vm};
 
 /// Bumped when what goes into the userland image changes.
-const USERLAND_RECIPE: u32 = 1;
+const USERLAND_RECIPE: u32 = 2;
 /// What of this machine's userland the tests need (the rest of `/usr` is left out: the image
 /// is ~1.5 GB as it is).
 const USERLAND: &[&str] = &[
@@ -37,6 +37,7 @@ const USERLAND: &[&str] = &[
     "usr/lib/gcc",
     "usr/libexec",
     "usr/lib/musl",
+    "usr/lib/x86_64-linux-musl",
     "usr/lib/ld-musl-x86_64.so.1",
     "usr/lib/locale",
     "etc",
@@ -167,6 +168,10 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
         let to = place(&exe)?;
         run(Command::new("objcopy").arg("--strip-debug").arg(&exe).arg(&to))?;
     }
+    // Each test runs in its package's directory, as under cargo.
+    for b in bins {
+        std::fs::create_dir_all(stage.join(b.dir.strip_prefix("/").unwrap_or(&b.dir)))?;
+    }
     for data in ["profiler/tests/fixtures", "profiler/src/snapshots", "benches/seed"] {
         let from = root.join(data);
         let to = place(&from)?;
@@ -227,9 +232,11 @@ $B poweroff -f
 "#
 }
 
-fn suite_script(bins: &[TestBinary]) -> String {
+fn suite_script(bins: &[TestBinary], root: &Path) -> String {
+    // insta finds the snapshots from the workspace root, which it asks cargo for otherwise.
     let mut s = format!(
-        "export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root CI=true INSTA_UPDATE=no EXECPROF_TEST_SLOWDOWN={SLOWDOWN}\n"
+        "export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root CI=true INSTA_UPDATE=no INSTA_WORKSPACE_ROOT={} EXECPROF_TEST_SLOWDOWN={SLOWDOWN}\n",
+        root.display()
     );
     for b in bins {
         let (exe, dir) = (b.exe.display(), b.dir.display());
@@ -278,7 +285,7 @@ pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], timeout: Duration
     c.file("bin/busybox", &std::fs::read(&busybox)?, 0o755);
     modules(&pkg_dir, &mut c)?;
     c.file("init", init_script().as_bytes(), 0o755);
-    c.file("suite.sh", suite_script(bins).as_bytes(), 0o755);
+    c.file("suite.sh", suite_script(bins, &std::env::current_dir()?).as_bytes(), 0o755);
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
     eprintln!("xtask: the whole test suite inside {label} ({package}); TCG is slow, this takes many minutes");
