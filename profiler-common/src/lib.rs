@@ -26,6 +26,9 @@ pub mod names {
     /// Exact mode: `exact_entry_N` / `exact_return_N` for function slot N < MAX_PROBED.
     pub const PROG_EXACT_ENTRY_PREFIX: &str = "exact_entry_";
     pub const PROG_EXACT_RETURN_PREFIX: &str = "exact_return_";
+    /// Exact mode on kernels with BPF trampolines: `exact_fentry_N` / `exact_fexit_N`.
+    pub const PROG_EXACT_FENTRY_PREFIX: &str = "exact_fentry_";
+    pub const PROG_EXACT_FEXIT_PREFIX: &str = "exact_fexit_";
 
     /// Globals fixed before load: byte offsets inside kernel structs, taken from the running
     /// kernel's BTF because Rust eBPF has no CO-RE relocations.

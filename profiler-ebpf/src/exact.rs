@@ -1,14 +1,16 @@
-//! Exact mode, for kernels with kprobes: entry and return probes on the exec-path functions
-//! this kernel has. Each function gets its own slot (a kprobe/kretprobe program pair with
-//! the slot number built in), so the return probe knows which function returned without
-//! relying on helpers older kernels lack. Only calls inside a traced thread's exec attempt
-//! are kept.
+//! Exact mode: entry and return probes on the exec-path functions this kernel has. Each
+//! function gets its own slot, with the slot number built into its programs, so the return
+//! probe knows which function returned without relying on helpers older kernels lack. A slot
+//! has two program pairs: fentry/fexit (BPF trampolines: a fraction of a kprobe's cost), used
+//! where the function has BTF and the kernel allows them, and kprobe/kretprobe for the rest
+//! (compiler-suffixed names without BTF, names present twice, kernels without trampolines).
+//! Only calls inside a traced thread's exec attempt are kept.
 use aya_ebpf::{
     bindings::BPF_ANY,
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    macros::{kprobe, kretprobe, map},
+    macros::{fentry, fexit, kprobe, kretprobe, map},
     maps::HashMap,
-    programs::{ProbeContext, RetProbeContext},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use profiler_common::{ProbedCallRecord, RecordHeader, counter, kind, limits};
 
@@ -64,7 +66,7 @@ fn ret(slot: u32) {
 }
 
 macro_rules! slots {
-    ($($n:literal => $entry:ident, $ret:ident;)*) => {$(
+    ($($n:literal => $entry:ident, $ret:ident, $fentry:ident, $fexit:ident;)*) => {$(
         #[kprobe]
         pub fn $entry(_ctx: ProbeContext) -> u32 {
             entry($n);
@@ -75,40 +77,51 @@ macro_rules! slots {
             ret($n);
             0
         }
+        /// The function is chosen at load time (user space passes its BTF name).
+        #[fentry]
+        pub fn $fentry(_ctx: FEntryContext) -> u32 {
+            entry($n);
+            0
+        }
+        #[fexit]
+        pub fn $fexit(_ctx: FExitContext) -> u32 {
+            ret($n);
+            0
+        }
     )*};
 }
 
 slots! {
-    0 => exact_entry_0, exact_return_0;
-    1 => exact_entry_1, exact_return_1;
-    2 => exact_entry_2, exact_return_2;
-    3 => exact_entry_3, exact_return_3;
-    4 => exact_entry_4, exact_return_4;
-    5 => exact_entry_5, exact_return_5;
-    6 => exact_entry_6, exact_return_6;
-    7 => exact_entry_7, exact_return_7;
-    8 => exact_entry_8, exact_return_8;
-    9 => exact_entry_9, exact_return_9;
-    10 => exact_entry_10, exact_return_10;
-    11 => exact_entry_11, exact_return_11;
-    12 => exact_entry_12, exact_return_12;
-    13 => exact_entry_13, exact_return_13;
-    14 => exact_entry_14, exact_return_14;
-    15 => exact_entry_15, exact_return_15;
-    16 => exact_entry_16, exact_return_16;
-    17 => exact_entry_17, exact_return_17;
-    18 => exact_entry_18, exact_return_18;
-    19 => exact_entry_19, exact_return_19;
-    20 => exact_entry_20, exact_return_20;
-    21 => exact_entry_21, exact_return_21;
-    22 => exact_entry_22, exact_return_22;
-    23 => exact_entry_23, exact_return_23;
-    24 => exact_entry_24, exact_return_24;
-    25 => exact_entry_25, exact_return_25;
-    26 => exact_entry_26, exact_return_26;
-    27 => exact_entry_27, exact_return_27;
-    28 => exact_entry_28, exact_return_28;
-    29 => exact_entry_29, exact_return_29;
-    30 => exact_entry_30, exact_return_30;
-    31 => exact_entry_31, exact_return_31;
+    0 => exact_entry_0, exact_return_0, exact_fentry_0, exact_fexit_0;
+    1 => exact_entry_1, exact_return_1, exact_fentry_1, exact_fexit_1;
+    2 => exact_entry_2, exact_return_2, exact_fentry_2, exact_fexit_2;
+    3 => exact_entry_3, exact_return_3, exact_fentry_3, exact_fexit_3;
+    4 => exact_entry_4, exact_return_4, exact_fentry_4, exact_fexit_4;
+    5 => exact_entry_5, exact_return_5, exact_fentry_5, exact_fexit_5;
+    6 => exact_entry_6, exact_return_6, exact_fentry_6, exact_fexit_6;
+    7 => exact_entry_7, exact_return_7, exact_fentry_7, exact_fexit_7;
+    8 => exact_entry_8, exact_return_8, exact_fentry_8, exact_fexit_8;
+    9 => exact_entry_9, exact_return_9, exact_fentry_9, exact_fexit_9;
+    10 => exact_entry_10, exact_return_10, exact_fentry_10, exact_fexit_10;
+    11 => exact_entry_11, exact_return_11, exact_fentry_11, exact_fexit_11;
+    12 => exact_entry_12, exact_return_12, exact_fentry_12, exact_fexit_12;
+    13 => exact_entry_13, exact_return_13, exact_fentry_13, exact_fexit_13;
+    14 => exact_entry_14, exact_return_14, exact_fentry_14, exact_fexit_14;
+    15 => exact_entry_15, exact_return_15, exact_fentry_15, exact_fexit_15;
+    16 => exact_entry_16, exact_return_16, exact_fentry_16, exact_fexit_16;
+    17 => exact_entry_17, exact_return_17, exact_fentry_17, exact_fexit_17;
+    18 => exact_entry_18, exact_return_18, exact_fentry_18, exact_fexit_18;
+    19 => exact_entry_19, exact_return_19, exact_fentry_19, exact_fexit_19;
+    20 => exact_entry_20, exact_return_20, exact_fentry_20, exact_fexit_20;
+    21 => exact_entry_21, exact_return_21, exact_fentry_21, exact_fexit_21;
+    22 => exact_entry_22, exact_return_22, exact_fentry_22, exact_fexit_22;
+    23 => exact_entry_23, exact_return_23, exact_fentry_23, exact_fexit_23;
+    24 => exact_entry_24, exact_return_24, exact_fentry_24, exact_fexit_24;
+    25 => exact_entry_25, exact_return_25, exact_fentry_25, exact_fexit_25;
+    26 => exact_entry_26, exact_return_26, exact_fentry_26, exact_fexit_26;
+    27 => exact_entry_27, exact_return_27, exact_fentry_27, exact_fexit_27;
+    28 => exact_entry_28, exact_return_28, exact_fentry_28, exact_fexit_28;
+    29 => exact_entry_29, exact_return_29, exact_fentry_29, exact_fexit_29;
+    30 => exact_entry_30, exact_return_30, exact_fentry_30, exact_fexit_30;
+    31 => exact_entry_31, exact_return_31, exact_fentry_31, exact_fexit_31;
 }

@@ -4,7 +4,7 @@
 //! address, since attaching by its ambiguous name fails).
 use crate::{
     ksyms::{FunctionPresence, KernelSymbols},
-    meta::{ExactPlan, ProbedFunction},
+    meta::{ExactPlan, Mechanism, ProbedFunction},
     phases::PhaseModel,
 };
 
@@ -38,6 +38,7 @@ impl ExactPlan {
                     raw_name: t.raw_name.clone(),
                     address: t.address,
                     by_address,
+                    mechanism: Mechanism::default(),
                 });
             }
         }

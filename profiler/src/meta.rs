@@ -101,6 +101,29 @@ pub struct ProbedFunction {
     pub address: u64,
     /// Attached by address because the name is ambiguous.
     pub by_address: bool,
+    /// What times it (set when attached).
+    #[serde(default)]
+    pub mechanism: Mechanism,
+}
+
+/// How exact mode times a function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mechanism {
+    /// fentry/fexit: BPF trampolines, where the function has BTF and the kernel allows them.
+    Fentry,
+    /// kprobe/kretprobe: everywhere else.
+    #[default]
+    Kprobe,
+}
+
+impl Mechanism {
+    pub fn label(self) -> &'static str {
+        match self {
+            Mechanism::Fentry => "fentry/fexit",
+            Mechanism::Kprobe => "kprobe/kretprobe",
+        }
+    }
 }
 
 /// Which exec-path functions exact mode probes, in which slot.
@@ -133,17 +156,27 @@ pub struct Mode {
 }
 
 impl Mode {
-    /// `probed`: functions under entry/return probes (None: no exact mode).
-    pub fn new(probed: Option<usize>, sample_hz: u64, note: Option<String>) -> Self {
+    /// `plan`: exact mode's probes (None: no exact mode).
+    pub fn new(plan: Option<&ExactPlan>, sample_hz: u64, note: Option<String>) -> Self {
         let sampled = format!("cpu-clock samples at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts");
+        let probed = plan.map(|p| {
+            let by = |m: Mechanism| p.functions.iter().filter(|f| f.mechanism == m).count();
+            let parts: Vec<String> = [Mechanism::Fentry, Mechanism::Kprobe]
+                .into_iter()
+                .filter(|&m| by(m) > 0)
+                .map(|m| format!("{} on {}", m.label(), by(m)))
+                .collect();
+            format!("{} exec-path functions", parts.join(" and "))
+        });
+        let exact = probed.is_some();
         let (mode, text) = match (probed, sample_hz > 0) {
-            (Some(n), true) => ("exact+sampled", format!("exact: kprobe/kretprobe on {n} exec-path functions; plus {sampled}")),
-            (Some(n), false) => ("exact", format!("exact: kprobe/kretprobe on {n} exec-path functions")),
+            (Some(n), true) => ("exact+sampled", format!("exact: {n}; plus {sampled}")),
+            (Some(n), false) => ("exact", format!("exact: {n}")),
             (None, true) => ("sampled", format!("sampled: {sampled}")),
             (None, false) => ("none", "off (--sample-hz 0, no exact mode)".to_owned()),
         };
         let attribution = match note {
-            Some(n) if probed.is_none() => format!("{text} — {n}"),
+            Some(n) if !exact => format!("{text} — {n}"),
             _ => text,
         };
         Self {

@@ -408,15 +408,20 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
         }
         let _ = writeln!(
             o,
-            "  {:<28} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}  called from",
-            "function", "phase", "calls/att", "p50", "p99", "mean", "self"
+            "  {:<28} {:<7} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}  called from",
+            "function", "probe", "phase", "calls/att", "p50", "p99", "mean", "self"
         );
         for f in &oc.functions {
             let d = &f.inclusive_ns;
+            // Which mechanism timed it: trampolines cost less than kprobes inside the time.
+            let probe = plan
+                .and_then(|p| p.functions.iter().find(|x| x.function == f.function))
+                .map_or("-", |x| if x.mechanism == crate::meta::Mechanism::Fentry { "fentry" } else { "kprobe" });
             let _ = writeln!(
                 o,
-                "  {:<28} {:<10} {:>9.2} {:>9} {:>9} {:>9} {:>9}  {}",
+                "  {:<28} {:<7} {:<10} {:>9.2} {:>9} {:>9} {:>9} {:>9}  {}",
                 f.function,
+                probe,
                 f.phase.as_deref().unwrap_or("-"),
                 f.calls_per_attempt,
                 human_ns(d.p50_ns as f64),
@@ -446,7 +451,14 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
     }
     let _ = writeln!(o, "  calls: {} recorded, {} not tied to a recorded attempt", x.calls, x.calls_without_attempt);
     if let Some(p) = plan {
-        let _ = writeln!(o, "  probed: {} functions", p.functions.len());
+        let by = |m: crate::meta::Mechanism| p.functions.iter().filter(|f| f.mechanism == m).count();
+        let _ = writeln!(
+            o,
+            "  probed: {} functions ({} by fentry/fexit, {} by kprobe/kretprobe: no BTF for the name, or a name the kernel has twice)",
+            p.functions.len(),
+            by(crate::meta::Mechanism::Fentry),
+            by(crate::meta::Mechanism::Kprobe)
+        );
         if !p.absent.is_empty() {
             let _ = writeln!(o, "  not probed, no symbol on this kernel (inlined): {}", p.absent.join(", "));
         }

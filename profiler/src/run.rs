@@ -358,7 +358,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain:
             .err()
             .map(|e| format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display()))
     };
-    let mode = Mode::new(exact_plan.as_ref().map(|p| p.functions.len()), sample_hz, mode_note);
+    let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note);
     let sched_prepare_exec = crate::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());
     Ok(Attached { tracer, exact_plan, sample_hz, mode, warnings, startup_note, sched_prepare_exec })
 }
@@ -372,8 +372,7 @@ fn attach_exact(tracer: &mut Tracer, mode: ModeRequest, model: &PhaseModel) -> R
     }
     let result = KernelSymbols::load().and_then(|symbols| {
         let mut plan = ExactPlan::resolve(model, &symbols, profiler_common::limits::MAX_PROBED);
-        let (attached, warnings) = tracer.attach_exact(&plan)?;
-        plan.functions.retain(|f| attached.contains(&f.slot));
+        let warnings = tracer.attach_exact(&mut plan)?;
         Ok((plan, warnings))
     });
     match (result, mode) {
@@ -390,10 +389,13 @@ fn attach_exact(tracer: &mut Tracer, mode: ModeRequest, model: &PhaseModel) -> R
     }
 }
 
-/// Why kprobes failed, in the user's terms.
+/// Why neither fentry/fexit nor kprobes attached, in the user's terms.
 fn no_exact_reason(err: &anyhow::Error) -> String {
     if !std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists() {
-        return "the kernel has no kprobes (no kprobe PMU; CONFIG_KPROBES is off)".into();
+        let trampolines = format!("{err:#}");
+        let trampolines = trampolines.split("fentry/fexit: ").nth(1).and_then(|t| t.split("; kprobes:").next()).unwrap_or("not tried");
+        let trampolines = trampolines.split(". Verifier output").next().unwrap_or(trampolines);
+        return format!("the kernel has no kprobes (no kprobe PMU; CONFIG_KPROBES is off) and refuses fentry/fexit ({trampolines})");
     }
     format!("{err:#}")
 }

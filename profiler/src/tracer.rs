@@ -6,7 +6,7 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray, PerCpuValues, RingBuf},
     programs::{
-        KProbe, PerfEvent,
+        FEntry, FExit, KProbe, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
@@ -14,7 +14,7 @@ use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
 
 use crate::{
     kernel_layout::TaskLayout,
-    meta::{ExactPlan, LossCounters},
+    meta::{ExactPlan, LossCounters, Mechanism},
     probes::{self, AttachOutcome, ProbeSpec},
 };
 
@@ -116,36 +116,88 @@ impl Tracer {
         Ok(())
     }
 
-    /// Exact mode: entry and return probes on every function of the plan. A function whose
-    /// probes do not attach is left out with a warning naming it and the kernel's answer;
-    /// returns the functions attached and the warnings. Fails when none attaches.
-    pub fn attach_exact(&mut self, plan: &ExactPlan) -> Result<(Vec<u32>, Vec<String>)> {
-        let (mut attached, mut warnings) = (Vec::new(), Vec::new());
-        for f in &plan.functions {
-            let (name, offset) = if f.by_address { ("", f.address) } else { (f.raw_name.as_str(), 0) };
-            let mut one = |prefix: &str| -> Result<()> {
-                let prog = format!("{prefix}{}", f.slot);
-                let p: &mut KProbe = self.ebpf.program_mut(&prog).ok_or_else(|| anyhow!("program {prog} missing"))?.try_into()?;
-                if p.fd().is_err() {
-                    p.load()?;
+    /// Exact mode: entry and return probes on every function of the plan: fentry/fexit where
+    /// the function has BTF and the kernel takes trampolines (a fraction of a kprobe's cost),
+    /// kprobe/kretprobe otherwise. The plan keeps the functions that attached, each with the
+    /// mechanism that times it; a function that attaches neither way is left out with a
+    /// warning naming it and the kernel's answer. Fails when none attaches.
+    pub fn attach_exact(&mut self, plan: &mut ExactPlan) -> Result<Vec<String>> {
+        let btf = aya::Btf::from_sys_fs().ok();
+        // Set once trampolines prove unusable here (refused, or not built in): why.
+        let mut no_trampolines: Option<String> = if btf.is_none() { Some("no kernel BTF".into()) } else { None };
+        let (mut kept, mut warnings) = (Vec::new(), Vec::new());
+        for mut f in std::mem::take(&mut plan.functions) {
+            let mut mechanism = None;
+            if let (Some(btf), None, false) = (&btf, &no_trampolines, f.by_address) {
+                match self.attach_trampolines(f.slot, &f.raw_name, btf) {
+                    Ok(()) => mechanism = Some(Mechanism::Fentry),
+                    // Not in BTF (a compiler-suffixed name): kprobes for this one.
+                    Err(aya::programs::ProgramError::Btf(_)) => {}
+                    Err(e) => no_trampolines = Some(format!("{e:#}")),
                 }
-                p.attach(name, offset)?;
-                Ok(())
-            };
-            match one(names::PROG_EXACT_ENTRY_PREFIX).and_then(|()| one(names::PROG_EXACT_RETURN_PREFIX)) {
-                Ok(()) => attached.push(f.slot),
-                Err(e) => warnings.push(format!(
-                    "exact mode: {} ({}{}) not probed: {e:#}",
-                    f.function,
-                    f.raw_name,
-                    if f.by_address { format!(" at {:#x}", f.address) } else { String::new() }
-                )),
+            }
+            if mechanism.is_none() {
+                match self.attach_kprobes(&f) {
+                    Ok(()) => mechanism = Some(Mechanism::Kprobe),
+                    Err(e) => warnings.push(format!(
+                        "exact mode: {} ({}{}) not probed: {e:#}",
+                        f.function,
+                        f.raw_name,
+                        if f.by_address { format!(" at {:#x}", f.address) } else { String::new() }
+                    )),
+                }
+            }
+            if let Some(m) = mechanism {
+                f.mechanism = m;
+                kept.push(f);
             }
         }
-        if attached.is_empty() {
-            anyhow::bail!("no exec-path function could be probed: {}", warnings.first().map_or("no candidates", String::as_str));
+        plan.functions = kept;
+        if plan.functions.is_empty() {
+            let why = warnings.first().map_or("no candidates", String::as_str);
+            match &no_trampolines {
+                Some(t) => anyhow::bail!("no exec-path function could be probed: fentry/fexit: {t}; kprobes: {why}"),
+                None => anyhow::bail!("no exec-path function could be probed: {why}"),
+            }
         }
-        Ok((attached, warnings))
+        if let Some(t) = no_trampolines
+            && plan.functions.iter().any(|f| !f.by_address)
+        {
+            warnings.push(format!("exact mode: fentry/fexit not usable here ({t}): kprobes time every function, at a higher cost"));
+        }
+        Ok(warnings)
+    }
+
+    /// fentry/fexit programs of `slot` on the kernel function `name` (by its BTF).
+    fn attach_trampolines(&mut self, slot: u32, name: &str, btf: &aya::Btf) -> std::result::Result<(), aya::programs::ProgramError> {
+        let entry = format!("{}{slot}", names::PROG_EXACT_FENTRY_PREFIX);
+        let exit = format!("{}{slot}", names::PROG_EXACT_FEXIT_PREFIX);
+        // Both are in every object this execprof builds; a missing one is a build mismatch.
+        let missing = || aya::programs::ProgramError::UnexpectedProgramType;
+        {
+            let p: &mut FEntry = self.ebpf.program_mut(&entry).ok_or_else(missing)?.try_into()?;
+            p.load(name, btf)?;
+            p.attach()?;
+        }
+        let p: &mut FExit = self.ebpf.program_mut(&exit).ok_or_else(missing)?.try_into()?;
+        p.load(name, btf)?;
+        p.attach()?;
+        Ok(())
+    }
+
+    /// kprobe/kretprobe programs of the function's slot (by name, or by address when the name
+    /// is ambiguous).
+    fn attach_kprobes(&mut self, f: &crate::meta::ProbedFunction) -> Result<()> {
+        let (name, offset) = if f.by_address { ("", f.address) } else { (f.raw_name.as_str(), 0) };
+        for prefix in [names::PROG_EXACT_ENTRY_PREFIX, names::PROG_EXACT_RETURN_PREFIX] {
+            let prog = format!("{prefix}{}", f.slot);
+            let p: &mut KProbe = self.ebpf.program_mut(&prog).ok_or_else(|| anyhow!("program {prog} missing"))?.try_into()?;
+            if p.fd().is_err() {
+                p.load()?;
+            }
+            p.attach(name, offset)?;
+        }
+        Ok(())
     }
 
     /// A uprobe on `main` of `program`, so a step's time from image start to `main`

@@ -42,11 +42,11 @@ const USERLAND: &[&str] = &[
     "usr/lib/locale",
     "etc",
 ];
-/// Modules to load, in order, where the kernel has them as modules (built-in ones are absent
-/// from the package and skipped).
+/// Modules to load where the kernel has them as modules (built-in ones are absent from the
+/// package and skipped); loaded in the order their `depends=` lines require.
 const MODULES: &[&str] = &[
-    "drivers/virtio/virtio.ko",
     "drivers/virtio/virtio_ring.ko",
+    "drivers/virtio/virtio.ko",
     "drivers/virtio/virtio_pci_legacy_dev.ko",
     "drivers/virtio/virtio_pci_modern_dev.ko",
     "drivers/virtio/virtio_pci.ko",
@@ -184,13 +184,13 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
 }
 
 /// The modules of [`MODULES`] this kernel package has, uncompressed (busybox's insmod takes
-/// plain objects), numbered in load order.
+/// plain objects), numbered in an order that loads each after the modules it depends on.
 fn modules(pkg_dir: &Path, cpio: &mut Cpio) -> Result<()> {
     let lib = pkg_dir.join("root/lib/modules");
     let version = std::fs::read_dir(&lib)?.filter_map(|e| e.ok()).next().ok_or_else(|| anyhow!("no modules in {}", lib.display()))?;
     let base = version.path().join("kernel");
-    cpio.dir("modules");
-    for (i, m) in MODULES.iter().enumerate() {
+    let mut found: Vec<(String, Vec<String>, Vec<u8>)> = Vec::new();
+    for m in MODULES {
         let plain = base.join(m);
         let xz = base.join(format!("{m}.xz"));
         let bytes = if plain.exists() {
@@ -204,9 +204,35 @@ fn modules(pkg_dir: &Path, cpio: &mut Cpio) -> Result<()> {
         } else {
             continue;
         };
-        cpio.file(&format!("modules/{i:02}.ko"), &bytes, 0o644);
+        let name = Path::new(m).file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        found.push((name, depends(&bytes), bytes));
+    }
+    cpio.dir("modules");
+    let mut loaded: Vec<String> = Vec::new();
+    while !found.is_empty() {
+        let ready = found
+            .iter()
+            .position(|(_, deps, _)| deps.iter().all(|d| loaded.contains(d) || !MODULES.iter().any(|m| m.ends_with(&format!("/{d}.ko")))));
+        let Some(i) = ready else { bail!("module dependencies form a cycle: {:?}", found.iter().map(|f| &f.0).collect::<Vec<_>>()) };
+        let (name, _, bytes) = found.remove(i);
+        cpio.file(&format!("modules/{:02}-{name}.ko", loaded.len()), &bytes, 0o644);
+        loaded.push(name);
     }
     Ok(())
+}
+
+/// A module's `depends=` list (from its .modinfo strings).
+fn depends(module: &[u8]) -> Vec<String> {
+    let key = b"depends=";
+    module
+        .windows(key.len())
+        .position(|w| w == key)
+        .map(|at| {
+            let rest = &module[at + key.len()..];
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            String::from_utf8_lossy(&rest[..end]).split(',').filter(|d| !d.is_empty()).map(|d| d.replace('-', "_")).collect()
+        })
+        .unwrap_or_default()
 }
 
 fn init_script() -> &'static str {

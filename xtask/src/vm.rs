@@ -269,6 +269,13 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     for f in ["do_open_execat", "mm_alloc", "copy_strings"] {
         check(probed(f), format!("{f} is probed (it is a symbol on this kernel)"));
     }
+    // Both guest kernels have BPF trampolines: a function whose name has BTF (no compiler
+    // suffix, not present twice) is timed by fentry/fexit; the others by kprobes.
+    for f in v["exact_plan"]["functions"].as_array().into_iter().flatten() {
+        let btf_name = f["function"] == f["raw_name"] && f["by_address"] == false;
+        let want = if btf_name { "fentry" } else { "kprobe" };
+        check(f["mechanism"] == want, format!("{} ({}) timed by {} (want {want})", f["function"], f["raw_name"], f["mechanism"]));
+    }
     check(calls("do_open_execat") >= 0.99, format!("do_open_execat runs in every failed attempt ({:.2}/attempt)", calls("do_open_execat")));
     // 6.8 moved the open before the mm set-up and the argument copying.
     let version: Vec<u32> = run.kernel.split('.').filter_map(|x| x.parse().ok()).collect();

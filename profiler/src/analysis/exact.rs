@@ -206,6 +206,7 @@ mod tests {
                     raw_name: (*n).into(),
                     address: 0,
                     by_address: false,
+                    mechanism: crate::meta::Mechanism::Kprobe,
                 })
                 .collect(),
             ..Default::default()
