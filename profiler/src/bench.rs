@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// One round: wall time from release to reap, and the children's CPU time (getrusage).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct ChainRound {
     pub wall_ns: u64,
     pub user_ns: u64,
@@ -48,7 +48,9 @@ pub fn run_chain_once(workload: &ChainWorkload) -> Result<ChainRound> {
     Ok(ChainRound { wall_ns, user_ns: after.0 - before.0, sys_ns: after.1 - before.1 })
 }
 
-pub fn chain(spec: ChainSpec, rounds: u32) -> Result<()> {
+/// `json`: also write every round (the same span `run` reports as the command's wall time:
+/// release of the suspended child to its exit, so benchmarks compare like with like).
+pub fn chain(spec: ChainSpec, rounds: u32, json: Option<&std::path::Path>) -> Result<()> {
     if rounds == 0 {
         return Err(crate::exit::Failure::usage("--rounds must be at least 1").into());
     }
@@ -77,6 +79,10 @@ pub fn chain(spec: ChainSpec, rounds: u32) -> Result<()> {
         100.0 * (hi - lo) as f64 / (2.0 * w.max(1) as f64)
     );
     println!("  (user and system time come from getrusage(RUSAGE_CHILDREN): the kernel's tick-sampled accounting)");
+    if let Some(path) = json {
+        let v = serde_json::json!({ "spec": spec, "rounds": all });
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n").map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
     Ok(())
 }
 

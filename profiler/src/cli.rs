@@ -83,6 +83,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub struct BenchChainArgs {
     #[command(flatten)]
     pub chain: ChainArgs,
+    /// Also write every round's times as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
     /// Rounds, each the whole chain; the report gives the spread between them.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub rounds: u32,

@@ -25,9 +25,10 @@ fn main() {
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),
         Command::Bench(cli::BenchCommand::Spawn(args)) => bench::spawn(&args).map(|()| 0),
-        Command::Bench(cli::BenchCommand::Chain(args)) => {
-            chain_spec(&args.chain).map_err(anyhow::Error::from).and_then(|spec| bench::chain(spec, args.rounds)).map(|()| 0)
-        }
+        Command::Bench(cli::BenchCommand::Chain(args)) => chain_spec(&args.chain)
+            .map_err(anyhow::Error::from)
+            .and_then(|spec| bench::chain(spec, args.rounds, args.json.as_deref()))
+            .map(|()| 0),
     };
     let status = match result {
         Ok(status) => status,

@@ -300,7 +300,8 @@ fn direct_chain_has_no_enoent() {
 fn extra_environment_costs_argument_copying() {
     require_root!();
     let args_phase = |env: &str| {
-        let (v, out) = run_json(&["--steps", "5000", "--env-vars", env, "--sample-hz", "4999"]);
+        // Sampled mode alone: exact mode's probes inside the copying would be sampled too.
+        let (v, out) = run_json(&["--mode", "sampled", "--steps", "5000", "--env-vars", env, "--sample-hz", "4999"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let success = v["analysis"]["sampled"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "success").cloned().unwrap();
         phase(&success, "args")["estimate"].clone()
