@@ -226,4 +226,22 @@ pub struct RunEnd {
     pub first_decode_error: Option<String>,
     /// Set when the run was cut short (a signal reached execprof): why.
     pub partial: Option<String>,
+    /// What each of execprof's eBPF programs cost during the run, by the kernel's own
+    /// accounting (BPF run-time statistics); empty where the kernel would not keep them.
+    #[serde(default)]
+    pub program_costs: Vec<ProgramCost>,
+}
+
+/// One eBPF program's runs and run time during a run (`bpf_prog_info.run_cnt/run_time_ns`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub program: String,
+    pub runs: u64,
+    pub run_ns: u64,
+}
+
+impl ProgramCost {
+    pub fn ns_per_run(&self) -> f64 {
+        if self.runs == 0 { 0.0 } else { self.run_ns as f64 / self.runs as f64 }
+    }
 }

@@ -68,6 +68,9 @@ pub struct RunReport {
     /// False when anything was lost or the run was cut short: the figures are then not the
     /// whole run's.
     pub complete: bool,
+    /// execprof's own programs' cost, and the part of each outcome's latency inside the
+    /// attempt's window (None where the kernel keeps no BPF run-time statistics).
+    pub probe_cost: Option<crate::analysis::probe_cost::ProbeCost>,
     /// Exec attempts and fork-family calls that lost a piece (enter or exit record missing,
     /// thread gone mid-call): what the losses cost in attempts, not records.
     pub attempts_affected: u64,
@@ -80,6 +83,7 @@ impl RunReport {
     pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
         let losses = end.kernel_losses.with_unjoined(unjoined);
         let attempts_affected = unjoined.abandoned + unjoined.exit_without_enter + unjoined.enter_without_exit;
+        let probe_cost = crate::analysis::probe_cost::estimate(&end.program_costs, &analysis, meta.exact_plan.as_ref());
         let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
         Self {
             schema_version: SCHEMA_VERSION,
@@ -99,6 +103,7 @@ impl RunReport {
             undecodable_records: end.undecodable_records,
             startup_note: meta.startup_note,
             complete,
+            probe_cost,
             attempts_affected,
             partial: end.partial,
             source,
@@ -152,6 +157,7 @@ pub fn render(r: &RunReport) -> String {
     }
     render_agreement(&mut o, r);
     render_files(&mut o, r);
+    render_probe_cost(&mut o, r);
     render_losses(&mut o, r);
     o
 }
@@ -377,6 +383,34 @@ fn render_files(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "  ... and {more} more (all in --json, up to {})", crate::analysis::MAX_FILES);
         }
     }
+}
+
+/// execprof's own cost, from the kernel's BPF run-time statistics.
+fn render_probe_cost(o: &mut String, r: &RunReport) {
+    let Some(p) = &r.probe_cost else { return };
+    let _ = writeln!(o, "\nexecprof's own eBPF programs (kernel BPF run-time statistics)");
+    let _ = writeln!(o, "  {:<24} {:>10} {:>9} {:>9}", "program", "runs", "per run", "total");
+    for c in p.programs.iter().take(12) {
+        let _ = writeln!(o, "  {:<24} {:>10} {:>9} {:>9}", c.program, c.runs, human_ns(c.ns_per_run()), human_ns(c.run_ns as f64));
+    }
+    if p.programs.len() > 12 {
+        let _ = writeln!(o, "  ... {} more programs (in --json)", p.programs.len() - 12);
+    }
+    let _ = writeln!(o, "  inside each attempt's measured latency (hooks between its timestamps, samples, exact-mode probes):");
+    for x in &p.outcomes {
+        let _ = writeln!(
+            o,
+            "    {:<12} {:>9} of {:>9} per attempt; without it {:>9}",
+            x.outcome.label(),
+            human_ns(x.probe_ns_per_attempt),
+            human_ns(x.mean_ns),
+            human_ns(x.mean_without_probes_ns)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  (not counted: the parts of sys_enter/sys_exit inside the window, i.e. the enter record sent after the clock read and the exit path before it; sampling shows them in the \"execprof's own probes\" phase)"
+    );
 }
 
 /// What was lost or unseen: always printed.
@@ -625,6 +659,7 @@ mod tests {
             undecodable_records: 0,
             first_decode_error: None,
             partial: None,
+            program_costs: vec![],
         };
         let analysis = analysis::analyse(&events, ctx, &symbols);
         RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None, ready_ms: 0 })

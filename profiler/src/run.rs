@@ -129,6 +129,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
 
+    let run_stats = Tracer::enable_run_stats();
     let released = Instant::now();
     let running = match child.release() {
         Ok(running) => running,
@@ -143,6 +144,8 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let tree_ended = Instant::now();
 
     let kernel_losses = attached.tracer.losses()?;
+    let program_costs = attached.tracer.program_costs();
+    drop(run_stats);
     let attempts = pipeline.attempts();
     let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));
     let sampled = attached.sample_hz > 0;
@@ -155,6 +158,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         undecodable_records: finished.undecodable,
         first_decode_error: finished.first_decode_error.clone(),
         partial: end.partial,
+        program_costs,
     };
     let mut finished = finished;
     let mut errors = std::mem::take(&mut finished.output_errors);

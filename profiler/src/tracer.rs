@@ -14,7 +14,7 @@ use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
 
 use crate::{
     kernel_layout::TaskLayout,
-    meta::{ExactPlan, LossCounters, Mechanism},
+    meta::{ExactPlan, LossCounters, Mechanism, ProgramCost},
     probes::{self, AttachOutcome, ProbeSpec},
 };
 
@@ -211,6 +211,27 @@ impl Tracer {
         p.load()?;
         p.attach("main", program, aya::programs::uprobe::UProbeScope::AllProcesses)?;
         Ok(())
+    }
+
+    /// Turns on the kernel's BPF run-time statistics for as long as the returned fd lives
+    /// (BPF_ENABLE_STATS: nothing to restore afterwards). None where the kernel refuses.
+    pub fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
+        aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| log::debug!("BPF run-time statistics unavailable: {e}")).ok()
+    }
+
+    /// Runs and run time of every loaded program so far (needs [`Tracer::enable_run_stats`]).
+    pub fn program_costs(&self) -> Vec<ProgramCost> {
+        let mut costs: Vec<ProgramCost> = self
+            .ebpf
+            .programs()
+            .filter_map(|(name, p)| {
+                let info = p.info().ok()?;
+                Some(ProgramCost { program: name.to_owned(), runs: info.run_count(), run_ns: info.run_time().as_nanos() as u64 })
+            })
+            .filter(|c| c.runs > 0)
+            .collect();
+        costs.sort_by(|a, b| b.run_ns.cmp(&a.run_ns).then_with(|| a.program.cmp(&b.program)));
+        costs
     }
 
     /// The ring buffer the records arrive in (once).

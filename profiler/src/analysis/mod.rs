@@ -8,6 +8,7 @@ pub mod attribution;
 pub mod chain;
 pub mod exact;
 pub mod outcome;
+pub mod probe_cost;
 pub mod stats;
 
 use std::collections::{BTreeMap, HashMap};
