@@ -32,8 +32,8 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Set up, build, and run every test (root BPF tests included when run as root), then the
-    /// exact-mode tests inside stock Debian 6.1 and 6.12 kernels under QEMU.
+    /// Set up, check formatting and clippy, build, and run every test as root here, then the
+    /// whole suite and the exact-mode checks inside stock Debian 6.1 and 6.12 kernels (QEMU).
     Ci,
     /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
     VmSuite {
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Setup => setup(),
         Task::Run { args } => setup().and_then(|()| run_builtin(&args)),
-        Task::Ci => setup().and_then(|()| ci()).and_then(|()| vm_test(None, 200)),
+        Task::Ci => setup().and_then(|()| ci()).and_then(|()| vm_suite(None)).and_then(|()| vm_test(None, 200)),
         Task::VmSuite { kernel } => setup().and_then(|()| vm_suite(kernel.as_deref())),
         Task::VmTest { kernel, steps } => setup().and_then(|()| vm_test(kernel.as_deref(), steps)),
     };
