@@ -47,9 +47,15 @@ pub(crate) fn resolve_package(meta: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("cannot resolve {meta} (run `apt-get update`?)"))
 }
 
+/// Downloaded packages: outside the clone, so CI runs in fresh clones reuse them (a package
+/// name includes its version, which keys the cache).
+fn package_cache() -> PathBuf {
+    PathBuf::from("/var/cache/execprof/packages")
+}
+
 /// Downloads and unpacks a Debian package into the cache (never installs it).
 pub(crate) fn fetch_package(pkg: &str) -> Result<PathBuf> {
-    let dir = cache_dir().join(pkg);
+    let dir = package_cache().join(pkg);
     let done = dir.join(".extracted");
     if done.exists() {
         return Ok(dir);
