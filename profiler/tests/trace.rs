@@ -709,3 +709,51 @@ fn skeleton(text: &str, split: bool) -> Vec<String> {
     }
     out
 }
+
+fn chain_dir_paths() -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("execprof-chain."))
+        .map(|e| e.path())
+        .collect()
+}
+
+fn chain_dirs() -> usize {
+    chain_dir_paths().len()
+}
+
+/// Killed outright, execprof cannot report, but the traced command must not go on untraced:
+/// it dies with execprof. (Its own descendants are not killed; the built-in chain has none.)
+#[test]
+#[ignore = "needs root"]
+fn sigkill_of_execprof_takes_the_command_with_it() {
+    require_root!();
+    let before = chain_dir_paths();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = long_run(&dir.path().join("out.json"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5) * execprof::testing::slowdown();
+    while chain_processes() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(chain_processes(), 0, "the chain ran on after execprof was killed");
+    // A SIGKILLed execprof cannot remove the chain's directory: the test does.
+    for d in chain_dir_paths().into_iter().filter(|d| !before.contains(d)) {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// Every exit path that can clean up removes the built-in chain's temporary directory.
+#[test]
+#[ignore = "needs root"]
+fn the_chains_directory_is_removed_after_a_signal() {
+    require_root!();
+    let before = chain_dirs();
+    let dir = tempfile::tempdir().unwrap();
+    let child = long_run(&dir.path().join("out.json"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    wait_out(child);
+    assert_eq!(chain_dirs(), before, "a /tmp/execprof-chain.* directory was left behind");
+}
