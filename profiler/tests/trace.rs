@@ -650,7 +650,10 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
                   def burst():\n    go.wait()\n    for _ in range(1000):\n        libc.execv(b'/nonexistent/x', argv)\n\
                   ts = [threading.Thread(target=burst) for _ in range(64)]\n\
                   [t.start() for t in ts]\n[t.join() for t in ts]\n";
-    let (v, out) = run_json(&["--", "/usr/bin/python3", "-c", script]);
+    // Sampled mode: the ring buffer is the question here. (In exact mode, kretprobes on
+    // functions without BTF miss returns beyond their few concurrent instances, which the
+    // report counts as probed entries without return.)
+    let (v, out) = run_json(&["--mode", "sampled", "--", "/usr/bin/python3", "-c", script]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_no_losses(&v);
     assert_eq!(v["complete"], true);
