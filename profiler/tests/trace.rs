@@ -506,7 +506,11 @@ fn a_recording_of_the_seeds_chain_replays_to_the_same_report() {
 fn long_run(json: &Path) -> std::process::Child {
     use std::io::{BufRead as _, BufReader};
     let mut child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
-        .args(["run", "--progress", "--steps", "50000000", "--sample-hz", "0", "--json"])
+        // Sampled mode: a SIGKILLed execprof detaches exact mode's probes while the chain runs
+        // at full speed, which crashed the 6.12 guest under TCG (kprobe text patching on
+        // do_execveat_common racing the emulated CPUs); the signals, not the probes, are the
+        // question here.
+        .args(["run", "--progress", "--mode", "sampled", "--sample-hz", "99", "--steps", "50000000", "--json"])
         .arg(json)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
