@@ -131,17 +131,28 @@ fn kill_all(pids: &[u32], sig: i32) {
     }
 }
 
+/// What the loop reads from the kernel besides the command.
+pub struct Feeds {
+    pub ring: RingBuf<MapData>,
+    /// The eBPF side's log (`-v`).
+    pub logger: Option<EbpfLog>,
+    /// Holds the kernel's BPF run-time statistics on. They cost every program run two clock
+    /// reads (a few percent of the chain here), so the loop keeps them on for the first second
+    /// only: enough for the cost per run, which is all the report needs from them.
+    pub run_stats: Option<std::os::fd::OwnedFd>,
+}
+
 /// Runs until the traced command and all its traced descendants are gone, or a signal stops
 /// them; feeds every record to `pipeline`.
 pub async fn trace(
     tracer: &Tracer,
-    ring: RingBuf<MapData>,
+    feeds: Feeds,
     pipeline: &mut Pipeline<'_>,
     mut child: RunningChild,
-    logger: Option<EbpfLog>,
     released: Instant,
     progress: &mut Progress,
 ) -> Result<LiveEnd> {
+    let Feeds { ring, logger, mut run_stats } = feeds;
     let mut ring = watch(ring).context("watching the ring buffer")?;
     let mut logger = logger.map(watch).transpose().context("watching the eBPF side's log")?;
     let pidfd = watch(pidfd_open(child.pid())?).context("watching the traced command")?;
@@ -186,6 +197,9 @@ pub async fn trace(
             _ = sigterm.recv() => Some("SIGTERM"),
             _ = sighup.recv() => Some("SIGHUP"),
             _ = second.tick() => {
+                if released.elapsed() >= Duration::from_secs(1) {
+                    run_stats = None;
+                }
                 pipeline.checkpoint();
                 progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far());
                 None
@@ -234,6 +248,7 @@ pub async fn trace(
             }
         }
     }
+    drop(run_stats);
     // The last records of the tree are in the buffer already.
     drain(ring.get_mut(), pipeline);
     if let Some(l) = &mut logger {

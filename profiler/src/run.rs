@@ -138,14 +138,20 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
             return Err(failure.into());
         }
     };
-    let end = runtime.block_on(live::trace(&attached.tracer, ring, &mut pipeline, running, logger, released, &mut progress))?;
+    let end = runtime.block_on(live::trace(
+        &attached.tracer,
+        live::Feeds { ring, logger, run_stats },
+        &mut pipeline,
+        running,
+        released,
+        &mut progress,
+    ))?;
     drop(runtime);
     live::exit_on_signal_while_reporting(workload.iter().map(|w| w.dir().to_owned()).collect());
     let tree_ended = Instant::now();
 
     let kernel_losses = attached.tracer.losses()?;
     let program_costs = attached.tracer.program_costs();
-    drop(run_stats);
     let attempts = pipeline.attempts();
     let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));
     let sampled = attached.sample_hz > 0;
