@@ -30,6 +30,8 @@ use crate::{
 /// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a
 /// timer: at 10 ms and ~200k records/s the ring buffer holds far more than one period needs.
 const POLL: Duration = Duration::from_millis(10);
+/// How long the kernel's BPF run-time statistics stay on (see [`Feeds::run_stats`]).
+pub const STATS_WINDOW: Duration = Duration::from_millis(250);
 /// After the first signal, how long the tree gets to end on its own before SIGKILL.
 const GRACE: Duration = Duration::from_millis(500);
 
@@ -137,8 +139,8 @@ pub struct Feeds {
     /// The eBPF side's log (`-v`).
     pub logger: Option<EbpfLog>,
     /// Holds the kernel's BPF run-time statistics on. They cost every program run two clock
-    /// reads (a few percent of the chain here), so the loop keeps them on for the first second
-    /// only: enough for the cost per run, which is all the report needs from them.
+    /// reads (~4% of the chain here), so the loop keeps them on for [`STATS_WINDOW`] only:
+    /// enough runs for the cost per run, which is all the report needs from them.
     pub run_stats: Option<std::os::fd::OwnedFd>,
 }
 
@@ -153,6 +155,8 @@ pub async fn trace(
     progress: &mut Progress,
 ) -> Result<LiveEnd> {
     let Feeds { ring, logger, mut run_stats } = feeds;
+    let stats_off = tokio::time::sleep(STATS_WINDOW);
+    tokio::pin!(stats_off);
     let mut ring = watch(ring).context("watching the ring buffer")?;
     let mut logger = logger.map(watch).transpose().context("watching the eBPF side's log")?;
     let pidfd = watch(pidfd_open(child.pid())?).context("watching the traced command")?;
@@ -193,13 +197,14 @@ pub async fn trace(
                 guard.clear_ready();
                 None
             }
+            () = &mut stats_off, if run_stats.is_some() => {
+                run_stats = None;
+                None
+            }
             _ = sigint.recv() => Some("SIGINT"),
             _ = sigterm.recv() => Some("SIGTERM"),
             _ = sighup.recv() => Some("SIGHUP"),
             _ = second.tick() => {
-                if released.elapsed() >= Duration::from_secs(1) {
-                    run_stats = None;
-                }
                 pipeline.checkpoint();
                 progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far());
                 None

@@ -390,7 +390,7 @@ fn render_probe_cost(o: &mut String, r: &RunReport) {
     let Some(p) = &r.probe_cost else { return };
     let _ = writeln!(
         o,
-        "\nexecprof's own eBPF programs (kernel BPF run-time statistics, kept on for the run's first second: they cost time too)"
+        "\nexecprof's own eBPF programs (kernel BPF run-time statistics, kept on for the run's first 250 ms: they cost time too)"
     );
     let _ = writeln!(o, "  {:<24} {:>10} {:>9} {:>9}", "program", "runs", "per run", "total");
     for c in p.programs.iter().take(12) {
