@@ -15,8 +15,7 @@ use crate::{
         stats::Distribution,
     },
     assemble::Unjoined,
-    meta::{ExactPlan, ExitStatus, KernelInfo, LossCounters, MachineFacts, Mode, RunEnd, RunMeta},
-    workload::ChainSpec,
+    meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta},
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
@@ -44,27 +43,16 @@ pub struct RecordingFacts {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     pub schema_version: u32,
-    /// The execprof that traced the run.
-    pub execprof_version: String,
-    pub command: Vec<String>,
-    pub program: String,
-    /// Set when the built-in exec chain ran.
-    pub chain: Option<ChainSpec>,
-    pub kernel: KernelInfo,
-    pub machine: MachineFacts,
-    pub mode: Mode,
-    /// Exact mode's probes: what was probed, what this kernel does not have as a symbol, what
-    /// did not fit the slots.
-    pub exact_plan: Option<ExactPlan>,
-    pub warnings: Vec<String>,
+    /// What ran and how it was traced (as the recording's head has it), at the top level of
+    /// the JSON.
+    #[serde(flatten)]
+    pub meta: RunMeta,
     pub exit_status: ExitStatus,
     /// From release of the command to its exit.
     pub command_wall_ns: u64,
     pub analysis: Analysis,
     pub losses: LossCounters,
     pub undecodable_records: u64,
-    /// Why image-start-to-main is not measured, when it is not.
-    pub startup_note: Option<String>,
     /// False when anything was lost or the run was cut short: the figures are then not the
     /// whole run's.
     pub complete: bool,
@@ -82,26 +70,17 @@ pub struct RunReport {
 impl RunReport {
     pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
         let losses = end.kernel_losses.with_unjoined(unjoined);
+        let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
         let attempts_affected = unjoined.abandoned + unjoined.exit_without_enter + unjoined.enter_without_exit;
         let probe_cost = crate::analysis::probe_cost::estimate(&end.program_costs, &analysis, meta.exact_plan.as_ref());
-        let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
         Self {
             schema_version: SCHEMA_VERSION,
-            execprof_version: meta.execprof_version,
-            command: meta.command,
-            program: meta.program,
-            chain: meta.chain,
-            kernel: meta.kernel,
-            machine: meta.machine,
-            mode: meta.mode,
-            exact_plan: meta.exact_plan,
-            warnings: meta.warnings,
+            meta,
             exit_status: end.exit_status,
             command_wall_ns: end.command_wall_ns,
             analysis,
             losses,
             undecodable_records: end.undecodable_records,
-            startup_note: meta.startup_note,
             complete,
             probe_cost,
             attempts_affected,
@@ -150,7 +129,7 @@ pub fn render(r: &RunReport) -> String {
     render_chain(&mut o, r);
     render_fork_calls(&mut o, r);
     if let Some(x) = &r.analysis.exact {
-        render_exact(&mut o, x, r.exact_plan.as_ref());
+        render_exact(&mut o, x, r.meta.exact_plan.as_ref());
     }
     if let Some(s) = &r.analysis.sampled {
         render_sampled(&mut o, s);
@@ -175,18 +154,24 @@ fn render_header(o: &mut String, r: &RunReport) {
             r.losses.total()
         );
     }
-    let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.execprof_version);
-    match &r.chain {
+    let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.meta.execprof_version);
+    match &r.meta.chain {
         Some(c) => {
-            let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), r.program);
+            let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), r.meta.program);
         }
         None => {
-            let _ = writeln!(o, "command   {}", r.command.join(" "));
+            let _ = writeln!(o, "command   {}", r.meta.command.join(" "));
         }
     }
-    let _ = writeln!(o, "kernel    {} ({}), BTF {}", r.kernel.release, r.kernel.machine, if r.kernel.btf { "yes" } else { "no" });
-    let _ = writeln!(o, "timing    {}", r.mode.timing);
-    let _ = writeln!(o, "functions {}", r.mode.attribution);
+    let _ = writeln!(
+        o,
+        "kernel    {} ({}), BTF {}",
+        r.meta.kernel.release,
+        r.meta.kernel.machine,
+        if r.meta.kernel.btf { "yes" } else { "no" }
+    );
+    let _ = writeln!(o, "timing    {}", r.meta.mode.timing);
+    let _ = writeln!(o, "functions {}", r.meta.mode.attribution);
     let _ = writeln!(
         o,
         "result    {} after {}; {} process(es), {} thread(s) created, {} exec attempts",
@@ -196,7 +181,7 @@ fn render_header(o: &mut String, r: &RunReport) {
         a.threads_created,
         a.attempts
     );
-    for w in &r.warnings {
+    for w in &r.meta.warnings {
         let _ = writeln!(o, "warning   {w}");
     }
     match &r.source {
@@ -324,7 +309,7 @@ fn render_chain(o: &mut String, r: &RunReport) {
                 c.steps_with_parts_over_wall
             );
         }
-        if let Some(note) = &r.startup_note {
+        if let Some(note) = &r.meta.startup_note {
             let _ = writeln!(o, "  {note}");
         }
     }
@@ -585,7 +570,12 @@ fn errno_name(e: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis, analysis::test_support::attempt, events::Event};
+    use crate::{
+        analysis,
+        analysis::test_support::attempt,
+        events::Event,
+        meta::{KernelInfo, MachineFacts, Mode},
+    };
 
     #[test]
     fn human_times() {
