@@ -177,10 +177,18 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         .spawn()
         .context("starting qemu-system-x86_64 (is qemu-system-x86 installed? `cargo xtask setup` installs it)")?;
     let mut stdout = child.stdout.take().expect("piped");
+    // The console goes to console.log as it comes, so a guest that hangs can be watched.
+    let mut log = std::fs::File::create(work.join("console.log"))?;
     let reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stdout.read_to_end(&mut s);
-        String::from_utf8_lossy(&s).into_owned()
+        let (mut all, mut buf) = (Vec::new(), [0u8; 8192]);
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let _ = std::io::Write::write_all(&mut log, &buf[..n]);
+            all.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&all).into_owned()
     });
     let mut timed_out = false;
     loop {
@@ -196,7 +204,6 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let console = reader.join().map_err(|_| anyhow!("console reader panicked"))?;
-    std::fs::write(work.join("console.log"), &console)?;
     eprintln!(
         "xtask: guest ran {:.1} s{}",
         started.elapsed().as_secs_f64(),
