@@ -163,6 +163,11 @@ pub struct RunArgs {
     /// Print progress on standard error once a second even when it is not a terminal.
     #[arg(long)]
     pub progress: bool,
+    /// Keep the kernel's BPF run-time statistics on during the run, and report what each of
+    /// execprof's programs cost and how much of each outcome's latency is probe time. They
+    /// cost the traced workload ~4% (every program run reads the clock twice more).
+    #[arg(long)]
+    pub probe_costs: bool,
     #[command(flatten)]
     pub chain: ChainArgs,
     /// Per-function timing: exact (kprobes on exec-path functions), sampled (kernel stacks),

@@ -30,8 +30,6 @@ use crate::{
 /// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a
 /// timer: at 10 ms and ~200k records/s the ring buffer holds far more than one period needs.
 const POLL: Duration = Duration::from_millis(10);
-/// How long the kernel's BPF run-time statistics stay on (see [`Feeds::run_stats`]).
-pub const STATS_WINDOW: Duration = Duration::from_millis(250);
 /// After the first signal, how long the tree gets to end on its own before SIGKILL.
 const GRACE: Duration = Duration::from_millis(500);
 
@@ -138,9 +136,10 @@ pub struct Feeds {
     pub ring: RingBuf<MapData>,
     /// The eBPF side's log (`-v`).
     pub logger: Option<EbpfLog>,
-    /// Holds the kernel's BPF run-time statistics on. They cost every program run two clock
-    /// reads (~4% of the chain here), so the loop keeps them on for [`STATS_WINDOW`] only:
-    /// enough runs for the cost per run, which is all the report needs from them.
+    /// Holds the kernel's BPF run-time statistics on until the traced tree is gone (`--probe-costs`).
+    /// They are switched on before the command runs and off after it: switching them flips a
+    /// static key, i.e. patches kernel text, which under QEMU/TCG crashed a 6.12 guest when
+    /// done while the chain ran at full speed.
     pub run_stats: Option<std::os::fd::OwnedFd>,
 }
 
@@ -154,9 +153,7 @@ pub async fn trace(
     released: Instant,
     progress: &mut Progress,
 ) -> Result<LiveEnd> {
-    let Feeds { ring, logger, mut run_stats } = feeds;
-    let stats_off = tokio::time::sleep(STATS_WINDOW);
-    tokio::pin!(stats_off);
+    let Feeds { ring, logger, run_stats } = feeds;
     let mut ring = watch(ring).context("watching the ring buffer")?;
     let mut logger = logger.map(watch).transpose().context("watching the eBPF side's log")?;
     let pidfd = watch(pidfd_open(child.pid())?).context("watching the traced command")?;
@@ -195,10 +192,6 @@ pub async fn trace(
                 let mut guard = r.context("waiting on the eBPF side's log")?;
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
-                None
-            }
-            () = &mut stats_off, if run_stats.is_some() => {
-                run_stats = None;
                 None
             }
             _ = sigint.recv() => Some("SIGINT"),

@@ -110,6 +110,7 @@ fn run_config(args: cli::RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
         outputs: outputs(args.outputs),
         recording: args.output,
         progress: args.progress,
+        probe_costs: args.probe_costs,
         sample_hz: args.sample_hz,
         mode,
         ring_bytes,

@@ -226,9 +226,8 @@ pub struct RunEnd {
     pub first_decode_error: Option<String>,
     /// Set when the run was cut short (a signal reached execprof): why.
     pub partial: Option<String>,
-    /// What each of execprof's eBPF programs cost in the run's first 250 ms (statistics are
-    /// kept on that long: they cost time themselves), by the kernel's own accounting (BPF
-    /// run-time statistics); empty where the kernel would not keep them.
+    /// What each of execprof's eBPF programs cost during the run, by the kernel's own
+    /// accounting (BPF run-time statistics, `--probe-costs`); empty without them.
     #[serde(default)]
     pub program_costs: Vec<ProgramCost>,
 }

@@ -373,10 +373,7 @@ fn render_files(o: &mut String, r: &RunReport) {
 /// execprof's own cost, from the kernel's BPF run-time statistics.
 fn render_probe_cost(o: &mut String, r: &RunReport) {
     let Some(p) = &r.probe_cost else { return };
-    let _ = writeln!(
-        o,
-        "\nexecprof's own eBPF programs (kernel BPF run-time statistics, kept on for the run's first 250 ms: they cost time too)"
-    );
+    let _ = writeln!(o, "\nexecprof's own eBPF programs (kernel BPF run-time statistics, --probe-costs)");
     let _ = writeln!(o, "  {:<24} {:>10} {:>9} {:>9}", "program", "runs", "per run", "total");
     for c in p.programs.iter().take(12) {
         let _ = writeln!(o, "  {:<24} {:>10} {:>9} {:>9}", c.program, c.runs, human_ns(c.ns_per_run()), human_ns(c.run_ns as f64));

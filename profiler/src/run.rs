@@ -63,6 +63,8 @@ pub struct RunConfig {
     /// Recording written as the run goes.
     pub recording: Option<PathBuf>,
     pub progress: bool,
+    /// Keep the kernel's BPF run-time statistics on during the run (`--probe-costs`).
+    pub probe_costs: bool,
     /// cpu-clock sampling rate per CPU; 0 = no per-function attribution.
     pub sample_hz: u64,
     pub mode: ModeRequest,
@@ -131,7 +133,14 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
 
     // BPF run-time statistics with exact mode soft-locked both CPUs of a Debian 6.1 guest
     // (`cargo xtask vm-suite`); 6.12 and 6.18 are fine: taken from 6.10 on only.
-    let run_stats = if meta.kernel.version() >= Some((6, 10)) { Tracer::enable_run_stats() } else { None };
+    let run_stats = if !cfg.probe_costs {
+        None
+    } else if meta.kernel.version() >= Some((6, 10)) {
+        Tracer::enable_run_stats()
+    } else {
+        eprintln!("execprof: --probe-costs: not on this kernel (before 6.10 the statistics with exact mode soft-locked a 6.1 guest)");
+        None
+    };
     let released = Instant::now();
     let running = match child.release() {
         Ok(running) => running,
