@@ -659,9 +659,20 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
     // report counts as probed entries without return.)
     let (v, out) = run_json(&["--mode", "sampled", "--", "/usr/bin/python3", "-c", script]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_losses(&v);
-    assert_eq!(v["complete"], true);
-    assert_eq!(outcome_count(&v, "enoent"), 64_000);
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        assert_no_losses(&v);
+        assert_eq!(v["complete"], true);
+        assert_eq!(outcome_count(&v, "enoent"), 64_000);
+    } else {
+        // One CPU (a guest): the reader waits for the 64 threads, the ring may fill. Then
+        // nothing may go unsaid: every attempt not counted is within the records the kernel
+        // counted as lost, and the report says it is incomplete.
+        let ring_full = v["losses"].as_array().unwrap().iter().find(|p| p[0] == "ring buffer full").unwrap()[1].as_u64().unwrap();
+        let missing = 64_000 - outcome_count(&v, "enoent");
+        assert!(missing <= ring_full, "{missing} attempts missing, {ring_full} records counted as lost");
+        assert_eq!(v["complete"], ring_full == 0);
+        assert_eq!(String::from_utf8_lossy(&out.stdout).contains("INCOMPLETE"), ring_full > 0);
+    }
 }
 
 /// The README's example report is the current program's: its section headers and row names,
