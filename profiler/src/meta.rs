@@ -73,6 +73,10 @@ impl std::fmt::Display for ExitStatus {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LossCounters(pub Vec<(String, u64)>);
 
+/// The loss user space reads from the kernel after the run (exact-mode entries whose return
+/// never came), listed after the kernel's own counters.
+pub const ENTRIES_WITHOUT_RETURN: &str = "probed entry without return";
+
 impl LossCounters {
     pub fn total(&self) -> u64 {
         self.0.iter().map(|(_, n)| n).sum()
@@ -85,7 +89,7 @@ impl LossCounters {
 
     /// All kernel counters at zero (for reports built without a kernel).
     pub fn zero() -> Self {
-        let names = profiler_common::counter::NAMES.iter().copied().chain(["probed entry without return"]);
+        let names = profiler_common::counter::NAMES.iter().copied().chain([ENTRIES_WITHOUT_RETURN]);
         Self(names.map(|n| (n.to_string(), 0)).collect())
     }
 }

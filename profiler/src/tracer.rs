@@ -89,7 +89,7 @@ impl Tracer {
             Some(map) => aya::maps::HashMap::<_, u64, u64>::try_from(map).map_or(0, |m| m.keys().count() as u64),
             None => 0,
         };
-        out.push(("probed entry without return".to_owned(), left));
+        out.push((crate::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));
         Ok(LossCounters(out))
     }
 
