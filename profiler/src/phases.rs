@@ -43,7 +43,7 @@ pub const TRACER_PHASE: &str = "tracer";
 
 /// Directive keywords; phase ids may not collide with them or lines would be
 /// ambiguous.
-const KEYWORDS: &[&str] = &["phase", "probe", "async", "fault", "overhead"];
+const KEYWORDS: &[&str] = &["phase", "probe", "async", "fault", "overhead", "wrapper"];
 
 /// Compiler-generated suffix kinds that are followed by a number
 /// (`.isra.0`, `.constprop.3`, `.part.1`, `.cold.2`, `.llvm.123456`, ...).
@@ -127,6 +127,10 @@ pub enum FrameClass {
     /// The profiler's own probes (BPF programs and the maps they touch): the sample goes to
     /// the `tracer` phase, so tracing overhead is shown as such instead of inflating a phase.
     Overhead,
+    /// Tracing code that calls the traced function (an fentry/fexit trampoline, a kretprobe
+    /// return trampoline): overhead when the sample is in it or in other overhead it called,
+    /// transparent when the traced function's own body runs beneath it.
+    Wrapper,
     /// Not in the model: transparent.
     Unknown,
 }
@@ -193,6 +197,7 @@ pub struct PhaseModel {
     async_frames: NameSet,
     fault_frames: NameSet,
     overhead_frames: NameSet,
+    wrapper_frames: NameSet,
     /// The phase tracing-overhead frames go to (declared when `overhead` lines exist).
     tracer: Option<PhaseId>,
 }
@@ -256,6 +261,9 @@ impl PhaseModel {
         let name = strip_suffix(function_raw_name);
         if let Some(entry) = self.functions.get(name) {
             FrameClass::Phase { phase: entry.phase, weak: entry.weak }
+        } else if self.wrapper_frames.matches(name) {
+            // Before overhead: a wrapper may also match a broader overhead pattern.
+            FrameClass::Wrapper
         } else if self.overhead_frames.matches(name) {
             FrameClass::Overhead
         } else if self.async_frames.matches(name) {
@@ -273,13 +281,26 @@ impl PhaseModel {
         self.attribute(frames).phase
     }
 
+    /// The leafmost frame that makes a sample tracing overhead: an overhead frame, or a wrapper
+    /// that is the leaf or sits directly under overhead (the trampoline's own work). A wrapper
+    /// with a traced function's body beneath it is just a caller: under fexit every sample in
+    /// the traced function has the trampoline on its stack.
+    fn first_overhead<S: AsRef<str>>(&self, frames: &[S]) -> Option<usize> {
+        let classes: Vec<FrameClass> = frames.iter().map(|f| self.frame_class(f.as_ref())).collect();
+        classes.iter().enumerate().position(|(i, c)| match c {
+            FrameClass::Overhead => true,
+            FrameClass::Wrapper => i == 0 || matches!(classes[i - 1], FrameClass::Overhead | FrameClass::Wrapper),
+            _ => false,
+        })
+    }
+
     /// Like [`classify_stack`](Self::classify_stack) but also says which
     /// frame decided, so reports can explain surprising attributions.
     pub fn attribute<S: AsRef<str>>(&self, frames: &[S]) -> Attribution {
         let mut strong = None;
         let mut weak = None;
         if let Some(tracer) = self.tracer
-            && let Some(frame) = frames.iter().position(|f| self.frame_class(f.as_ref()) == FrameClass::Overhead)
+            && let Some(frame) = self.first_overhead(frames)
         {
             return Attribution { phase: tracer, reason: AttributionReason::Overhead { frame } };
         }
@@ -292,7 +313,7 @@ impl PhaseModel {
                 FrameClass::Phase { phase, weak: true } => {
                     weak.get_or_insert((index, phase));
                 }
-                FrameClass::Fault | FrameClass::Unknown | FrameClass::Overhead => {}
+                FrameClass::Fault | FrameClass::Unknown | FrameClass::Overhead | FrameClass::Wrapper => {}
             }
         }
         match (strong, weak) {
@@ -317,6 +338,7 @@ struct Builder {
     async_frames: NameSet,
     fault_frames: NameSet,
     overhead_frames: NameSet,
+    wrapper_frames: NameSet,
     pattern_lines: HashMap<String, usize>,
 }
 
@@ -337,7 +359,7 @@ impl Builder {
                 self.probes.push(name.to_string());
                 Ok(())
             }
-            "async" | "fault" | "overhead" => self.frame_pattern(line_no, keyword, rest),
+            "async" | "fault" | "overhead" | "wrapper" => self.frame_pattern(line_no, keyword, rest),
             phase_name => self.function_entry(line_no, phase_name, rest),
         }
     }
@@ -425,6 +447,7 @@ impl Builder {
         let set = match keyword {
             "async" => &mut self.async_frames,
             "overhead" => &mut self.overhead_frames,
+            "wrapper" => &mut self.wrapper_frames,
             _ => &mut self.fault_frames,
         };
         set.insert(pattern);
@@ -439,6 +462,8 @@ impl Builder {
             Some("async")
         } else if self.overhead_frames.matches(name) {
             Some("overhead")
+        } else if self.wrapper_frames.matches(name) {
+            Some("wrapper")
         } else if self.fault_frames.matches(name) {
             Some("fault")
         } else {
@@ -478,14 +503,16 @@ impl Builder {
             functions.insert(name.clone(), FunctionEntry { phase, weak });
         }
         let tracer = phases.iter().find(|p| p.name == TRACER_PHASE).map(|p| p.id);
-        if tracer.is_none() && (!self.overhead_frames.exact.is_empty() || !self.overhead_frames.prefixes.is_empty()) {
-            bail!("`overhead` frames are listed but the phase `{TRACER_PHASE}` is not declared");
+        let listed = |set: &NameSet| !set.exact.is_empty() || !set.prefixes.is_empty();
+        if tracer.is_none() && (listed(&self.overhead_frames) || listed(&self.wrapper_frames)) {
+            bail!("`overhead` or `wrapper` frames are listed but the phase `{TRACER_PHASE}` is not declared");
         }
         Ok(PhaseModel {
             phases,
             other,
             tracer,
             overhead_frames: self.overhead_frames,
+            wrapper_frames: self.wrapper_frames,
             functions,
             by_phase,
             probes: self.probes,
@@ -846,6 +873,23 @@ fault handle_mm_fault
         assert_eq!(m.classify_stack(&["bpf_ringbuf_reserve", "bpf_prog_1_x", "do_open_execat"]), tracer);
         let a = m.attribute(&["bpf_ringbuf_reserve", "do_open_execat"]);
         assert_eq!(a.reason, AttributionReason::Overhead { frame: 0 });
+    }
+
+    #[test]
+    fn a_trampoline_is_tracer_only_when_the_sample_is_in_it() {
+        let m = PhaseModel::builtin().unwrap();
+        let (tracer, lookup, bprm_mm) =
+            (m.phase_by_name("tracer").unwrap(), m.phase_by_name("lookup").unwrap(), m.phase_by_name("bprm_mm").unwrap());
+        // fexit on do_open_execat: its body runs under the trampoline, which alloc_bprm called.
+        let body = ["link_path_walk", "path_openat", "do_filp_open", "do_open_execat", "bpf_trampoline_6442494788", "alloc_bprm"];
+        assert_eq!(m.classify_stack(&body), lookup);
+        // In the trampoline itself, or in the programs and helpers it runs: tracer.
+        assert_eq!(m.classify_stack(&["bpf_trampoline_6442494788", "alloc_bprm"]), tracer);
+        assert_eq!(m.classify_stack(&["__bpf_prog_enter_recur", "bpf_trampoline_1", "mm_alloc", "alloc_bprm"]), tracer);
+        assert_eq!(m.classify_stack(&["migrate_disable", "__bpf_prog_enter_recur", "bpf_trampoline_1", "alloc_bprm"]), tracer);
+        // Two trampolines nested (fexit on mm_alloc inside fexit on alloc_bprm).
+        let nested = ["pgd_alloc", "mm_init", "mm_alloc", "bpf_trampoline_2", "alloc_bprm", "bpf_trampoline_1", "do_execveat_common"];
+        assert_eq!(m.classify_stack(&nested), bprm_mm);
     }
 
     #[test]
