@@ -39,6 +39,10 @@ pub mod names {
     pub const GLOBAL_TASK_SIGNAL: &str = "TASK_SIGNAL_OFFSET";
     pub const GLOBAL_SIGNAL_LIVE: &str = "SIGNAL_LIVE_OFFSET";
     pub const GLOBAL_BPRM_FILENAME: &str = "BPRM_FILENAME_OFFSET";
+    /// `task_struct.pending.signal` (the thread's own pending set).
+    pub const GLOBAL_TASK_PENDING_SIGNAL: &str = "TASK_PENDING_SIGNAL_OFFSET";
+    /// `signal_struct.group_exec_task` (5.17+; 0 when absent).
+    pub const GLOBAL_SIGNAL_GROUP_EXEC_TASK: &str = "SIGNAL_GROUP_EXEC_TASK_OFFSET";
     /// Non-zero when the kernel has no `sched_prepare_exec`: the exec'd name is then read at
     /// `sched_process_exec` instead.
     pub const GLOBAL_NAME_AT_LOADED: &str = "NAME_AT_LOADED";
@@ -153,6 +157,12 @@ pub mod record_flags {
     pub const FILENAME_UNREADABLE: u32 = 2;
     /// The task's fault counters could not be read (no BTF offsets): faults are not counted.
     pub const FAULTS_UNAVAILABLE: u32 = 4;
+    /// A failed exec's thread had SIGKILL pending at exit: it was being killed, and its errno
+    /// (often E2BIG or EFAULT from an interrupted argument copy) is not a cost of failing.
+    pub const KILLED: u32 = 8;
+    /// ... and another thread of its process was exec'ing (`signal->group_exec_task`): that
+    /// exec won and de_thread killed this one.
+    pub const KILLED_BY_OTHER_THREADS_EXEC: u32 = 16;
 }
 
 /// Which traced syscall a [`SyscallEnterRecord`] / [`SyscallExitRecord`] is.

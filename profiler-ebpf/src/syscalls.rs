@@ -119,6 +119,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
         let reg = if syscall == traced_syscall::EXECVE { REGS_DI } else { REGS_SI };
         let ptr = unsafe { bpf_probe_read_kernel((regs + reg) as *const u64) }.unwrap_or(0);
         read_user_filename(ptr, rec);
+        rec.flags |= task::kill_flags(task::current());
     }
     entry.submit(maps::NO_WAKEUP);
     0

@@ -1,6 +1,7 @@
 //! Reads of `struct task_struct` fields at offsets user space found in the running kernel's
 //! BTF (Rust eBPF has no CO-RE). An offset of 0 means "not available on this kernel".
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel};
+use profiler_common::record_flags;
 
 #[unsafe(no_mangle)]
 static TASK_PID_OFFSET: u64 = 0;
@@ -16,6 +17,10 @@ static TASK_SIGNAL_OFFSET: u64 = 0;
 static SIGNAL_LIVE_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static BPRM_FILENAME_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_PENDING_SIGNAL_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SIGNAL_GROUP_EXEC_TASK_OFFSET: u64 = 0;
 
 #[inline(always)]
 fn global(g: &'static u64) -> u64 {
@@ -70,6 +75,33 @@ pub fn ids(task: u64) -> Option<(u32, u32)> {
         return None;
     }
     unsafe { Some((read_at::<u32>(task, pid_off)?, read_at::<u32>(task, tgid_off)?)) }
+}
+
+/// Why a failed exec's thread is dying, as [`record_flags`] bits: SIGKILL pending on the thread
+/// (`task->pending.signal`; zap_other_threads and a process-wide SIGKILL both set it there),
+/// and whether another thread's exec is under way (`signal->group_exec_task`, set by de_thread).
+#[inline(always)]
+pub fn kill_flags(task: u64) -> u32 {
+    const SIGKILL_BIT: u64 = 1 << (9 - 1);
+    let pending_off = global(&TASK_PENDING_SIGNAL_OFFSET);
+    if pending_off == 0 {
+        return 0;
+    }
+    let pending = unsafe { read_at::<u64>(task, pending_off) }.unwrap_or(0);
+    if pending & SIGKILL_BIT == 0 {
+        return 0;
+    }
+    let (sig_off, exec_off) = (global(&TASK_SIGNAL_OFFSET), global(&SIGNAL_GROUP_EXEC_TASK_OFFSET));
+    let exec_task = if sig_off == 0 || exec_off == 0 {
+        0
+    } else {
+        unsafe { read_at::<u64>(task, sig_off).filter(|s| *s != 0).and_then(|s| read_at::<u64>(s, exec_off)) }.unwrap_or(0)
+    };
+    if exec_task != 0 && exec_task != task {
+        record_flags::KILLED | record_flags::KILLED_BY_OTHER_THREADS_EXEC
+    } else {
+        record_flags::KILLED
+    }
 }
 
 /// True when no thread of `task`'s process is left alive (`signal->live == 0`). At

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::{
     events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
-    record::{Body, Family, Head, Name, Record, TracedSyscall},
+    record::{Body, Family, Head, Killed, Name, Record, TracedSyscall},
 };
 
 /// What could not be joined, in the order the report lists them.
@@ -87,7 +87,9 @@ impl Assembler {
         }
         match record.body {
             Body::SyscallEnter { syscall, faults } => self.syscall_enter(h, syscall, faults, out),
-            Body::SyscallExit { syscall, ret, faults, name } => self.syscall_exit(h, syscall, ret, faults, name, out),
+            Body::SyscallExit { syscall, ret, faults, name, killed } => {
+                self.syscall_exit(h, syscall, Exit { ret, faults, name, killed }, out)
+            }
             Body::NoReturn { name } => {
                 if let Some(o) = self.open.get_mut(&h.pid) {
                     o.prepare_ns = Some(h.ts_ns);
@@ -175,17 +177,9 @@ impl Assembler {
         }
     }
 
-    fn syscall_exit(
-        &mut self,
-        h: Head,
-        syscall: TracedSyscall,
-        ret: i64,
-        faults: Option<(u64, u64)>,
-        name: Option<Name>,
-        out: &mut impl EventSink,
-    ) {
+    fn syscall_exit(&mut self, h: Head, syscall: TracedSyscall, exit: Exit, out: &mut impl EventSink) {
         match self.open.remove(&h.pid) {
-            Some(o) if same_syscall(o.syscall, syscall) => out.event(&joined(o, h, ret, faults, name)),
+            Some(o) if same_syscall(o.syscall, syscall) => out.event(&joined(o, h, exit)),
             Some(o) => {
                 self.unjoined.enter_without_exit += 1;
                 self.unjoined.exit_without_enter += 1;
@@ -234,7 +228,16 @@ fn same_syscall(entered: TracedSyscall, exited: TracedSyscall) -> bool {
     (entered.is_exec() && exited.is_exec()) || entered == exited
 }
 
-fn joined(o: Open, h: Head, ret: i64, faults: Option<(u64, u64)>, exit_name: Option<Name>) -> Event {
+/// What a syscall exit record says beyond its head.
+struct Exit {
+    ret: i64,
+    faults: Option<(u64, u64)>,
+    name: Option<Name>,
+    killed: Option<Killed>,
+}
+
+fn joined(o: Open, h: Head, exit: Exit) -> Event {
+    let Exit { ret, faults, name: exit_name, killed } = exit;
     let delta = o.faults.zip(faults).map(|((min0, maj0), (min1, maj1))| (min1.wrapping_sub(min0), maj1.wrapping_sub(maj0)));
     let syscall = match o.syscall.family() {
         Family::Exec(syscall) => syscall,
@@ -269,6 +272,7 @@ fn joined(o: Open, h: Head, ret: i64, faults: Option<(u64, u64)>, exit_name: Opt
         loaded_ns: o.loaded_ns,
         exit_ns: h.ts_ns,
         ret,
+        killed,
         minor_faults: delta.map(|d| d.0),
         major_faults: delta.map(|d| d.1),
         inside: o.inside,
@@ -301,7 +305,7 @@ mod tests {
     }
 
     fn exit(ts_ns: u64, pid: u32, syscall: TracedSyscall, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
-        rec(ts_ns, pid, Body::SyscallExit { syscall, ret, faults: Some(faults), name: named(name) })
+        rec(ts_ns, pid, Body::SyscallExit { syscall, ret, faults: Some(faults), name: named(name), killed: None })
     }
 
     fn named(n: Option<&str>) -> Option<Name> {

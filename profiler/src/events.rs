@@ -4,7 +4,7 @@
 //! Times are CLOCK_MONOTONIC nanoseconds.
 use serde::Serialize;
 
-use crate::record::Name;
+use crate::record::{Killed, Name};
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
 /// Samples and probed calls are tied to their call by it, never by (process, time).
@@ -31,6 +31,8 @@ pub struct ExecAttempt {
     pub exit_ns: u64,
     /// 0 or -errno.
     pub ret: i64,
+    /// A failed attempt's thread was being killed at its exit (the errno is then not its own).
+    pub killed: Option<Killed>,
     /// Page faults taken by the thread during the attempt; None when not countable here.
     pub minor_faults: Option<u64>,
     pub major_faults: Option<u64>,

@@ -17,6 +17,10 @@ pub struct TaskLayout {
     pub signal_live: u64,
     /// `linux_binprm.filename`.
     pub bprm_filename: u64,
+    /// `task_struct.pending.signal`: 0 when not found (kills are then not told apart).
+    pub pending_signal: u64,
+    /// `signal_struct.group_exec_task` (5.17+; `group_exit_task` before): 0 when not found.
+    pub group_exec_task: u64,
 }
 
 impl TaskLayout {
@@ -37,6 +41,10 @@ impl TaskLayout {
             signal: task("signal")?,
             signal_live: member_offset(btf, "signal_struct", "live")?,
             bprm_filename: member_offset(btf, "linux_binprm", "filename")?,
+            pending_signal: task("pending").and_then(|p| Ok(p + member_offset(btf, "sigpending", "signal")?)).unwrap_or(0),
+            group_exec_task: member_offset(btf, "signal_struct", "group_exec_task")
+                .or_else(|_| member_offset(btf, "signal_struct", "group_exit_task"))
+                .unwrap_or(0),
         })
     }
 }
@@ -90,6 +98,7 @@ mod tests {
         assert!(layout.min_flt > 0 && layout.maj_flt == layout.min_flt + 8, "{layout:?}");
         assert!(layout.signal > 0);
         assert!(layout.bprm_filename > 0);
+        assert!(layout.pending_signal > 0 && layout.group_exec_task > 0, "{layout:?}");
         assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
     }
 }

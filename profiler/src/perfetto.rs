@@ -83,7 +83,7 @@ impl<W: Write> TraceWriter<W> {
         }
         let args =
             json!({ "filename": escape_name(&a.name.bytes), "ret": a.ret, "minor_faults": a.minor_faults, "major_faults": a.major_faults });
-        self.slice(&format!("exec {}", Outcome::of(a.ret).label()), "exec", (a.enter_ns, a.exit_ns), (pid, tid), Some(args));
+        self.slice(&format!("exec {}", Outcome::of_attempt(a).label()), "exec", (a.enter_ns, a.exit_ns), (pid, tid), Some(args));
         if let Some(p) = a.prepare_ns {
             self.slice("before point of no return", "exec.part", (a.enter_ns, p), (pid, tid), None);
             self.slice("after point of no return", "exec.part", (p, a.exit_ns), (pid, tid), None);

@@ -89,13 +89,36 @@ pub enum Family {
     Fork(ForkSyscall),
 }
 
+/// Why a failed exec's thread was dying when the call returned: it did not fail on its own,
+/// whatever errno it returned (an argument copy cut short returns E2BIG or EFAULT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Killed {
+    /// SIGKILL pending (the process was being killed).
+    BySignal,
+    /// Another thread of the process was exec'ing: its exec won and killed this thread.
+    ByOtherThreadsExec,
+}
+
+impl Killed {
+    fn from_flags(flags: u32) -> Option<Self> {
+        if flags & record_flags::KILLED_BY_OTHER_THREADS_EXEC != 0 {
+            Some(Killed::ByOtherThreadsExec)
+        } else if flags & record_flags::KILLED != 0 {
+            Some(Killed::BySignal)
+        } else {
+            None
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body {
     /// A traced syscall was entered. `faults`: the thread's (minor, major) fault counters, None
     /// when not readable.
     SyscallEnter { syscall: TracedSyscall, faults: Option<(u64, u64)> },
     /// It returned. `ret` is 0/-errno for execs, the child id for forks. `name` only for failed execs.
-    SyscallExit { syscall: TracedSyscall, ret: i64, faults: Option<(u64, u64)>, name: Option<Name> },
+    /// `killed`: a failed exec's thread was being killed at its exit.
+    SyscallExit { syscall: TracedSyscall, ret: i64, faults: Option<(u64, u64)>, name: Option<Name>, killed: Option<Killed> },
     /// An exec passed its point of no return.
     NoReturn { name: Option<Name> },
     /// An exec's new image is in place; `old_pid` is the thread id before the exec.
@@ -167,6 +190,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record> {
                 ret: r.ret,
                 faults: faults(r.flags, r.min_flt, r.maj_flt),
                 name: failed_exec.then(|| name(&r.filename, r.filename_len, r.flags)),
+                killed: if failed_exec { Killed::from_flags(r.flags) } else { None },
             }
         }
         kind::NO_RETURN | kind::LOADED => {
@@ -278,6 +302,23 @@ mod tests {
         assert!(matches!(decode(&bytes_of(&ok)).unwrap().body, Body::SyscallExit { name: None, ret: 0, .. }));
         let fork = exit_record(77, traced_syscall::CLONE3, 0, b"");
         assert!(matches!(decode(&bytes_of(&fork)).unwrap().body, Body::SyscallExit { name: None, syscall: TracedSyscall::Clone3, .. }));
+    }
+
+    #[test]
+    fn a_failed_execs_kill_flags_say_who_killed_it() {
+        let killed = |ret, flags| {
+            let Body::SyscallExit { killed, .. } = decode(&bytes_of(&exit_record(ret, traced_syscall::EXECVE, flags, b"/x"))).unwrap().body
+            else {
+                panic!()
+            };
+            killed
+        };
+        let (sig, by_exec) = (record_flags::KILLED, record_flags::KILLED | record_flags::KILLED_BY_OTHER_THREADS_EXEC);
+        assert_eq!(killed(-7, 0), None);
+        assert_eq!(killed(-7, sig), Some(Killed::BySignal));
+        assert_eq!(killed(-514, by_exec), Some(Killed::ByOtherThreadsExec));
+        // A success is never killed, whatever the bits.
+        assert_eq!(killed(0, by_exec), None);
     }
 
     #[test]

@@ -229,10 +229,20 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
                 let _ = writeln!(o, "  {:<12} {:>8}", s.outcome.label(), s.count);
             }
         }
-        if s.outcome == Outcome::Abandoned && s.count > 0 {
-            let _ = writeln!(o, "  {:<12} killed mid-exec: another thread's exec won (or a fatal signal)", "");
+        if let Some(k) = &s.killed {
+            let mut why = Vec::new();
+            if k.by_other_threads_exec > 0 {
+                why.push(format!("{} by another thread's exec (it won)", k.by_other_threads_exec));
+            }
+            if k.by_signal > 0 {
+                why.push(format!("{} by a fatal signal", k.by_signal));
+            }
+            if k.unexplained > 0 {
+                why.push(format!("{} returned ERESTARTNOINTR (a fatal signal)", k.unexplained));
+            }
+            let _ = writeln!(o, "  {:<12} killed mid-exec, not failed: {}", "", why.join(", "));
         }
-        if s.outcome == Outcome::Other && !s.errnos.is_empty() {
+        if matches!(s.outcome, Outcome::Other | Outcome::Abandoned) && !s.errnos.is_empty() {
             let list: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{} ×{n}", errno_name(*e))).collect();
             let _ = writeln!(o, "  {:<12} {}", "", list.join(", "));
         }
@@ -559,6 +569,8 @@ fn errno_name(e: i64) -> String {
         libc::EPERM => "EPERM",
         libc::EINTR => "EINTR",
         libc::ELIBBAD => "ELIBBAD",
+        513 => "ERESTARTNOINTR",
+        514 => "ERESTARTNOHAND",
         _ => return format!("errno {e}"),
     };
     name.to_owned()

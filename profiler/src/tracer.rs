@@ -262,6 +262,8 @@ pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
         .override_global(names::GLOBAL_TASK_SIGNAL, &layout.signal, true)
         .override_global(names::GLOBAL_SIGNAL_LIVE, &layout.signal_live, true)
         .override_global(names::GLOBAL_BPRM_FILENAME, &layout.bprm_filename, true)
+        .override_global(names::GLOBAL_TASK_PENDING_SIGNAL, &layout.pending_signal, true)
+        .override_global(names::GLOBAL_SIGNAL_GROUP_EXEC_TASK, &layout.group_exec_task, true)
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
         .map_max_entries(names::MAP_EVENTS, opts.ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);

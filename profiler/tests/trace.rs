@@ -168,6 +168,46 @@ fn exec_from_a_thread_is_recorded_under_the_new_id() {
     assert_eq!(v["analysis"]["from_non_leader_threads"], 1);
 }
 
+/// Threads busy in failing execs with large arguments when another thread's exec wins: they
+/// start together once all exist (clone fails with EAGAIN while a thread is in exec: fs->in_exec),
+/// and every exec goes through ctypes, which lets go of the GIL: the threads spend their time
+/// in the kernel, not waiting for the interpreter lock while the winning exec runs;
+/// are killed mid-copy and return E2BIG, EFAULT or ERESTARTNOHAND/NOINTR, which must count
+/// as abandoned (the kernel side sees SIGKILL pending and the winning exec), never as errnos
+/// of failing execs.
+#[test]
+#[ignore = "needs root"]
+fn threads_killed_by_another_threads_exec_are_abandoned_not_failed() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, [0u8; 64]).unwrap();
+    std::fs::set_permissions(&garbage, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = format!(
+        "import ctypes, os, threading, time\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         bad = b'{}'\n\
+         argv = (ctypes.c_char_p * 258)(*([bad] + [b'x' * 4000] * 256 + [None]))\n\
+         go = threading.Event()\n\
+         def loop():\n    go.wait()\n    while True: libc.execv(bad, argv)\n\
+         for _ in range(8): threading.Thread(target=loop, daemon=True).start()\n\
+         go.set()\n\
+         time.sleep(0.1 * {})\n\
+         libc.execv(b'/bin/true', (ctypes.c_char_p * 2)(b'true', None))",
+        garbage.display(),
+        execprof::testing::slowdown()
+    );
+    let v = run_python(&script);
+    let outcome =
+        |name: &str| v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == name).cloned().unwrap_or_default();
+    let (abandoned, other) = (outcome("abandoned"), outcome("other"));
+    assert!(outcome("enoexec")["count"].as_u64().unwrap() > 0, "the threads' execs ran: {:?}", v["analysis"]["outcomes"]);
+    assert_eq!(other["count"], 0, "no kill shows as an errno of a failing exec: {other}");
+    let n = abandoned["count"].as_u64().unwrap();
+    assert!(n >= 1, "threads mid-exec were killed by the winning exec: {:?}", v["analysis"]["outcomes"]);
+    assert_eq!(abandoned["killed"]["by_other_threads_exec"], n, "{abandoned}");
+}
+
 /// fexecve(3) goes through execveat(fd, "", AT_EMPTY_PATH).
 #[test]
 #[ignore = "needs root"]

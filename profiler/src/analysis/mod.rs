@@ -153,7 +153,7 @@ impl<'a> Analyzer<'a> {
     }
 
     fn exec(&mut self, a: &ExecAttempt) {
-        let outcome = outcome::Outcome::of(a.ret);
+        let outcome = outcome::Outcome::of_attempt(a);
         self.outcomes.add(a);
         self.chain.attempt(a);
         self.samples.call(outcome, a.exit_ns, &a.inside.samples);
@@ -281,6 +281,7 @@ pub(crate) mod test_support {
             loaded_ns: None,
             exit_ns,
             ret,
+            killed: None,
             minor_faults: faults,
             major_faults: faults.map(|_| 0),
             inside: Inside::default(),

@@ -2,7 +2,10 @@
 use serde::Serialize;
 
 use super::stats::{Distribution, Latencies};
-use crate::events::{ExecAttempt, ForkSyscall};
+use crate::{
+    events::{ExecAttempt, ForkSyscall},
+    record::Killed,
+};
 
 /// The kernel-internal errno an exec returns when it is killed mid-way (include/linux/errno.h).
 const ERESTARTNOINTR: i64 = 513;
@@ -16,9 +19,10 @@ pub enum Outcome {
     Enoexec,
     /// Any other errno.
     Other,
-    /// Killed mid-exec: the call returned ERESTARTNOINTR because a fatal signal was pending,
-    /// which for an exec means another thread's exec won (de_thread kills the other
-    /// threads) or the process is being killed. Not a cost of exec failing.
+    /// Killed mid-exec: the thread had SIGKILL pending when the call failed (the kernel side
+    /// says so, and whether another thread's exec won: de_thread kills the other threads), or
+    /// the call returned ERESTARTNOINTR (a fatal signal). Whatever errno it returned (an
+    /// argument copy cut short gives E2BIG or EFAULT), not a cost of exec failing.
     Abandoned,
     /// Not an exec: a fork-family call, analysed alongside.
     Fork(ForkSyscall),
@@ -37,6 +41,11 @@ impl Outcome {
             r if r == -ERESTARTNOINTR => Outcome::Abandoned,
             _ => Outcome::Other,
         }
+    }
+
+    /// An attempt's outcome: its errno, unless its thread was being killed.
+    pub fn of_attempt(a: &ExecAttempt) -> Self {
+        if a.ret != 0 && a.killed.is_some() { Outcome::Abandoned } else { Outcome::of(a.ret) }
     }
 
     pub fn label(self) -> &'static str {
@@ -65,8 +74,22 @@ pub struct OutcomeSummary {
     /// Mean minor / major faults per attempt, over the attempts whose faults were countable.
     pub minor_faults_per_attempt: Option<f64>,
     pub major_faults_per_attempt: Option<f64>,
-    /// For `Other`: each errno and its count, most frequent first.
+    /// For `Other` and `Abandoned`: each errno and its count, most frequent first.
     pub errnos: Vec<(i64, u64)>,
+    /// For `Abandoned`: what killed the attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub killed: Option<KilledCounts>,
+}
+
+/// Abandoned attempts by what killed them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KilledCounts {
+    /// Another thread of the process exec'd and de_thread killed this one.
+    pub by_other_threads_exec: u64,
+    /// SIGKILL pending with no exec in the process (it was being killed).
+    pub by_signal: u64,
+    /// ERESTARTNOINTR with no kill seen by the kernel side (recordings from before it looked).
+    pub unexplained: u64,
 }
 
 /// One outcome's figures, folded as attempts arrive.
@@ -76,6 +99,7 @@ pub struct OutcomeTally {
     minor: (u64, u64),
     major: (u64, u64),
     errnos: std::collections::BTreeMap<i64, u64>,
+    killed: KilledCounts,
 }
 
 impl OutcomeTally {
@@ -87,8 +111,17 @@ impl OutcomeTally {
         if let Some(n) = a.major_faults {
             self.major = (self.major.0 + n, self.major.1 + 1);
         }
-        if Outcome::of(a.ret) == Outcome::Other {
-            *self.errnos.entry(-a.ret).or_default() += 1;
+        match Outcome::of_attempt(a) {
+            Outcome::Other => *self.errnos.entry(-a.ret).or_default() += 1,
+            Outcome::Abandoned => {
+                *self.errnos.entry(-a.ret).or_default() += 1;
+                match a.killed {
+                    Some(Killed::ByOtherThreadsExec) => self.killed.by_other_threads_exec += 1,
+                    Some(Killed::BySignal) => self.killed.by_signal += 1,
+                    None => self.killed.unexplained += 1,
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -102,7 +135,7 @@ pub struct Outcomes {
 
 impl Outcomes {
     pub fn add(&mut self, a: &ExecAttempt) {
-        self.by.entry(Outcome::of(a.ret)).or_default().add(a);
+        self.by.entry(Outcome::of_attempt(a)).or_default().add(a);
         if a.ret == 0 {
             self.split.add(a);
         }
@@ -129,6 +162,7 @@ impl Outcomes {
                     minor_faults_per_attempt: mean(t.minor),
                     major_faults_per_attempt: mean(t.major),
                     errnos,
+                    killed: (outcome == Outcome::Abandoned && t.latency.count() > 0).then_some(t.killed),
                 }
             })
             .collect()
@@ -196,6 +230,10 @@ mod tests {
         assert_eq!(Outcome::of(-8), Outcome::Enoexec);
         assert_eq!(Outcome::of(-7), Outcome::Other);
         assert_eq!(Outcome::of(-513), Outcome::Abandoned);
+        let mut a = attempt(1, 0, 10, -7, None);
+        assert_eq!(Outcome::of_attempt(&a), Outcome::Other);
+        a.killed = Some(Killed::ByOtherThreadsExec);
+        assert_eq!(Outcome::of_attempt(&a), Outcome::Abandoned, "E2BIG from a copy cut short by the kill");
     }
 
     #[test]

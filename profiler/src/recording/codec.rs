@@ -2,7 +2,7 @@
 
 use super::MAX_INTERNED;
 use super::varint::{Cursor, delta32, delta64, put_varint, undelta32, undelta64, unzigzag, zigzag};
-use crate::record::{Body, Head, Name, Record, TracedSyscall};
+use crate::record::{Body, Head, Killed, Name, Record, TracedSyscall};
 use std::collections::HashMap;
 
 /// Tag byte: kind in the low nibble, "head same as before" in bit 4, three kind-specific flags.
@@ -31,7 +31,7 @@ pub(super) mod tag {
     pub fn allowed_flags(kind: u8) -> Option<u8> {
         Some(match kind {
             ENTER => B0 | B1,         // faults, syscall code byte
-            EXIT => B0 | B1 | B2,     // faults, syscall code byte, name
+            EXIT => B0 | B1 | B2,     // faults, syscall code byte (with the kill bits), name
             NO_RETURN => B0,          // name
             LOADED => B0 | B1,        // name, old_pid spelled out
             TASK_NEW => B0 | B1 | B2, // thread, child_tgid == tgid, child_tgid spelled out
@@ -172,12 +172,12 @@ impl Encoder {
     fn put_body(&mut self, h: &Head, body: &Body, buf: &mut Vec<u8>) -> u8 {
         match body {
             Body::SyscallEnter { syscall, faults } => {
-                let mut t = tag::ENTER | put_syscall(*syscall, buf);
+                let mut t = tag::ENTER | put_syscall(*syscall, None, buf);
                 t |= self.put_faults(*faults, buf);
                 t
             }
-            Body::SyscallExit { syscall, ret, faults, name } => {
-                let mut t = tag::EXIT | put_syscall(*syscall, buf);
+            Body::SyscallExit { syscall, ret, faults, name, killed } => {
+                let mut t = tag::EXIT | put_syscall(*syscall, *killed, buf);
                 put_varint(buf, zigzag(*ret));
                 t |= self.put_faults(*faults, buf);
                 t |= self.put_name(name.as_ref(), tag::B2, buf);
@@ -290,11 +290,18 @@ impl Encoder {
     }
 }
 
-fn put_syscall(s: TracedSyscall, buf: &mut Vec<u8>) -> u8 {
-    if s == TracedSyscall::Execve {
+/// The syscall code byte: the code in the low nibble, an exit's [`Killed`] in the high one.
+/// Left out for a plain `execve` (the common case).
+fn put_syscall(s: TracedSyscall, killed: Option<Killed>, buf: &mut Vec<u8>) -> u8 {
+    let kill_bits: u8 = match killed {
+        None => 0,
+        Some(Killed::BySignal) => 1,
+        Some(Killed::ByOtherThreadsExec) => 2,
+    };
+    if s == TracedSyscall::Execve && kill_bits == 0 {
         return 0;
     }
-    buf.push(s.code() as u8);
+    buf.push(s.code() as u8 | kill_bits << 4);
     tag::B1
 }
 
@@ -359,14 +366,17 @@ impl Decoder {
     fn body(&mut self, kind: u8, f: u8, h: &Head, c: &mut Cursor) -> Result<Body, String> {
         Ok(match kind {
             tag::ENTER => {
-                let syscall = syscall(f & tag::B1 != 0, c)?;
+                let (syscall, killed) = syscall(f & tag::B1 != 0, c)?;
+                if killed.is_some() {
+                    return Err("a syscall enter with kill bits".into());
+                }
                 Body::SyscallEnter { syscall, faults: self.faults(f & tag::B0 != 0, c)? }
             }
             tag::EXIT => {
-                let syscall = syscall(f & tag::B1 != 0, c)?;
+                let (syscall, killed) = syscall(f & tag::B1 != 0, c)?;
                 let ret = unzigzag(c.varint()?);
                 let faults = self.faults(f & tag::B0 != 0, c)?;
-                Body::SyscallExit { syscall, ret, faults, name: self.name_if(f & tag::B2 != 0, c)? }
+                Body::SyscallExit { syscall, ret, faults, name: self.name_if(f & tag::B2 != 0, c)?, killed }
             }
             tag::NO_RETURN => Body::NoReturn { name: self.name_if(f & tag::B0 != 0, c)? },
             tag::LOADED => {
@@ -478,12 +488,19 @@ pub(super) fn split_streams(raw: &[u8]) -> Result<(usize, usize), String> {
     Ok((start, c.pos))
 }
 
-fn syscall(spelled_out: bool, c: &mut Cursor) -> Result<TracedSyscall, String> {
+fn syscall(spelled_out: bool, c: &mut Cursor) -> Result<(TracedSyscall, Option<Killed>), String> {
     if !spelled_out {
-        return Ok(TracedSyscall::Execve);
+        return Ok((TracedSyscall::Execve, None));
     }
-    let code = c.byte()?;
-    TracedSyscall::from_code(u32::from(code)).ok_or_else(|| format!("bad syscall code {code}"))
+    let byte = c.byte()?;
+    let syscall = TracedSyscall::from_code(u32::from(byte & 0x0f)).ok_or_else(|| format!("bad syscall code {byte}"))?;
+    let killed = match byte >> 4 {
+        0 => None,
+        1 => Some(Killed::BySignal),
+        2 => Some(Killed::ByOtherThreadsExec),
+        _ => return Err(format!("bad kill bits in syscall code {byte:#04x}")),
+    };
+    Ok((syscall, killed))
 }
 
 pub(super) fn encode_symbols(symbols: &[(u64, String)], buf: &mut Vec<u8>) {

@@ -134,7 +134,7 @@ impl ChainGen {
         self.advance(1_000, 2_000);
         self.creep_faults();
         let faults = Some(self.faults);
-        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, ret: -2, faults, name: Some(name.clone()) });
+        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, ret: -2, faults, name: Some(name.clone()), killed: None });
         self.advance(150, 600);
     }
 
@@ -153,7 +153,7 @@ impl ChainGen {
         self.emit(Body::Loaded { old_pid: self.head.pid, name: Some(name.clone()) });
         self.advance(1_000, 3_000);
         let faults = Some(self.faults);
-        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, ret: 0, faults, name: None });
+        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, ret: 0, faults, name: None, killed: None });
         self.advance(80_000, 300_000);
         self.emit(Body::Main);
         self.advance(2_000, 10_000);

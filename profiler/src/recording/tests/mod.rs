@@ -5,7 +5,7 @@ mod round_trip;
 
 use super::damage::frame_spans;
 use super::*;
-use crate::record::{Body, Head, Name, Record, TracedSyscall};
+use crate::record::{Body, Head, Killed, Name, Record, TracedSyscall};
 use serde_json::json;
 
 fn name(bytes: &[u8], truncated: bool, unreadable: bool) -> Name {
@@ -45,6 +45,7 @@ fn read_all(bytes: &[u8]) -> Result<(serde_json::Value, Vec<Record>, Trailer), R
 
 fn edge_records() -> Vec<Record> {
     use Body::*;
+    use Killed::*;
     use TracedSyscall::*;
     let long = vec![b'x'; 255];
     let deep: Vec<u64> = (0..64).map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i * 0x1234_5678_9abc)).collect();
@@ -56,18 +57,56 @@ fn edge_records() -> Vec<Record> {
         rec(5, 8, 7, 1, SyscallEnter { syscall: Clone3, faults: Some((1 << 63, 5)) }),
         rec(5, 8, 7, 1, SyscallEnter { syscall: Fork, faults: Some(((1 << 63) - 1, 4)) }),
         rec(6, 9, 1, 1, SyscallEnter { syscall: Vfork, faults: Some((3, 4)) }),
-        rec(7, 9, 1, 1, SyscallExit { syscall: Execve, ret: -2, faults: Some((2, 4)), name: Some(name(b"/bin/a", false, false)) }),
+        rec(
+            7,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Execve, ret: -2, faults: Some((2, 4)), name: Some(name(b"/bin/a", false, false)), killed: None },
+        ),
         rec(
             8,
             9,
             1,
             1,
-            SyscallExit { syscall: Execveat, ret: i64::MIN, faults: None, name: Some(name(b"\xff\xfe\x00bad utf8", true, false)) },
+            SyscallExit {
+                syscall: Execveat,
+                ret: i64::MIN,
+                faults: None,
+                name: Some(name(b"\xff\xfe\x00bad utf8", true, false)),
+                killed: None,
+            },
         ),
-        rec(9, 9, 1, 1, SyscallExit { syscall: Fork, ret: i64::MAX, faults: None, name: None }),
-        rec(10, 9, 1, 1, SyscallExit { syscall: Vfork, ret: 0, faults: Some((u64::MAX, 0)), name: Some(name(b"", false, true)) }),
-        rec(11, 9, 1, 1, SyscallExit { syscall: Execve, ret: -13, faults: Some((0, u64::MAX)), name: Some(name(b"/bin/a", true, true)) }),
-        rec(12, 9, 1, 1, SyscallExit { syscall: Execve, ret: -2, faults: Some((1, 1)), name: Some(name(b"/bin/a", false, false)) }),
+        rec(9, 9, 1, 1, SyscallExit { syscall: Fork, ret: i64::MAX, faults: None, name: None, killed: None }),
+        rec(
+            10,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Vfork, ret: 0, faults: Some((u64::MAX, 0)), name: Some(name(b"", false, true)), killed: None },
+        ),
+        rec(
+            11,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Execve, ret: -13, faults: Some((0, u64::MAX)), name: Some(name(b"/bin/a", true, true)), killed: None },
+        ),
+        rec(
+            12,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Execve, ret: -2, faults: Some((1, 1)), name: Some(name(b"/bin/a", false, false)), killed: None },
+        ),
+        rec(
+            13,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Execve, ret: -7, faults: None, name: Some(name(b"/bin/a", false, false)), killed: Some(BySignal) },
+        ),
+        rec(14, 9, 1, 1, SyscallExit { syscall: Execveat, ret: -513, faults: None, name: None, killed: Some(ByOtherThreadsExec) }),
         rec(13, 9, 1, 1, NoReturn { name: None }),
         rec(14, 9, 1, 1, NoReturn { name: Some(name(&long, true, false)) }),
         rec(15, 1, 1, 1, Loaded { old_pid: 9, name: Some(name(&long, true, false)) }),
