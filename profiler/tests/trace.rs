@@ -787,6 +787,32 @@ fn chain_dirs() -> usize {
     chain_dir_paths().len()
 }
 
+/// With CAP_BPF and CAP_PERFMON but not root, a tracefs that is mounted but closed to the user
+/// is diagnosed as such (not as "not mounted"). The closed tracefs is a 0700 directory with an
+/// `events` directory mounted over /sys/kernel/tracing in a private mount namespace, so the
+/// machine's own tracefs is left as it is.
+#[test]
+#[ignore = "needs root"]
+fn a_tracefs_closed_to_a_capable_user_is_diagnosed_as_such() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root!();
+    // A copy of execprof the unprivileged user can reach (test directories are private).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("execprof");
+    std::fs::copy(env!("CARGO_BIN_EXE_execprof"), &bin).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o mode=0700 closed /sys/kernel/tracing && mkdir /sys/kernel/tracing/events && \
+         exec setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+bpf,+perfmon --ambient-caps=+bpf,+perfmon {} run -- /bin/true",
+        bin.display()
+    );
+    let out = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("tracefs at /sys/kernel/tracing is mounted but not readable by this user"), "{stderr}");
+    assert!(stderr.contains("sudo") && stderr.contains("mode=755"), "says what to do: {stderr}");
+}
+
 /// Killed outright, execprof cannot report, but the traced command must not go on untraced:
 /// it dies with execprof. (Its own descendants are not killed; the built-in chain has none.)
 #[test]
