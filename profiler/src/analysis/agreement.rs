@@ -99,8 +99,20 @@ mod tests {
                 mean_ns: 100.0,
                 functions: vec![],
                 phases: vec![
-                    PhaseTiming { phase: "old_mm".into(), label: String::new(), ns_per_attempt: 20.0, share: 0.2 },
-                    PhaseTiming { phase: "binfmt".into(), label: String::new(), ns_per_attempt: 60.0, share: 0.6 },
+                    PhaseTiming {
+                        phase: "old_mm".into(),
+                        label: String::new(),
+                        ns_per_attempt: 20.0,
+                        share: 0.2,
+                        per_attempt: Default::default(),
+                    },
+                    PhaseTiming {
+                        phase: "binfmt".into(),
+                        label: String::new(),
+                        ns_per_attempt: 60.0,
+                        share: 0.6,
+                        per_attempt: Default::default(),
+                    },
                 ],
                 unprobed_ns_per_attempt: 20.0,
             }],

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{
     outcome::{Outcome, Outcomes},
-    stats::{Distribution, Latencies},
+    stats::{Distribution, Interval, Latencies, Moments},
 };
 use crate::{events::ProbedCall, meta::ExactPlan, phases::PhaseModel};
 
@@ -22,6 +22,10 @@ pub struct FunctionTiming {
     pub inclusive_ns: Distribution,
     /// Mean per call of the time not spent in probed callees.
     pub self_ns_mean: f64,
+    /// Per attempt of the outcome (every call in it, 0 where it was not called), with a 95%
+    /// interval over attempts: inclusive and self time.
+    pub inclusive_per_attempt: Interval,
+    pub self_per_attempt: Interval,
     /// The probed function that called it most often (None: called from the syscall itself).
     pub parent: Option<String>,
 }
@@ -33,6 +37,8 @@ pub struct PhaseTiming {
     /// Self time of the phase's probed functions, per attempt.
     pub ns_per_attempt: f64,
     pub share: f64,
+    /// `ns_per_attempt` with its 95% interval over attempts.
+    pub per_attempt: Interval,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -62,6 +68,9 @@ pub struct ExactTiming {
 struct FunctionTally {
     inclusive: Latencies,
     self_sum: u64,
+    /// Per attempt that called it: inclusive and self time summed over its calls.
+    inclusive_per_attempt: Moments,
+    self_per_attempt: Moments,
     /// Calling probed function (None: the syscall itself) → calls.
     parents: HashMap<Option<u32>, u64>,
 }
@@ -71,6 +80,8 @@ struct FunctionTally {
 #[derive(Clone, Debug, Default)]
 pub struct ExactTally {
     per: HashMap<Outcome, HashMap<u32, FunctionTally>>,
+    /// Per outcome and phase (by name): self time per attempt that had any.
+    phase_per_attempt: HashMap<Outcome, HashMap<String, Moments>>,
     calls: u64,
     without_attempt: u64,
 }
@@ -78,7 +89,7 @@ pub struct ExactTally {
 impl ExactTally {
     /// The probed calls of one completed exec attempt. Nesting is rebuilt from times: a call
     /// that starts before another returns is inside it.
-    pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], plan: &ExactPlan) {
+    pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], plan: &ExactPlan, model: &PhaseModel) {
         let mut list: Vec<&ProbedCall> = Vec::with_capacity(calls.len());
         for c in calls {
             self.calls += 1;
@@ -104,12 +115,34 @@ impl ExactTally {
             stack.push(nodes.len() - 1);
         }
         let per = self.per.entry(outcome).or_default();
+        // This attempt's (inclusive, self) per function and self per phase.
+        let mut in_attempt: HashMap<u32, (u64, u64)> = HashMap::new();
         for (c, children_ns, parent) in nodes {
             let d = c.exit_ns.saturating_sub(c.enter_ns);
+            let own = d.saturating_sub(children_ns);
             let t = per.entry(c.slot).or_default();
             t.inclusive.record(d);
-            t.self_sum += d.saturating_sub(children_ns);
+            t.self_sum += own;
             *t.parents.entry(parent).or_default() += 1;
+            let e = in_attempt.entry(c.slot).or_default();
+            // Recursion (a function inside itself) would count the inner call twice inclusively.
+            if parent != Some(c.slot) {
+                e.0 += d;
+            }
+            e.1 += own;
+        }
+        let mut phase_self: HashMap<&str, u64> = HashMap::new();
+        for (slot, (incl, own)) in in_attempt {
+            let t = per.get_mut(&slot).expect("tallied above");
+            t.inclusive_per_attempt.add(incl as f64);
+            t.self_per_attempt.add(own as f64);
+            if let Some(p) = plan.function_of(slot).and_then(|f| model.phase_of(&f.function)) {
+                *phase_self.entry(model.phase(p).name.as_str()).or_default() += own;
+            }
+        }
+        let phases = self.phase_per_attempt.entry(outcome).or_default();
+        for (phase, ns) in phase_self {
+            phases.entry(phase.to_owned()).or_default().add(ns as f64);
         }
     }
 
@@ -129,6 +162,11 @@ impl ExactTally {
             }
             let n_attempts = attempts as f64;
             let acc = self.per.remove(&outcome).unwrap_or_default();
+            let mut phase_moments = self.phase_per_attempt.remove(&outcome).unwrap_or_default();
+            let over_attempts = |mut m: Moments| {
+                m.pad_to(attempts);
+                m.interval()
+            };
             let mut phase_self: Vec<f64> = vec![0.0; model.phases().len()];
             let mut total_self = 0.0;
             let mut functions: Vec<FunctionTiming> = acc
@@ -155,6 +193,8 @@ impl ExactTally {
                         calls_per_attempt: calls as f64 / n_attempts,
                         inclusive_ns,
                         self_ns_mean: t.self_sum as f64 / calls as f64,
+                        inclusive_per_attempt: over_attempts(t.inclusive_per_attempt),
+                        self_per_attempt: over_attempts(t.self_per_attempt),
                         parent: parent.map(str::to_owned),
                     })
                 })
@@ -169,7 +209,13 @@ impl ExactTally {
                 .filter(|p| phase_self[p.id.index()] > 0.0)
                 .map(|p| {
                     let per_attempt = phase_self[p.id.index()] / n_attempts;
-                    PhaseTiming { phase: p.name.clone(), label: p.label.clone(), ns_per_attempt: per_attempt, share: per_attempt / mean_ns }
+                    PhaseTiming {
+                        phase: p.name.clone(),
+                        label: p.label.clone(),
+                        ns_per_attempt: per_attempt,
+                        share: per_attempt / mean_ns,
+                        per_attempt: over_attempts(phase_moments.remove(&p.name).unwrap_or_default()),
+                    }
                 })
                 .collect();
             out.push(OutcomeTiming {
@@ -230,10 +276,10 @@ mod tests {
         outcomes.add(&fail);
         outcomes.add(&ok);
         let mut tally = ExactTally::default();
-        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], &p);
-        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], &p);
+        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], &p, &model);
+        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], &p, &model);
         tally.orphan(); // no attempt open on its thread
-        tally.attempt(Outcome::Success, &[call(9, 1, 2)], &p); // a slot nothing was attached to
+        tally.attempt(Outcome::Success, &[call(9, 1, 2)], &p, &model); // a slot nothing was attached to
         let t = tally.finish(&outcomes, &p, &model);
         assert_eq!((t.calls, t.calls_without_attempt), (7, 2));
         let enoent = t.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();
@@ -252,5 +298,13 @@ mod tests {
         let lookup = success.phases.iter().find(|p| p.phase == "lookup").unwrap();
         assert_eq!(lookup.ns_per_attempt, 1_000.0);
         assert_eq!(success.unprobed_ns_per_attempt, 5_000.0);
+        // Per-attempt figures with intervals agree with the per-call ones.
+        assert_eq!(f(enoent, "alloc_bprm").unwrap().inclusive_per_attempt.value, 800.0);
+        assert_eq!(f(enoent, "alloc_bprm").unwrap().self_per_attempt.value, 100.0);
+        for o in [enoent, success] {
+            for p in &o.phases {
+                assert!((p.per_attempt.value - p.ns_per_attempt).abs() < 1e-9, "{p:?}");
+            }
+        }
     }
 }

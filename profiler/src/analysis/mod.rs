@@ -158,7 +158,7 @@ impl<'a> Analyzer<'a> {
         self.chain.attempt(a);
         self.samples.call(outcome, a.exit_ns, &a.inside.samples);
         if let Some(plan) = self.ctx.exact {
-            self.exact.attempt(outcome, &a.inside.probed, plan);
+            self.exact.attempt(outcome, &a.inside.probed, plan, self.ctx.model);
         }
         let file = self.files.entry(a.name.bytes.clone()).or_default();
         file.0 += 1;

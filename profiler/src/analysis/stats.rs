@@ -4,15 +4,24 @@
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+/// 1.96: the two-sided 95% normal quantile, used by every interval here.
+pub const Z95: f64 = 1.959_964;
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Distribution {
     pub count: u64,
     pub min_ns: u64,
     pub p50_ns: u64,
+    /// Distribution-free 95% interval of the median: the order statistics at ranks
+    /// n/2 ∓ 1.96·√n/2 (binomial normal approximation), read from the histogram.
+    pub p50_low_ns: u64,
+    pub p50_high_ns: u64,
     pub p90_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
     pub mean_ns: f64,
+    /// Standard deviation (from the histogram, to its precision).
+    pub stddev_ns: f64,
     pub total_ns: u64,
 }
 
@@ -69,16 +78,38 @@ impl Latencies {
         self.hist.median_equivalent(v).clamp(self.min, self.max)
     }
 
+    /// The value of the r-th smallest of the n values (1-based), to the histogram's precision.
+    fn at_rank(&self, r: u64) -> u64 {
+        self.percentile(100.0 * r as f64 / self.count as f64)
+    }
+
+    /// 95% order-statistic interval of the median (distribution-free: the rank of the true
+    /// median among n values is binomial(n, ½)).
+    fn median_interval(&self) -> (u64, u64) {
+        let n = self.count as f64;
+        if self.count == 0 {
+            return (0, 0);
+        }
+        let half = Z95 * n.sqrt() / 2.0;
+        let lo = ((n / 2.0 - half).floor() as u64).clamp(1, self.count);
+        let hi = ((n / 2.0 + half).ceil() as u64 + 1).clamp(1, self.count);
+        (self.at_rank(lo), self.at_rank(hi))
+    }
+
     /// None for no values: an empty distribution has no minimum to print.
     pub fn summary(&self) -> Option<Distribution> {
+        let (p50_low_ns, p50_high_ns) = self.median_interval();
         (self.count > 0).then(|| Distribution {
             count: self.count,
             min_ns: self.min,
             p50_ns: self.percentile(50.0),
+            p50_low_ns,
+            p50_high_ns,
             p90_ns: self.percentile(90.0),
             p99_ns: self.percentile(99.0),
             max_ns: self.max,
             mean_ns: self.mean(),
+            stddev_ns: if self.count > 1 { self.hist.stdev() } else { 0.0 },
             total_ns: u64::try_from(self.sum).unwrap_or(u64::MAX),
         })
     }
@@ -94,8 +125,81 @@ impl Distribution {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A seeded generator for simulations (splitmix64), no dependency needed.
+    pub(crate) struct Rng(pub u64);
+
+    impl Rng {
+        pub(crate) fn next_u64(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        pub(crate) fn uniform(&mut self) -> f64 {
+            ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+
+        pub(crate) fn normal(&mut self) -> f64 {
+            (-2.0 * self.uniform().ln()).sqrt() * (std::f64::consts::TAU * self.uniform()).cos()
+        }
+
+        /// Log-normal latency around `median` ns: skewed like exec latencies.
+        pub(crate) fn latency(&mut self, median: f64, sigma: f64) -> u64 {
+            (median * (sigma * self.normal()).exp()).round() as u64
+        }
+    }
+
+    #[test]
+    fn median_interval_covers_the_true_median_near_95_percent() {
+        // Log-normal(ln 1000, 0.5): true median 1000 ns. 400 seeded runs of 2,000 values.
+        let mut rng = Rng(7);
+        let runs = 400;
+        let covered = (0..runs)
+            .filter(|_| {
+                let d = Distribution::of((0..2_000).map(|_| rng.latency(1_000.0, 0.5))).unwrap();
+                d.p50_low_ns <= 1_000 && 1_000 <= d.p50_high_ns
+            })
+            .count();
+        let coverage = covered as f64 / runs as f64;
+        assert!((0.92..=0.985).contains(&coverage), "coverage {coverage}");
+    }
+
+    #[test]
+    fn difference_of_medians_is_significant_about_5_percent_of_the_time_without_a_change() {
+        let mut rng = Rng(11);
+        let runs = 400;
+        let mut significant = 0;
+        let mut shifted_found = 0;
+        for _ in 0..runs {
+            let a = Distribution::of((0..2_000).map(|_| rng.latency(1_000.0, 0.6))).unwrap();
+            let b = Distribution::of((0..2_000).map(|_| rng.latency(1_000.0, 0.6))).unwrap();
+            let c = Distribution::of((0..2_000).map(|_| rng.latency(1_100.0, 0.6))).unwrap();
+            significant += usize::from(a.median().change_to(&b.median()).excludes_zero());
+            shifted_found += usize::from(a.median().change_to(&c.median()).excludes_zero());
+        }
+        let false_rate = significant as f64 / runs as f64;
+        assert!(false_rate <= 0.09, "false positives {false_rate}");
+        // A 10% shift with 2,000 values a side is found nearly always.
+        assert!(shifted_found as f64 / runs as f64 >= 0.9, "power {shifted_found}/{runs}");
+    }
+
+    #[test]
+    fn moments_give_a_mean_interval_and_count_zero_units() {
+        let mut m = Moments::default();
+        for x in [2.0, 4.0, 6.0] {
+            m.add(x);
+        }
+        let i = m.interval();
+        assert_eq!(i.value, 4.0);
+        assert!((i.high - i.value - Z95 * (4.0f64 / 3.0).sqrt()).abs() < 1e-9, "{i:?}");
+        m.pad_to(6);
+        assert_eq!(m.interval().value, 2.0);
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
@@ -131,5 +235,84 @@ mod tests {
         let exact = v[4_999];
         assert!((d.p50_ns as f64 - exact as f64).abs() / exact as f64 <= 1e-3, "{} vs {exact}", d.p50_ns);
         assert_eq!(d.total_ns, v.iter().sum::<u64>());
+    }
+}
+
+/// Sum and sum of squares of per-unit values (per attempt, per step), for a mean with a 95%
+/// interval (normal approximation: the means here are over thousands of attempts).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Moments {
+    pub n: u64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl Moments {
+    pub fn add(&mut self, x: f64) {
+        self.n += 1;
+        self.sum += x;
+        self.sum_sq += x * x;
+    }
+
+    /// Counts units whose value is 0 without adding them one by one (a function not called
+    /// in an attempt): the moments then cover `n` units.
+    pub fn pad_to(&mut self, n: u64) {
+        self.n = self.n.max(n);
+    }
+
+    pub fn interval(&self) -> Interval {
+        if self.n == 0 {
+            return Interval::default();
+        }
+        let n = self.n as f64;
+        let mean = self.sum / n;
+        let var = if self.n > 1 { ((self.sum_sq - n * mean * mean) / (n - 1.0)).max(0.0) } else { 0.0 };
+        Interval::normal(mean, (var / n).sqrt())
+    }
+}
+
+/// A figure with its 95% interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Interval {
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Interval {
+    pub fn normal(value: f64, standard_error: f64) -> Self {
+        Interval { value, low: value - Z95 * standard_error, high: value + Z95 * standard_error }
+    }
+
+    /// The standard error an interval stands for (half its width over 1.96).
+    pub fn standard_error(&self) -> f64 {
+        (self.high - self.low).max(0.0) / (2.0 * Z95)
+    }
+
+    /// The interval of `b - self` for independent estimates: standard errors add in quadrature.
+    pub fn change_to(&self, b: &Interval) -> Interval {
+        Interval::normal(b.value - self.value, self.standard_error().hypot(b.standard_error()))
+    }
+
+    /// Excludes zero.
+    pub fn excludes_zero(&self) -> bool {
+        self.low > 0.0 || self.high < 0.0
+    }
+
+    pub fn scaled(&self, k: f64) -> Interval {
+        let (a, b) = (self.low * k, self.high * k);
+        Interval { value: self.value * k, low: a.min(b), high: a.max(b) }
+    }
+}
+
+impl Distribution {
+    /// The median with its order-statistic interval.
+    pub fn median(&self) -> Interval {
+        Interval { value: self.p50_ns as f64, low: self.p50_low_ns as f64, high: self.p50_high_ns as f64 }
+    }
+
+    /// The mean with its normal interval.
+    pub fn mean(&self) -> Interval {
+        Interval::normal(self.mean_ns, self.stddev_ns / (self.count.max(1) as f64).sqrt())
     }
 }
