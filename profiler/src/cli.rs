@@ -19,6 +19,9 @@ pub enum Command {
     Run(RunArgs),
     /// Replay a recording made with `run --output`: the same report, without root.
     Report(ReportArgs),
+    /// Compare two recordings: per outcome, phase and function, what changed per attempt and
+    /// per chain step, with 95% intervals, largest change first. No root needed.
+    Diff(DiffArgs),
     /// Print what this machine allows execprof to attach, by trying it.
     Doctor(DoctorArgs),
     /// Run the classic exec benchmarks without tracing and print their own timings.
@@ -151,6 +154,22 @@ pub struct ReportArgs {
     pub recording: PathBuf,
     #[command(flatten)]
     pub outputs: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline recording (`execprof run --output A`).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The recording compared with it: changes are B − A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Write the whole comparison (every line, intervals, methods) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a differential flame graph (folded and SVG) per outcome sampled on both sides into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub folded: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -4,15 +4,20 @@ use std::{fs, io::BufWriter, path::Path};
 
 use anyhow::{Context as _, Result};
 
-use crate::analysis::attribution::SampledAttribution;
+use crate::analysis::{attribution::SampledAttribution, outcome::Outcome};
+
+/// An outcome's label as a file name: `enoent`, `other-errno`, `clone-fork`.
+pub fn outcome_file_name(o: Outcome) -> String {
+    let name: String = o.label().to_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    name.trim_matches('-').replace("--", "-")
+}
 
 /// Writes `<outcome>.folded` and `<outcome>.svg` for every outcome that has samples.
 pub fn write_folded(dir: &Path, sampled: &SampledAttribution) -> Result<Vec<std::path::PathBuf>> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();
     for oc in sampled.outcomes.iter().filter(|o| o.samples > 0) {
-        let name: String = oc.outcome.label().to_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-        let name = name.trim_matches('-').replace("--", "-");
+        let name = outcome_file_name(oc.outcome);
         let lines: Vec<String> = oc.folded.iter().map(|(stack, n)| format!("{stack} {n}")).collect();
         let folded = dir.join(format!("{name}.folded"));
         fs::write(&folded, lines.join("\n") + "\n").with_context(|| format!("writing {}", folded.display()))?;

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod assemble;
 pub mod bench;
 pub mod cli;
+pub mod diff;
 pub mod doctor;
 pub mod events;
 pub mod exact_plan;

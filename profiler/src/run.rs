@@ -191,10 +191,32 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
 /// `execprof report FILE`: a recording through the same pipeline, without the kernel.
 pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     check_outputs(outputs, None)?;
+    let started = Instant::now();
+    let loaded = load(path, outputs.trace.as_deref())?;
+    let source = Source::Replay { recording: loaded.facts, ready_ms: started.elapsed().as_millis() as u64 };
+    let mut finished = loaded.finished;
+    let mut errors = std::mem::take(&mut finished.output_errors);
+    deliver(loaded.meta, loaded.end, finished, source, outputs, &mut errors);
+    if !errors.is_empty() {
+        return Err(Failure::new(code::ERROR, errors.join("\n")).into());
+    }
+    Ok(0)
+}
+
+/// A recording read through the pipeline.
+struct Loaded {
+    meta: RunMeta,
+    end: RunEnd,
+    finished: Finished,
+    facts: RecordingFacts,
+}
+
+/// Reads a recording through the same pipeline as a live run (writing a trace if asked);
+/// a bad file is a [`code::BAD_RECORDING`] failure naming what and where.
+fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
     let bad = |e: String| Failure::new(code::BAD_RECORDING, format!("{}: {e}", path.display()));
     let file = File::open(path).map_err(|e| bad(format!("cannot open it ({e})")))?;
     let bytes = file.metadata().map_or(0, |m| m.len());
-    let started = Instant::now();
     let mut reader = RecordingReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| bad(e.to_string()))?;
     let meta: RunMeta = serde_json::from_value(reader.meta().clone()).map_err(|e| {
         bad(format!(
@@ -204,7 +226,7 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     })?;
     let model = PhaseModel::builtin()?;
     let ctx = AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref() };
-    let trace = open_trace(outputs.trace.as_deref(), &meta)?;
+    let trace = open_trace(trace, &meta)?;
     let mut pipeline = Pipeline::new(ctx, trace, None, None);
     let mut records = 0u64;
     while let Some(r) = reader.next_record().map_err(|e| bad(e.to_string()))? {
@@ -215,11 +237,39 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     let end: RunEnd =
         serde_json::from_value(trailer.end).map_err(|e| bad(format!("its end record does not read as this execprof's ({e})")))?;
     let table = SymbolTable(trailer.symbols.into_iter().collect());
-    let mut finished = pipeline.finish(|_| table);
-    let mut errors = std::mem::take(&mut finished.output_errors);
-    let recording = RecordingFacts { path: path.display().to_string(), bytes, records };
-    let source = Source::Replay { recording, ready_ms: started.elapsed().as_millis() as u64 };
-    deliver(meta, end, finished, source, outputs, &mut errors);
+    let finished = pipeline.finish(|_| table);
+    let facts = RecordingFacts { path: path.display().to_string(), bytes, records };
+    Ok(Loaded { meta, end, finished, facts })
+}
+
+/// `execprof diff A B`: both recordings through the pipeline, then compared.
+pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>) -> Result<i32> {
+    let outputs = Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf) };
+    check_outputs(&outputs, None)?;
+    let report_of = |path: &Path| -> Result<RunReport> {
+        let started = Instant::now();
+        let l = load(path, None)?;
+        let source = Source::Replay { recording: l.facts, ready_ms: started.elapsed().as_millis() as u64 };
+        Ok(RunReport::new(l.meta, l.end, l.finished.analysis, &l.finished.unjoined, source))
+    };
+    let (ra, rb) = (report_of(a)?, report_of(b)?);
+    let (pa, pb) = (a.display().to_string(), b.display().to_string());
+    let d = crate::diff::compare(&pa, &ra, &pb, &rb);
+    print!("{}", crate::diff::render(&d));
+    let mut errors = Vec::new();
+    if let Some(dir) = folded
+        && let Err(e) = crate::diff::write_differential(dir, &ra, &rb)
+    {
+        errors.push(format!("writing differential flame graphs into {} failed: {e:#}", dir.display()));
+    }
+    if let Some(path) = json {
+        let written = serde_json::to_string_pretty(&d)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| std::fs::write(path, text + "\n").map_err(anyhow::Error::from));
+        if let Err(e) = written {
+            errors.push(format!("writing the JSON diff {} failed: {e:#}", path.display()));
+        }
+    }
     if !errors.is_empty() {
         return Err(Failure::new(code::ERROR, errors.join("\n")).into());
     }

@@ -1,0 +1,351 @@
+//! `execprof diff A B`: two recordings' reports compared outcome by outcome, phase by phase and
+//! function by function, normalised per attempt (never by raw sample counts) and per chain
+//! step, each change with a 95% interval and whether it is significant, sorted by how much of
+//! the total change it explains. Pure: it reads two [`RunReport`]s.
+mod flame;
+mod render;
+
+use serde::Serialize;
+
+pub use flame::write_differential;
+pub use render::render;
+
+use crate::{
+    analysis::{
+        outcome::Outcome,
+        stats::{Distribution, Interval},
+    },
+    report::RunReport,
+};
+
+/// How each kind of figure is compared: printed with the diff and kept in its JSON.
+pub const METHOD_MEDIAN: &str = "difference of medians, 95% Price–Bonett interval (each median's variance from its \
+     distribution-free order-statistic interval): suits skewed latency distributions";
+pub const METHOD_MEAN: &str = "difference of means, 95% Welch interval (normal approximation)";
+pub const METHOD_SAMPLED: &str =
+    "sampled: per attempt = Wilson 95% share of the outcome's samples × its measured mean; the two sides' intervals combined in quadrature";
+pub const METHOD_EXACT: &str = "exact: mean per attempt over attempts, 95% normal interval; the two sides combined in quadrature";
+
+/// One side of the comparison, as the diff shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SideFacts {
+    pub path: String,
+    pub command: String,
+    pub kernel: String,
+    pub functions_mode: String,
+    pub sample_hz: u64,
+    pub attempts: u64,
+    /// Chain steps, when the run was the built-in chain.
+    pub steps: Option<u64>,
+    pub complete: bool,
+}
+
+/// What the per-unit figures are per: chain steps when both runs are chains, else exec
+/// attempts of any outcome (so a change weighs by how often its outcome occurs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    ChainStep,
+    ExecAttempt,
+}
+
+impl Unit {
+    pub fn label(self) -> &'static str {
+        match self {
+            Unit::ChainStep => "per chain step",
+            Unit::ExecAttempt => "per exec attempt (any outcome)",
+        }
+    }
+}
+
+/// One outcome's latency in A and B.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutcomeChange {
+    pub outcome: Outcome,
+    pub count_a: u64,
+    pub count_b: u64,
+    /// Attempts of this outcome per unit.
+    pub per_unit_a: f64,
+    pub per_unit_b: f64,
+    pub median_a: Interval,
+    pub median_b: Interval,
+    pub median_change: Interval,
+    pub mean_a: Interval,
+    pub mean_b: Interval,
+    pub mean_change: Interval,
+    /// Kernel time of this outcome per unit: B − A (how often × how long).
+    pub per_unit_change: Interval,
+    /// The medians differ (the Price–Bonett interval excludes zero).
+    pub significant: bool,
+}
+
+/// Where a line's figures come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineKind {
+    /// A phase (self time of its functions / samples attributed to it).
+    Phase,
+    /// Sampled: samples whose deciding exec-path frame is this function.
+    Function,
+    /// Exact: time from entry to return, callees included.
+    FunctionInclusive,
+    /// Exact: time not spent in probed callees.
+    FunctionSelf,
+}
+
+impl LineKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            LineKind::Phase => "phase",
+            LineKind::Function => "function",
+            LineKind::FunctionInclusive => "inclusive",
+            LineKind::FunctionSelf => "self",
+        }
+    }
+}
+
+/// One phase or function of one outcome in A and B.
+#[derive(Clone, Debug, Serialize)]
+pub struct LineChange {
+    pub outcome: Outcome,
+    pub kind: LineKind,
+    /// `sampled` or `exact`.
+    pub source: &'static str,
+    pub name: String,
+    /// Nanoseconds per attempt of the outcome.
+    pub a: Interval,
+    pub b: Interval,
+    pub change: Interval,
+    /// Nanoseconds per unit: B − A, weighed by how often the outcome occurs on each side.
+    pub per_unit_change: Interval,
+    /// The change per attempt excludes zero.
+    pub significant: bool,
+    /// The change per unit excludes zero (it moves with how often the outcome occurs too).
+    pub per_unit_significant: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Diff {
+    pub a: SideFacts,
+    pub b: SideFacts,
+    /// What differs between the runs besides what was meant to (kernel, mode, probes, rate,
+    /// CPU, workload): each a sentence naming both values.
+    pub warnings: Vec<String>,
+    pub unit: Unit,
+    pub methods: Vec<&'static str>,
+    pub outcomes: Vec<OutcomeChange>,
+    /// Chain step wall time (both chains): median and mean change.
+    pub step: Option<OutcomeStep>,
+    /// Largest contribution to the total change first.
+    pub lines: Vec<LineChange>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OutcomeStep {
+    pub median_a: Interval,
+    pub median_b: Interval,
+    pub median_change: Interval,
+    pub mean_a: Interval,
+    pub mean_b: Interval,
+    pub mean_change: Interval,
+    pub significant: bool,
+}
+
+fn facts(path: &str, r: &RunReport) -> SideFacts {
+    SideFacts {
+        path: path.to_owned(),
+        command: r.meta.command.join(" "),
+        kernel: r.meta.kernel.release.clone(),
+        functions_mode: r.meta.mode.functions_mode.clone(),
+        sample_hz: r.meta.sample_hz,
+        attempts: r.analysis.attempts,
+        steps: r.analysis.chain.as_ref().map(|c| c.steps),
+        complete: r.complete,
+    }
+}
+
+/// Everything that makes A and B differ besides (perhaps) the point of the comparison.
+fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
+    let mut w = Vec::new();
+    let mut differs = |what: &str, x: String, y: String| {
+        if x != y {
+            w.push(format!("the recordings differ in {what}: A {x}, B {y}"));
+        }
+    };
+    differs("kernel", a.meta.kernel.release.clone(), b.meta.kernel.release.clone());
+    differs("mode", a.meta.mode.functions_mode.clone(), b.meta.mode.functions_mode.clone());
+    differs("sampling rate", format!("{} Hz", a.meta.sample_hz), format!("{} Hz", b.meta.sample_hz));
+    differs("CPU", format!("{} ×{}", a.meta.machine.cpu_model, a.meta.machine.cpus), format!("{} ×{}", b.meta.machine.cpu_model, b.meta.machine.cpus));
+    let workload = |r: &RunReport| match &r.meta.chain {
+        Some(c) => format!("the built-in chain {}", serde_json::to_string(c).unwrap_or_default()),
+        None => format!("`{}`", r.meta.command.join(" ")),
+    };
+    differs("workload", workload(a), workload(b));
+    let mechanisms = |r: &RunReport| {
+        r.meta.exact_plan.as_ref().map_or_else(String::new, |p| {
+            p.functions.iter().map(|f| format!("{}:{:?}", f.function, f.mechanism).to_lowercase()).collect::<Vec<_>>().join(", ")
+        })
+    };
+    let (ma, mb) = (mechanisms(a), mechanisms(b));
+    if !ma.is_empty() && !mb.is_empty() && ma != mb {
+        w.push(format!("the recordings differ in exact mode's probes (which functions, or fentry vs kprobe): A [{ma}], B [{mb}]"));
+    }
+    for (side, r) in [("A", a), ("B", b)] {
+        if !r.complete {
+            w.push(format!("recording {side} is incomplete (records lost or the run was cut short): its figures are not the whole run's"));
+        }
+    }
+    w
+}
+
+pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff {
+    let unit = if a.analysis.chain.is_some() && b.analysis.chain.is_some() { Unit::ChainStep } else { Unit::ExecAttempt };
+    let units = |r: &RunReport| match unit {
+        Unit::ChainStep => r.analysis.chain.as_ref().map_or(0, |c| c.steps),
+        Unit::ExecAttempt => r.analysis.attempts,
+    };
+    let (units_a, units_b) = (units(a).max(1) as f64, units(b).max(1) as f64);
+    let mut outcomes = Vec::new();
+    let mut per_unit: Vec<(Outcome, f64, f64)> = Vec::new();
+    for oa in &a.analysis.outcomes {
+        let Some(ob) = b.analysis.outcomes.iter().find(|o| o.outcome == oa.outcome) else { continue };
+        if oa.count == 0 && ob.count == 0 {
+            continue;
+        }
+        let (pa, pb) = (oa.count as f64 / units_a, ob.count as f64 / units_b);
+        per_unit.push((oa.outcome, pa, pb));
+        let none = Interval::default();
+        let median = |d: &Option<Distribution>| d.as_ref().map_or(none, Distribution::median);
+        let mean = |d: &Option<Distribution>| d.as_ref().map_or(none, Distribution::mean);
+        let (median_a, median_b) = (median(&oa.latency), median(&ob.latency));
+        let (mean_a, mean_b) = (mean(&oa.latency), mean(&ob.latency));
+        let median_change = median_a.change_to(&median_b);
+        outcomes.push(OutcomeChange {
+            outcome: oa.outcome,
+            count_a: oa.count,
+            count_b: ob.count,
+            per_unit_a: pa,
+            per_unit_b: pb,
+            median_a,
+            median_b,
+            median_change,
+            mean_a,
+            mean_b,
+            mean_change: mean_a.change_to(&mean_b),
+            per_unit_change: mean_a.scaled(pa).change_to(&mean_b.scaled(pb)),
+            significant: oa.count > 0 && ob.count > 0 && median_change.excludes_zero(),
+        });
+    }
+    let step = match (&a.analysis.chain, &b.analysis.chain) {
+        (Some(ca), Some(cb)) => {
+            let (median_a, median_b) = (ca.wall_ns.median(), cb.wall_ns.median());
+            let median_change = median_a.change_to(&median_b);
+            let (mean_a, mean_b) = (ca.wall_ns.mean(), cb.wall_ns.mean());
+            Some(OutcomeStep {
+                median_a,
+                median_b,
+                median_change,
+                mean_a,
+                mean_b,
+                mean_change: mean_a.change_to(&mean_b),
+                significant: median_change.excludes_zero(),
+            })
+        }
+        _ => None,
+    };
+    let mut lines = Vec::new();
+    for &(outcome, pa, pb) in &per_unit {
+        lines.extend(sampled_lines(a, b, outcome, pa, pb));
+        lines.extend(exact_lines(a, b, outcome, pa, pb));
+    }
+    lines.sort_by(|x, y| {
+        y.per_unit_change.value.abs().total_cmp(&x.per_unit_change.value.abs()).then(x.name.cmp(&y.name)).then(x.outcome.cmp(&y.outcome))
+    });
+    Diff {
+        a: facts(path_a, a),
+        b: facts(path_b, b),
+        warnings: warnings(a, b),
+        unit,
+        methods: vec![METHOD_MEDIAN, METHOD_MEAN, METHOD_SAMPLED, METHOD_EXACT],
+        outcomes,
+        step,
+        lines,
+    }
+}
+
+/// A line's change, weighed per unit by how often its outcome occurs on each side.
+fn line(outcome: Outcome, kind: LineKind, source: &'static str, name: &str, a: Interval, b: Interval, pa: f64, pb: f64) -> LineChange {
+    let change = a.change_to(&b);
+    let per_unit_change = a.scaled(pa).change_to(&b.scaled(pb));
+    LineChange {
+        outcome,
+        kind,
+        source,
+        name: name.to_owned(),
+        a,
+        b,
+        change,
+        per_unit_change,
+        significant: change.excludes_zero(),
+        per_unit_significant: per_unit_change.excludes_zero(),
+    }
+}
+
+/// Lines present on one side only are 0 (exactly) on the other: the outcome ran there and
+/// nothing was attributed to the line.
+fn union<'n>(a: impl Iterator<Item = &'n str>, b: impl Iterator<Item = &'n str>) -> Vec<&'n str> {
+    let mut names: Vec<&str> = a.collect();
+    for n in b {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
+}
+
+fn sampled_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64) -> Vec<LineChange> {
+    let side = |r: &RunReport| r.analysis.sampled.as_ref().and_then(|s| s.outcomes.iter().find(|o| o.outcome == outcome).cloned());
+    let (Some(sa), Some(sb)) = (side(a), side(b)) else { return Vec::new() };
+    if sa.samples == 0 && sb.samples == 0 {
+        return Vec::new();
+    }
+    let est = |e: &crate::analysis::attribution::Estimate| Interval { value: e.ns_per_attempt, low: e.ns_per_attempt_low, high: e.ns_per_attempt_high };
+    let mut out = Vec::new();
+    for phase in union(sa.phases.iter().map(|p| p.phase.as_str()), sb.phases.iter().map(|p| p.phase.as_str())) {
+        let pa_line = sa.phases.iter().find(|p| p.phase == phase);
+        let pb_line = sb.phases.iter().find(|p| p.phase == phase);
+        let v = |l: Option<&crate::analysis::attribution::PhaseLine>| l.map_or_else(Interval::default, |l| est(&l.estimate));
+        out.push(line(outcome, LineKind::Phase, "sampled", phase, v(pa_line), v(pb_line), pa, pb));
+        let fa = pa_line.map(|l| l.functions.as_slice()).unwrap_or_default();
+        let fb = pb_line.map(|l| l.functions.as_slice()).unwrap_or_default();
+        for f in union(fa.iter().map(|f| f.function.as_str()), fb.iter().map(|f| f.function.as_str())) {
+            let v = |list: &[crate::analysis::attribution::FunctionLine]| {
+                list.iter().find(|x| x.function == f).map_or_else(Interval::default, |x| est(&x.estimate))
+            };
+            out.push(line(outcome, LineKind::Function, "sampled", f, v(fa), v(fb), pa, pb));
+        }
+    }
+    out
+}
+
+fn exact_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64) -> Vec<LineChange> {
+    let side = |r: &RunReport| r.analysis.exact.as_ref().and_then(|s| s.outcomes.iter().find(|o| o.outcome == outcome).cloned());
+    let (Some(ea), Some(eb)) = (side(a), side(b)) else { return Vec::new() };
+    let mut out = Vec::new();
+    for phase in union(ea.phases.iter().map(|p| p.phase.as_str()), eb.phases.iter().map(|p| p.phase.as_str())) {
+        let v = |o: &crate::analysis::exact::OutcomeTiming| o.phases.iter().find(|p| p.phase == phase).map_or_else(Interval::default, |p| p.per_attempt);
+        out.push(line(outcome, LineKind::Phase, "exact", phase, v(&ea), v(&eb), pa, pb));
+    }
+    for f in union(ea.functions.iter().map(|f| f.function.as_str()), eb.functions.iter().map(|f| f.function.as_str())) {
+        let get = |o: &crate::analysis::exact::OutcomeTiming| o.functions.iter().find(|x| x.function == f).cloned();
+        let (fa, fb) = (get(&ea), get(&eb));
+        let incl = |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.inclusive_per_attempt);
+        let own = |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.self_per_attempt);
+        out.push(line(outcome, LineKind::FunctionInclusive, "exact", f, incl(&fa), incl(&fb), pa, pb));
+        out.push(line(outcome, LineKind::FunctionSelf, "exact", f, own(&fa), own(&fb), pa, pb));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! The diff as text: what ran on each side, what differs besides, the outcomes, then the lines
+//! that explain the change, largest first.
+use std::fmt::Write as _;
+
+use super::{Diff, LineChange, Unit};
+use crate::{analysis::stats::Interval, report::human_ns};
+
+/// Lines printed (the JSON has them all).
+pub const LINES_SHOWN: usize = 30;
+
+fn ci(i: &Interval) -> String {
+    format!("{} [{} – {}]", human_ns(i.value), human_ns(i.low), human_ns(i.high))
+}
+
+fn signed(i: &Interval) -> String {
+    let sign = |v: f64| if v > 0.0 { format!("+{}", human_ns(v)) } else { human_ns(v) };
+    format!("{} [{} … {}]", sign(i.value), sign(i.low), sign(i.high))
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+pub fn render(d: &Diff) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "execprof diff — B compared with A (change = B − A)");
+    for (side, f) in [("A", &d.a), ("B", &d.b)] {
+        let steps = f.steps.map_or(String::new(), |s| format!(", {s} chain steps"));
+        let _ = writeln!(
+            o,
+            "{side}  {}: {} exec attempts{steps}; kernel {}, {} mode, {} Hz{}",
+            f.path,
+            f.attempts,
+            f.kernel,
+            f.functions_mode,
+            f.sample_hz,
+            if f.complete { "" } else { "; INCOMPLETE" }
+        );
+        let _ = writeln!(o, "   command: {}", f.command);
+    }
+    for w in &d.warnings {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    let unit = d.unit.label();
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Exec attempts by outcome (latency per attempt; kernel time {unit} = attempts {unit} × mean)");
+    let _ = writeln!(
+        o,
+        "  {:<12} {:>9} {:>9}  {:>30}  {:>30}  {:>34}  {:>4}",
+        "outcome", "A count", "B count", "A median [95% CI]", "B median [95% CI]", "median change [95% CI]", "sig"
+    );
+    for c in &d.outcomes {
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>9} {:>9}  {:>30}  {:>30}  {:>34}  {:>4}",
+            c.outcome.label(),
+            c.count_a,
+            c.count_b,
+            ci(&c.median_a),
+            ci(&c.median_b),
+            signed(&c.median_change),
+            yes(c.significant)
+        );
+        let _ = writeln!(
+            o,
+            "  {:<12} mean {} → {} ({}); {:.2} → {:.2} attempts {unit}: {} {unit}",
+            "",
+            human_ns(c.mean_a.value),
+            human_ns(c.mean_b.value),
+            signed(&c.mean_change),
+            c.per_unit_a,
+            c.per_unit_b,
+            signed(&c.per_unit_change)
+        );
+    }
+    if let Some(s) = &d.step {
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>9} {:>9}  {:>30}  {:>30}  {:>34}  {:>4}",
+            "chain step",
+            d.a.steps.unwrap_or(0),
+            d.b.steps.unwrap_or(0),
+            ci(&s.median_a),
+            ci(&s.median_b),
+            signed(&s.median_change),
+            yes(s.significant)
+        );
+        let _ = writeln!(o, "  {:<12} mean {} → {} ({})", "", human_ns(s.mean_a.value), human_ns(s.mean_b.value), signed(&s.mean_change));
+    }
+    let _ = writeln!(o);
+    if d.lines.is_empty() {
+        let _ = writeln!(o, "No phase or function lines to compare: the recordings share no outcome with samples or exact times.");
+    } else {
+        let _ = writeln!(o, "Where the time went ({unit}, largest change first; ns per attempt of the outcome beside it)");
+        let _ = writeln!(
+            o,
+            "  {:<10} {:<7} {:<9} {:<34} {:>9} {:>9}  {:>32} {:>3}  {:>32} {:>3}",
+            "outcome", "source", "line", "name", "A/att", "B/att", "change/att [95% CI]", "sig", "change/unit [95% CI]", "sig"
+        );
+        for l in d.lines.iter().take(LINES_SHOWN) {
+            let _ = writeln!(o, "{}", line(l));
+        }
+        if d.lines.len() > LINES_SHOWN {
+            let _ = writeln!(o, "  ... {} more lines (in --json)", d.lines.len() - LINES_SHOWN);
+        }
+        let significant = d.lines.iter().filter(|l| l.significant).count();
+        let _ = writeln!(
+            o,
+            "  {significant} of {} lines changed significantly per attempt (95%, not corrected for the number of lines: expect about 1 in 20 by chance)",
+            d.lines.len()
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Methods (sig: the 95% interval excludes 0)");
+    for m in &d.methods {
+        let _ = writeln!(o, "  {m}");
+    }
+    if d.unit == Unit::ExecAttempt {
+        let _ = writeln!(o, "  not both chains: changes are weighed per exec attempt of any outcome, not per chain step");
+    }
+    o
+}
+
+fn line(l: &LineChange) -> String {
+    let mut name = l.name.clone();
+    if name.chars().count() > 34 {
+        name = name.chars().take(33).collect::<String>() + "…";
+    }
+    format!(
+        "  {:<10} {:<7} {:<9} {:<34} {:>9} {:>9}  {:>32} {:>3}  {:>32} {:>3}",
+        l.outcome.label(),
+        l.source,
+        l.kind.label(),
+        name,
+        human_ns(l.a.value),
+        human_ns(l.b.value),
+        signed(&l.change),
+        yes(l.significant),
+        signed(&l.per_unit_change),
+        yes(l.per_unit_significant)
+    )
+}
