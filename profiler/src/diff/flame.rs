@@ -5,10 +5,7 @@ use std::{collections::BTreeMap, fs, io::BufWriter, path::Path};
 
 use anyhow::{Context as _, Result};
 
-use crate::{
-    analysis::attribution::OutcomeAttribution,
-    report::RunReport,
-};
+use crate::{analysis::attribution::OutcomeAttribution, report::RunReport};
 
 /// Each stack's picoseconds per attempt.
 fn per_attempt(o: &OutcomeAttribution) -> BTreeMap<&str, u64> {

@@ -13,7 +13,7 @@ pub use render::render;
 use crate::{
     analysis::{
         outcome::Outcome,
-        stats::{Distribution, Interval},
+        stats::{Distribution, Interval, holm},
     },
     report::RunReport,
 };
@@ -25,6 +25,8 @@ pub const METHOD_MEAN: &str = "difference of means, 95% Welch interval (normal a
 pub const METHOD_SAMPLED: &str =
     "sampled: per attempt = Wilson 95% share of the outcome's samples × its measured mean; the two sides' intervals combined in quadrature";
 pub const METHOD_EXACT: &str = "exact: mean per attempt over attempts, 95% normal interval; the two sides combined in quadrature";
+pub const METHOD_LINES: &str = "lines: sig = significant after Holm's correction over all lines (family-wise 5%), from normal p-values; \
+     intervals are the unadjusted 95% ones";
 
 /// One side of the comparison, as the diff shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -118,9 +120,13 @@ pub struct LineChange {
     pub change: Interval,
     /// Nanoseconds per unit: B − A, weighed by how often the outcome occurs on each side.
     pub per_unit_change: Interval,
-    /// The change per attempt excludes zero.
+    /// Two-sided p-value of no change per attempt (normal approximation).
+    pub p_value: f64,
+    /// The change per attempt is significant after Holm's correction over all lines (at most
+    /// a 5% chance of any false positive among them).
     pub significant: bool,
-    /// The change per unit excludes zero (it moves with how often the outcome occurs too).
+    pub per_unit_p_value: f64,
+    /// The same for the change per unit (it moves with how often the outcome occurs too).
     pub per_unit_significant: bool,
 }
 
@@ -175,7 +181,11 @@ fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
     differs("kernel", a.meta.kernel.release.clone(), b.meta.kernel.release.clone());
     differs("mode", a.meta.mode.functions_mode.clone(), b.meta.mode.functions_mode.clone());
     differs("sampling rate", format!("{} Hz", a.meta.sample_hz), format!("{} Hz", b.meta.sample_hz));
-    differs("CPU", format!("{} ×{}", a.meta.machine.cpu_model, a.meta.machine.cpus), format!("{} ×{}", b.meta.machine.cpu_model, b.meta.machine.cpus));
+    differs(
+        "CPU",
+        format!("{} ×{}", a.meta.machine.cpu_model, a.meta.machine.cpus),
+        format!("{} ×{}", b.meta.machine.cpu_model, b.meta.machine.cpus),
+    );
     let workload = |r: &RunReport| match &r.meta.chain {
         Some(c) => format!("the built-in chain {}", serde_json::to_string(c).unwrap_or_default()),
         None => format!("`{}`", r.meta.command.join(" ")),
@@ -258,15 +268,26 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
         lines.extend(sampled_lines(a, b, outcome, pa, pb));
         lines.extend(exact_lines(a, b, outcome, pa, pb));
     }
+    let p: Vec<f64> = lines.iter().map(|l| l.p_value).collect();
+    let per_unit_p: Vec<f64> = lines.iter().map(|l| l.per_unit_p_value).collect();
+    for ((l, s), u) in lines.iter_mut().zip(holm(&p, 0.05)).zip(holm(&per_unit_p, 0.05)) {
+        l.significant = s;
+        l.per_unit_significant = u;
+    }
+    // Where the time went: significant contributions first, largest first; then the rest.
     lines.sort_by(|x, y| {
-        y.per_unit_change.value.abs().total_cmp(&x.per_unit_change.value.abs()).then(x.name.cmp(&y.name)).then(x.outcome.cmp(&y.outcome))
+        y.per_unit_significant
+            .cmp(&x.per_unit_significant)
+            .then(y.per_unit_change.value.abs().total_cmp(&x.per_unit_change.value.abs()))
+            .then(x.name.cmp(&y.name))
+            .then(x.outcome.cmp(&y.outcome))
     });
     Diff {
         a: facts(path_a, a),
         b: facts(path_b, b),
         warnings: warnings(a, b),
         unit,
-        methods: vec![METHOD_MEDIAN, METHOD_MEAN, METHOD_SAMPLED, METHOD_EXACT],
+        methods: vec![METHOD_MEDIAN, METHOD_MEAN, METHOD_SAMPLED, METHOD_EXACT, METHOD_LINES],
         outcomes,
         step,
         lines,
@@ -286,8 +307,10 @@ fn line(outcome: Outcome, kind: LineKind, source: &'static str, name: &str, a: I
         b,
         change,
         per_unit_change,
-        significant: change.excludes_zero(),
-        per_unit_significant: per_unit_change.excludes_zero(),
+        p_value: change.p_value(),
+        significant: false,
+        per_unit_p_value: per_unit_change.p_value(),
+        per_unit_significant: false,
     }
 }
 
@@ -309,7 +332,11 @@ fn sampled_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f6
     if sa.samples == 0 && sb.samples == 0 {
         return Vec::new();
     }
-    let est = |e: &crate::analysis::attribution::Estimate| Interval { value: e.ns_per_attempt, low: e.ns_per_attempt_low, high: e.ns_per_attempt_high };
+    let est = |e: &crate::analysis::attribution::Estimate| Interval {
+        value: e.ns_per_attempt,
+        low: e.ns_per_attempt_low,
+        high: e.ns_per_attempt_high,
+    };
     let mut out = Vec::new();
     for phase in union(sa.phases.iter().map(|p| p.phase.as_str()), sb.phases.iter().map(|p| p.phase.as_str())) {
         let pa_line = sa.phases.iter().find(|p| p.phase == phase);
@@ -333,13 +360,16 @@ fn exact_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64)
     let (Some(ea), Some(eb)) = (side(a), side(b)) else { return Vec::new() };
     let mut out = Vec::new();
     for phase in union(ea.phases.iter().map(|p| p.phase.as_str()), eb.phases.iter().map(|p| p.phase.as_str())) {
-        let v = |o: &crate::analysis::exact::OutcomeTiming| o.phases.iter().find(|p| p.phase == phase).map_or_else(Interval::default, |p| p.per_attempt);
+        let v = |o: &crate::analysis::exact::OutcomeTiming| {
+            o.phases.iter().find(|p| p.phase == phase).map_or_else(Interval::default, |p| p.per_attempt)
+        };
         out.push(line(outcome, LineKind::Phase, "exact", phase, v(&ea), v(&eb), pa, pb));
     }
     for f in union(ea.functions.iter().map(|f| f.function.as_str()), eb.functions.iter().map(|f| f.function.as_str())) {
         let get = |o: &crate::analysis::exact::OutcomeTiming| o.functions.iter().find(|x| x.function == f).cloned();
         let (fa, fb) = (get(&ea), get(&eb));
-        let incl = |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.inclusive_per_attempt);
+        let incl =
+            |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.inclusive_per_attempt);
         let own = |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.self_per_attempt);
         out.push(line(outcome, LineKind::FunctionInclusive, "exact", f, incl(&fa), incl(&fb), pa, pb));
         out.push(line(outcome, LineKind::FunctionSelf, "exact", f, own(&fa), own(&fb), pa, pb));

@@ -91,7 +91,7 @@ pub fn render(d: &Diff) -> String {
     if d.lines.is_empty() {
         let _ = writeln!(o, "No phase or function lines to compare: the recordings share no outcome with samples or exact times.");
     } else {
-        let _ = writeln!(o, "Where the time went ({unit}, largest change first; ns per attempt of the outcome beside it)");
+        let _ = writeln!(o, "Where the time went ({unit}: significant changes first, largest first; per attempt of the outcome beside it)");
         let _ = writeln!(
             o,
             "  {:<10} {:<7} {:<9} {:<34} {:>9} {:>9}  {:>32} {:>3}  {:>32} {:>3}",
@@ -106,12 +106,12 @@ pub fn render(d: &Diff) -> String {
         let significant = d.lines.iter().filter(|l| l.significant).count();
         let _ = writeln!(
             o,
-            "  {significant} of {} lines changed significantly per attempt (95%, not corrected for the number of lines: expect about 1 in 20 by chance)",
+            "  {significant} of {} lines changed significantly per attempt (Holm-corrected over the lines, family-wise 5%)",
             d.lines.len()
         );
     }
     let _ = writeln!(o);
-    let _ = writeln!(o, "Methods (sig: the 95% interval excludes 0)");
+    let _ = writeln!(o, "Methods");
     for m in &d.methods {
         let _ = writeln!(o, "  {m}");
     }

@@ -1,0 +1,117 @@
+//! `execprof diff`: against known answers. A recording compared with itself changes nothing;
+//! recorded chains that differ in one thing attribute the change to what differs (root).
+use std::{path::Path, process::Command};
+
+use serde_json::Value;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chain-200.execprof");
+
+macro_rules! require_root {
+    () => {
+        assert!(unsafe { libc::geteuid() } == 0, "this test traces with BPF and needs root (CAP_BPF + CAP_PERFMON): run it with sudo");
+    };
+}
+
+fn execprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_execprof"))
+}
+
+/// `execprof diff A B --json`: (the JSON, the text).
+fn diff(a: &Path, b: &Path) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("diff.json");
+    let out = execprof().arg("diff").args([a, b]).arg("--json").arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// Records the built-in chain with these options into `dir/name.execprof`.
+fn record(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.execprof"));
+    let out = execprof().arg("run").arg("--output").arg(&path).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    path
+}
+
+fn lines(v: &Value) -> &Vec<Value> {
+    v["lines"].as_array().unwrap()
+}
+
+#[test]
+fn a_recording_compared_with_itself_changes_nothing() {
+    let (v, text) = diff(Path::new(FIXTURE), Path::new(FIXTURE));
+    assert!(v["warnings"].as_array().unwrap().is_empty(), "{}", v["warnings"]);
+    assert!(!lines(&v).is_empty(), "the fixture has sampled lines to compare");
+    for l in lines(&v).iter().chain(v["outcomes"].as_array().unwrap()) {
+        assert_eq!(l["significant"], false, "{l}");
+        let change = if l["change"].is_null() { &l["median_change"] } else { &l["change"] };
+        assert_eq!(change["value"], 0.0, "{l}");
+    }
+    assert!(text.contains(&format!("0 of {} lines changed significantly", lines(&v).len())), "{text}");
+    assert!(text.contains("Price–Bonett"), "the method is named: {text}");
+}
+
+#[test]
+fn a_bad_recording_is_refused_with_its_own_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.execprof");
+    std::fs::write(&bad, b"not a recording").unwrap();
+    let out = execprof().arg("diff").arg(FIXTURE).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.execprof"), "names the file");
+}
+
+/// 6 missed PATH directories per step against 1: the change is in ENOENT attempts (5 fewer per
+/// step) and, within them, the lookup.
+#[test]
+#[ignore = "needs root"]
+fn fewer_path_misses_show_as_fewer_enoent_lookups() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    // Enough failed lookups to sample at 999 Hz (a failed lookup is ~1 µs here); under
+    // emulation each is ~30× slower and exact mode times every call.
+    let steps = if execprof::testing::slowdown() > 1 { "2000" } else { "20000" };
+    let a = record(dir.path(), "misses6", &["--steps", steps, "--misses", "6"]);
+    let b = record(dir.path(), "misses1", &["--steps", steps, "--misses", "1"]);
+    let (v, text) = diff(&a, &b);
+    assert!(v["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("workload")), "{}", v["warnings"]);
+    assert_eq!(v["unit"], "chain_step");
+    let enoent = v["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "enoent").unwrap();
+    assert_eq!((enoent["per_unit_a"].as_f64(), enoent["per_unit_b"].as_f64()), (Some(6.0), Some(1.0)));
+    assert!(enoent["per_unit_change"]["high"].as_f64().unwrap() < 0.0, "less ENOENT time per step: {enoent}");
+    assert_eq!(lines(&v)[0]["outcome"], "enoent", "the largest change is in failed lookups:\n{text}");
+    let lookup: Vec<&Value> =
+        lines(&v).iter().filter(|l| l["outcome"] == "enoent" && l["kind"] == "phase" && l["name"] == "lookup").collect();
+    assert!(!lookup.is_empty(), "{text}");
+    for l in lookup {
+        assert!(l["per_unit_significant"] == true && l["per_unit_change"]["value"].as_f64().unwrap() < 0.0, "{l}");
+    }
+}
+
+/// 64 extra environment variables against none: successful execs copy more arguments.
+#[test]
+#[ignore = "needs root"]
+fn extra_environment_shows_as_argument_copying_in_successful_execs() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    // Under emulation the published tiny variables drown in page-fault noise (see trace.rs).
+    let size = if execprof::testing::slowdown() > 1 { "512" } else { "0" };
+    let common = ["--steps", "5000", "--sample-hz", "4999", "--env-size", size];
+    let a = record(dir.path(), "env0", &[&common[..], &["--env-vars", "0"]].concat());
+    let b = record(dir.path(), "env64", &[&common[..], &["--env-vars", "64"]].concat());
+    let (v, text) = diff(&a, &b);
+    let success_phases = |source: &str| -> Vec<&Value> {
+        lines(&v).iter().filter(|l| l["outcome"] == "success" && l["kind"] == "phase" && l["source"] == source).collect()
+    };
+    let mut sources = 0;
+    for source in ["sampled", "exact"] {
+        let phases = success_phases(source);
+        let Some(args) = phases.iter().find(|l| l["name"] == "args") else { continue };
+        sources += 1;
+        assert!(args["significant"] == true && args["change"]["value"].as_f64().unwrap() > 0.0, "{source}: {args}\n{text}");
+        let top =
+            phases.iter().max_by(|x, y| x["change"]["value"].as_f64().unwrap().total_cmp(&y["change"]["value"].as_f64().unwrap())).unwrap();
+        assert_eq!(top["name"], "args", "{source}: argument copying grew most among successful execs' phases\n{text}");
+    }
+    assert!(sources > 0, "no success phase lines: {text}");
+}
