@@ -216,14 +216,14 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
     };
     let (units_a, units_b) = (units(a).max(1) as f64, units(b).max(1) as f64);
     let mut outcomes = Vec::new();
-    let mut per_unit: Vec<(Outcome, f64, f64)> = Vec::new();
+    let mut weights: Vec<Weight> = Vec::new();
     for oa in &a.analysis.outcomes {
         let Some(ob) = b.analysis.outcomes.iter().find(|o| o.outcome == oa.outcome) else { continue };
         if oa.count == 0 && ob.count == 0 {
             continue;
         }
         let (pa, pb) = (oa.count as f64 / units_a, ob.count as f64 / units_b);
-        per_unit.push((oa.outcome, pa, pb));
+        weights.push(Weight { outcome: oa.outcome, a: pa, b: pb });
         let none = Interval::default();
         let median = |d: &Option<Distribution>| d.as_ref().map_or(none, Distribution::median);
         let mean = |d: &Option<Distribution>| d.as_ref().map_or(none, Distribution::mean);
@@ -264,9 +264,9 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
         _ => None,
     };
     let mut lines = Vec::new();
-    for &(outcome, pa, pb) in &per_unit {
-        lines.extend(sampled_lines(a, b, outcome, pa, pb));
-        lines.extend(exact_lines(a, b, outcome, pa, pb));
+    for &w in &weights {
+        lines.extend(sampled_lines(a, b, w));
+        lines.extend(exact_lines(a, b, w));
     }
     let p: Vec<f64> = lines.iter().map(|l| l.p_value).collect();
     let per_unit_p: Vec<f64> = lines.iter().map(|l| l.per_unit_p_value).collect();
@@ -295,7 +295,16 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
 }
 
 /// A line's change, weighed per unit by how often its outcome occurs on each side.
-fn line(outcome: Outcome, kind: LineKind, source: &'static str, name: &str, a: Interval, b: Interval, pa: f64, pb: f64) -> LineChange {
+/// An outcome and how many of its attempts make a unit on each side.
+#[derive(Clone, Copy)]
+struct Weight {
+    outcome: Outcome,
+    a: f64,
+    b: f64,
+}
+
+fn line(w: Weight, kind: LineKind, source: &'static str, name: &str, a: Interval, b: Interval) -> LineChange {
+    let Weight { outcome, a: pa, b: pb } = w;
     let change = a.change_to(&b);
     let per_unit_change = a.scaled(pa).change_to(&b.scaled(pb));
     LineChange {
@@ -326,7 +335,8 @@ fn union<'n>(a: impl Iterator<Item = &'n str>, b: impl Iterator<Item = &'n str>)
     names
 }
 
-fn sampled_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64) -> Vec<LineChange> {
+fn sampled_lines(a: &RunReport, b: &RunReport, w: Weight) -> Vec<LineChange> {
+    let outcome = w.outcome;
     let side = |r: &RunReport| r.analysis.sampled.as_ref().and_then(|s| s.outcomes.iter().find(|o| o.outcome == outcome).cloned());
     let (Some(sa), Some(sb)) = (side(a), side(b)) else { return Vec::new() };
     if sa.samples == 0 && sb.samples == 0 {
@@ -342,20 +352,21 @@ fn sampled_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f6
         let pa_line = sa.phases.iter().find(|p| p.phase == phase);
         let pb_line = sb.phases.iter().find(|p| p.phase == phase);
         let v = |l: Option<&crate::analysis::attribution::PhaseLine>| l.map_or_else(Interval::default, |l| est(&l.estimate));
-        out.push(line(outcome, LineKind::Phase, "sampled", phase, v(pa_line), v(pb_line), pa, pb));
+        out.push(line(w, LineKind::Phase, "sampled", phase, v(pa_line), v(pb_line)));
         let fa = pa_line.map(|l| l.functions.as_slice()).unwrap_or_default();
         let fb = pb_line.map(|l| l.functions.as_slice()).unwrap_or_default();
         for f in union(fa.iter().map(|f| f.function.as_str()), fb.iter().map(|f| f.function.as_str())) {
             let v = |list: &[crate::analysis::attribution::FunctionLine]| {
                 list.iter().find(|x| x.function == f).map_or_else(Interval::default, |x| est(&x.estimate))
             };
-            out.push(line(outcome, LineKind::Function, "sampled", f, v(fa), v(fb), pa, pb));
+            out.push(line(w, LineKind::Function, "sampled", f, v(fa), v(fb)));
         }
     }
     out
 }
 
-fn exact_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64) -> Vec<LineChange> {
+fn exact_lines(a: &RunReport, b: &RunReport, w: Weight) -> Vec<LineChange> {
+    let outcome = w.outcome;
     let side = |r: &RunReport| r.analysis.exact.as_ref().and_then(|s| s.outcomes.iter().find(|o| o.outcome == outcome).cloned());
     let (Some(ea), Some(eb)) = (side(a), side(b)) else { return Vec::new() };
     let mut out = Vec::new();
@@ -363,7 +374,7 @@ fn exact_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64)
         let v = |o: &crate::analysis::exact::OutcomeTiming| {
             o.phases.iter().find(|p| p.phase == phase).map_or_else(Interval::default, |p| p.per_attempt)
         };
-        out.push(line(outcome, LineKind::Phase, "exact", phase, v(&ea), v(&eb), pa, pb));
+        out.push(line(w, LineKind::Phase, "exact", phase, v(&ea), v(&eb)));
     }
     for f in union(ea.functions.iter().map(|f| f.function.as_str()), eb.functions.iter().map(|f| f.function.as_str())) {
         let get = |o: &crate::analysis::exact::OutcomeTiming| o.functions.iter().find(|x| x.function == f).cloned();
@@ -371,8 +382,8 @@ fn exact_lines(a: &RunReport, b: &RunReport, outcome: Outcome, pa: f64, pb: f64)
         let incl =
             |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.inclusive_per_attempt);
         let own = |x: &Option<crate::analysis::exact::FunctionTiming>| x.as_ref().map_or_else(Interval::default, |x| x.self_per_attempt);
-        out.push(line(outcome, LineKind::FunctionInclusive, "exact", f, incl(&fa), incl(&fb), pa, pb));
-        out.push(line(outcome, LineKind::FunctionSelf, "exact", f, own(&fa), own(&fb), pa, pb));
+        out.push(line(w, LineKind::FunctionInclusive, "exact", f, incl(&fa), incl(&fb)));
+        out.push(line(w, LineKind::FunctionSelf, "exact", f, own(&fa), own(&fb)));
     }
     out
 }
