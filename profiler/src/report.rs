@@ -116,9 +116,33 @@ pub fn human_ns(ns: f64) -> String {
     }
 }
 
+/// A figure and its interval in the figure's unit: `41.1 [41.0–41.2] µs`.
+pub fn ci_cell(value: f64, low: f64, high: f64) -> String {
+    let text = human_ns(value);
+    let Some((_, unit)) = text.rsplit_once(' ') else { return text };
+    let scale = match unit {
+        "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => 1.0,
+    };
+    let decimals = text.split_once('.').map_or(0, |(_, rest)| rest.split(' ').next().unwrap_or("").len());
+    let n = |v: f64| format!("{:.*}", decimals, v / scale);
+    format!("{} [{}–{}] {unit}", n(value), n(low), n(high))
+}
+
+/// Header of the cells [`dist_cells`] writes.
+const DIST_HEADER: [&str; 6] = ["min", "p50 [95% CI]", "p90", "p99", "max", "mean"];
+
+fn dist_header() -> String {
+    let h = DIST_HEADER;
+    format!("{:>9} {:>24} {:>9} {:>9} {:>9} {:>9}", h[0], h[1], h[2], h[3], h[4], h[5])
+}
+
 fn dist_cells(d: &Distribution) -> String {
     let c = |ns: u64| human_ns(ns as f64);
-    format!("{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", c(d.min_ns), c(d.p50_ns), c(d.p90_ns), c(d.p99_ns), c(d.max_ns), human_ns(d.mean_ns))
+    let median = ci_cell(d.p50_ns as f64, d.p50_low_ns as f64, d.p50_high_ns as f64);
+    format!("{:>9} {:>24} {:>9} {:>9} {:>9} {:>9}", c(d.min_ns), median, c(d.p90_ns), c(d.p99_ns), c(d.max_ns), human_ns(d.mean_ns))
 }
 
 pub fn render(r: &RunReport) -> String {
@@ -132,7 +156,7 @@ pub fn render(r: &RunReport) -> String {
         render_exact(&mut o, x, r.meta.exact_plan.as_ref());
     }
     if let Some(s) = &r.analysis.sampled {
-        render_sampled(&mut o, s);
+        render_sampled(&mut o, s, r.meta.sample_hz);
     }
     render_agreement(&mut o, r);
     render_files(&mut o, r);
@@ -209,12 +233,8 @@ fn recording_facts(f: &RecordingFacts, attempts: u64) -> String {
 /// Latency and faults per outcome.
 fn render_outcomes(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
-    let _ = writeln!(o, "\nExec attempts by outcome (latency = syscall enter to exit)");
-    let _ = writeln!(
-        o,
-        "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}",
-        "outcome", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/att"
-    );
+    let _ = writeln!(o, "\nExec attempts by outcome (latency = syscall enter to exit; p50 with its 95% order-statistic interval)");
+    let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", "outcome", "count", dist_header(), "faults/att");
     for s in &a.outcomes {
         let faults = match (s.minor_faults_per_attempt, s.major_faults_per_attempt) {
             (Some(mi), Some(ma)) if ma > 0.0 => format!("{mi:.2}+{ma:.2}maj"),
@@ -228,6 +248,16 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
             None => {
                 let _ = writeln!(o, "  {:<12} {:>8}", s.outcome.label(), s.count);
             }
+        }
+        if s.modes.len() > 1 {
+            let list: Vec<String> = s.modes.iter().map(|m| format!("{} ({:.0}%)", human_ns(m.ns), m.weight * 100.0)).collect();
+            let _ = writeln!(
+                o,
+                "  {:<12} MULTIMODAL: {} modes at {}: the mean describes none of them; compare modes or medians, not means",
+                "",
+                s.modes.len(),
+                list.join(", ")
+            );
         }
         if let Some(k) = &s.killed {
             let mut why = Vec::new();
@@ -259,7 +289,7 @@ fn render_success_split(o: &mut String, r: &RunReport) {
     }
     if let Some(split) = &a.success_split {
         let _ = writeln!(o, "\nSuccessful execs around the point of no return (sched_prepare_exec)");
-        let _ = writeln!(o, "  {:<30} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "part", "min", "p50", "p90", "p99", "max", "mean");
+        let _ = writeln!(o, "  {:<30} {}", "part", dist_header());
         let _ = writeln!(o, "  {:<30} {}", "before (lookup, mm, args, load)", dist_cells(&split.before_ns));
         let _ = writeln!(o, "  {:<30} {}", "after (old mm out, new image)", dist_cells(&split.after_ns));
         if let Some(l) = &split.to_loaded_ns {
@@ -330,11 +360,7 @@ fn render_fork_calls(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
     if !a.fork_calls.is_empty() {
         let _ = writeln!(o, "\nFork-family calls (latency = syscall enter to exit in the caller)");
-        let _ = writeln!(
-            o,
-            "  {:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:>11}",
-            "syscall", "count", "min", "p50", "p90", "p99", "max", "mean", "faults/call"
-        );
+        let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", "syscall", "count", dist_header(), "faults/call");
         for sp in &a.fork_calls {
             let faults = sp.minor_faults_per_call.map_or("-".into(), |f| format!("{f:.2}"));
             let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", sp.syscall.label(), sp.count, dist_cells(&sp.latency), faults);
@@ -502,7 +528,7 @@ fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
 }
 
-fn render_sampled(o: &mut String, s: &SampledAttribution) {
+fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
     for oc in &s.outcomes {
         let _ = writeln!(
             o,
@@ -540,6 +566,19 @@ fn render_sampled(o: &mut String, s: &SampledAttribution) {
         }
         if !unseen.is_empty() {
             let _ = writeln!(o, "  no samples in: {}", unseen.join(", "));
+        }
+        if let Some(a) = &oc.adequacy {
+            let factor = a.samples_factor.ceil();
+            let rate = (sample_hz as f64 * factor) as u64;
+            // Rates above this are refused or throttled by most kernels: then only more steps.
+            let rate = if rate <= 20_000 { format!(", or --sample-hz {rate}") } else { String::new() };
+            let _ = writeln!(
+                o,
+                "  TOO FEW SAMPLES: a phase holding {}% is known only to ±{:.0}% of its value; for ±{:.0}% take about {factor:.0}× the samples: {factor:.0}× the steps (or run time){rate}",
+                pct(a.phase_share),
+                a.widest_relative * 100.0,
+                crate::analysis::attribution::ADEQUACY_TARGET * 100.0,
+            );
         }
     }
     let _ = writeln!(

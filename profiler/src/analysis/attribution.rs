@@ -110,6 +110,41 @@ pub struct OutcomeAttribution {
     /// Folded stacks (`phase;outermost;...;innermost count`) for flame graphs.
     #[serde(skip)]
     pub folded: Vec<(String, u64)>,
+    /// Set when the phases' intervals are too wide to quote: how many more samples would do.
+    pub adequacy: Option<Adequacy>,
+}
+
+/// Phases holding at least this share are the ones whose precision matters.
+const ADEQUACY_MIN_SHARE: f64 = 0.05;
+/// Wider than ± this fraction of the figure is too wide to quote.
+pub const ADEQUACY_TOLERANCE: f64 = 0.25;
+/// The precision the advice aims at.
+pub const ADEQUACY_TARGET: f64 = 0.10;
+
+/// The widest interval among an outcome's phases of at least 5%, relative to its figure, and
+/// how many times the samples would narrow it to ±10% (widths shrink as 1/√samples).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Adequacy {
+    /// Half the interval's width over the share, for the worst phase.
+    pub widest_relative: f64,
+    pub phase_share: f64,
+    /// Samples needed ÷ samples taken, for ±10%.
+    pub samples_factor: f64,
+}
+
+impl Adequacy {
+    pub fn of(phases: &[PhaseLine]) -> Option<Self> {
+        let (rel, share) = phases
+            .iter()
+            .filter(|p| p.estimate.share >= ADEQUACY_MIN_SHARE)
+            .map(|p| ((p.estimate.share_high - p.estimate.share_low) / 2.0 / p.estimate.share, p.estimate.share))
+            .max_by(|a, b| a.0.total_cmp(&b.0))?;
+        (rel > ADEQUACY_TOLERANCE).then(|| Adequacy {
+            widest_relative: rel,
+            phase_share: share,
+            samples_factor: (rel / ADEQUACY_TARGET).powi(2),
+        })
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -241,7 +276,7 @@ impl SampleTally {
             }
             let (attempts, mean_ns) = outcome_stats(outcome);
             let total: u64 = counts.values().sum();
-            let phases = model
+            let phases: Vec<PhaseLine> = model
                 .phases()
                 .iter()
                 .map(|p| {
@@ -261,7 +296,8 @@ impl SampleTally {
                 .collect();
             let mut folded: Vec<(String, u64)> = folded.into_iter().map(|(l, n)| (l.to_owned(), n)).collect();
             folded.sort();
-            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded });
+            let adequacy = Adequacy::of(&phases);
+            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded, adequacy });
         }
         SampledAttribution {
             samples: self.samples,

@@ -7,6 +7,7 @@ pub mod agreement;
 pub mod attribution;
 pub mod chain;
 pub mod exact;
+pub mod modes;
 pub mod outcome;
 pub mod probe_cost;
 pub mod stats;

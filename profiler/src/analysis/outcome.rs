@@ -76,6 +76,8 @@ pub struct OutcomeSummary {
     pub major_faults_per_attempt: Option<f64>,
     /// For `Other` and `Abandoned`: each errno and its count, most frequent first.
     pub errnos: Vec<(i64, u64)>,
+    /// Where the latencies pile up: more than one mode means the mean describes none of them.
+    pub modes: Vec<super::modes::LatencyMode>,
     /// For `Abandoned`: what killed the attempts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub killed: Option<KilledCounts>,
@@ -162,6 +164,7 @@ impl Outcomes {
                     minor_faults_per_attempt: mean(t.minor),
                     major_faults_per_attempt: mean(t.major),
                     errnos,
+                    modes: t.latency.modes(),
                     killed: (outcome == Outcome::Abandoned && t.latency.count() > 0).then_some(t.killed),
                 }
             })

@@ -96,6 +96,11 @@ impl Latencies {
         (self.at_rank(lo), self.at_rank(hi))
     }
 
+    /// The distribution's modes ([`super::modes`]), from the histogram's recorded values.
+    pub fn modes(&self) -> Vec<super::modes::LatencyMode> {
+        super::modes::modes(self.hist.iter_recorded().map(|v| (self.hist.median_equivalent(v.value_iterated_to()), v.count_at_value())))
+    }
+
     /// None for no values: an empty distribution has no minimum to print.
     pub fn summary(&self) -> Option<Distribution> {
         let (p50_low_ns, p50_high_ns) = self.median_interval();

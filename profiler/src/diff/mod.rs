@@ -201,6 +201,15 @@ fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
         w.push(format!("the recordings differ in exact mode's probes (which functions, or fentry vs kprobe): A [{ma}], B [{mb}]"));
     }
     for (side, r) in [("A", a), ("B", b)] {
+        for o in r.analysis.outcomes.iter().filter(|o| o.modes.len() > 1) {
+            let list: Vec<String> =
+                o.modes.iter().map(|m| format!("{} ({:.0}%)", crate::report::human_ns(m.ns), m.weight * 100.0)).collect();
+            w.push(format!(
+                "{} latency in {side} is multimodal ({}): its mean describes none of them; trust the median change, and look at the modes",
+                o.outcome.label(),
+                list.join(", ")
+            ));
+        }
         if !r.complete {
             w.push(format!("recording {side} is incomplete (records lost or the run was cut short): its figures are not the whole run's"));
         }
