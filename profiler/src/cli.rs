@@ -135,6 +135,11 @@ impl ChainArgs {
 /// What every report can also write (shared by `run` and `report`).
 #[derive(Debug, Args)]
 pub struct OutputArgs {
+    /// Print each outcome's call tree, rooted at the syscall: every function's inclusive and
+    /// self time per attempt with 95% intervals (from stacks, and from probe nesting in exact
+    /// mode). Always in --json.
+    #[arg(long)]
+    pub tree: bool,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

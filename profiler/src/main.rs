@@ -126,5 +126,5 @@ fn max_sample_rate() -> Option<u64> {
 }
 
 fn outputs(a: cli::OutputArgs) -> Outputs {
-    Outputs { json: a.json, trace: a.trace, folded: a.folded }
+    Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree }
 }

@@ -524,6 +524,44 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
     }
 }
 
+/// Each outcome's call trees (sampled, then exact), `--tree`.
+pub fn render_trees(r: &RunReport) -> String {
+    let mut o = String::new();
+    let a = &r.analysis;
+    let mut trees: Vec<(String, &crate::analysis::tree::TreeNode)> = Vec::new();
+    if let Some(s) = &a.sampled {
+        for oc in s.outcomes.iter().filter(|o| o.samples > 0) {
+            trees.push((format!("{}: from {} kernel stacks of {} attempts", oc.outcome.label(), oc.samples, oc.attempts), &oc.tree));
+        }
+    }
+    if let Some(e) = &a.exact {
+        for oc in &e.outcomes {
+            trees.push((format!("{}: exact, from probe nesting in {} attempts", oc.outcome.label(), oc.attempts), &oc.tree));
+        }
+    }
+    for (title, tree) in trees {
+        let _ = writeln!(
+            o,
+            "\nCall tree: {title} (per attempt; under {:.0}% of the attempt folded)",
+            crate::analysis::tree::COLLAPSE_BELOW * 100.0
+        );
+        let _ = writeln!(o, "  {:>28} {:>6} {:>9}  function", "inclusive [95% CI]", "share", "self");
+        let root = tree.inclusive.value.max(f64::MIN_POSITIVE);
+        for (depth, n) in tree.walk() {
+            let _ = writeln!(
+                o,
+                "  {:>28} {:>5.1}% {:>9}  {}{}",
+                ci_cell(n.inclusive.value, n.inclusive.low, n.inclusive.high),
+                100.0 * n.inclusive.value / root,
+                human_ns(n.own.value),
+                "  ".repeat(depth),
+                n.function
+            );
+        }
+    }
+    o
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
 }

@@ -55,6 +55,8 @@ pub struct Outputs {
     pub trace: Option<PathBuf>,
     /// Folded stacks and flame graphs per outcome go here.
     pub folded: Option<PathBuf>,
+    /// Print the call trees.
+    pub tree: bool,
 }
 
 pub struct RunConfig {
@@ -244,7 +246,7 @@ fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
 
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
 pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>) -> Result<i32> {
-    let outputs = Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf) };
+    let outputs = Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false };
     check_outputs(&outputs, None)?;
     let report_of = |path: &Path| -> Result<RunReport> {
         let started = Instant::now();
@@ -291,6 +293,9 @@ fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outpu
         );
     }
     print!("{}", report::render(&report));
+    if outputs.tree {
+        print!("{}", report::render_trees(&report));
+    }
     if let Some(dir) = &outputs.folded {
         match &report.analysis.sampled {
             Some(sampled) => {

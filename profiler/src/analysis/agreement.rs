@@ -115,6 +115,7 @@ mod tests {
                     },
                 ],
                 unprobed_ns_per_attempt: 20.0,
+                tree: Default::default(),
             }],
         };
         let line = |phase: &str, n| PhaseLine { phase: phase.into(), label: String::new(), estimate: est(n), functions: vec![] };
@@ -132,6 +133,8 @@ mod tests {
                 samples: 1100,
                 phases: vec![line("old_mm", 250), line("binfmt", 250), line("new_image", 500), line("tracer", 100)],
                 folded: vec![],
+                adequacy: None,
+                tree: Default::default(),
             }],
         };
         let a = compare(&exact, &sampled);

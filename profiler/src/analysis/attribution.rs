@@ -10,7 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::outcome::Outcome;
+use super::{
+    outcome::Outcome,
+    tree::{SampledTree, TreeNode},
+};
 use crate::{
     events::Sample,
     phases::{AttributionReason, PhaseModel},
@@ -112,6 +115,8 @@ pub struct OutcomeAttribution {
     pub folded: Vec<(String, u64)>,
     /// Set when the phases' intervals are too wide to quote: how many more samples would do.
     pub adequacy: Option<Adequacy>,
+    /// The call tree from the stacks, rooted at the syscall.
+    pub tree: TreeNode,
 }
 
 /// Phases holding at least this share are the ones whose precision matters.
@@ -237,6 +242,7 @@ impl SampleTally {
         let unknown = names.values().filter(|n| n.starts_with("[unknown ")).count() as u64;
         // Each distinct stack: its phase, the function that decided it, its folded line.
         let mut by_id: Vec<(usize, String, String)> = vec![(0, String::new(), String::new()); self.stacks.len()];
+        let mut frames_of: Vec<Vec<&str>> = vec![Vec::new(); self.stacks.len()];
         let mut stackless: Option<usize> = None;
         for (frames, &id) in &self.stacks {
             let frames: Vec<&str> = frames.iter().map(|a| names[a].as_str()).collect();
@@ -260,13 +266,16 @@ impl SampleTally {
                 folded.push_str(f);
             }
             by_id[id] = (phase.index(), function, folded);
+            frames_of[id] = frames;
         }
         let mut without_stack = 0;
         let mut outcomes = Vec::new();
         for (outcome, counts) in self.per_outcome {
             let mut by_phase: Vec<HashMap<&str, u64>> = vec![HashMap::new(); model.phases().len()];
             let mut folded: HashMap<&str, u64> = HashMap::new();
+            let mut tree = SampledTree::default();
             for (&id, &n) in &counts {
+                tree.add(&frames_of[id], n);
                 let (phase, function, line) = &by_id[id];
                 *by_phase[*phase].entry(function.as_str()).or_default() += n;
                 *folded.entry(line.as_str()).or_default() += n;
@@ -297,7 +306,8 @@ impl SampleTally {
             let mut folded: Vec<(String, u64)> = folded.into_iter().map(|(l, n)| (l.to_owned(), n)).collect();
             folded.sort();
             let adequacy = Adequacy::of(&phases);
-            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded, adequacy });
+            let tree = tree.finish(&format!("{} attempt", outcome.label()), mean_ns);
+            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded, adequacy, tree });
         }
         SampledAttribution {
             samples: self.samples,

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::{
     outcome::{Outcome, Outcomes},
     stats::{Distribution, Interval, Latencies, Moments},
+    tree::{ExactTree, TreeNode},
 };
 use crate::{events::ProbedCall, meta::ExactPlan, phases::PhaseModel};
 
@@ -48,6 +49,9 @@ pub struct OutcomeTiming {
     pub mean_ns: f64,
     pub functions: Vec<FunctionTiming>,
     pub phases: Vec<PhaseTiming>,
+    /// The call tree from probe nesting, rooted at the syscall (its self time: outside every
+    /// probed function).
+    pub tree: TreeNode,
     /// Attempt time outside every probed function (syscall entry, inlined helpers). Negative
     /// when the probed functions' self times add up to more than the measured latency (the
     /// probes' own cost inside them): shown as it is, never clamped.
@@ -82,6 +86,7 @@ pub struct ExactTally {
     per: HashMap<Outcome, HashMap<u32, FunctionTally>>,
     /// Per outcome and phase (by name): self time per attempt that had any.
     phase_per_attempt: HashMap<Outcome, HashMap<String, Moments>>,
+    trees: HashMap<Outcome, ExactTree>,
     calls: u64,
     without_attempt: u64,
 }
@@ -102,6 +107,8 @@ impl ExactTally {
         list.sort_by(|a, b| a.enter_ns.cmp(&b.enter_ns).then(b.exit_ns.cmp(&a.exit_ns)));
         // (call, time in probed callees, calling slot)
         let mut nodes: Vec<(&ProbedCall, u64, Option<u32>)> = Vec::with_capacity(list.len());
+        // Each call's path of slots from the outermost probed call.
+        let mut paths: Vec<Vec<u32>> = Vec::with_capacity(list.len());
         let mut stack: Vec<usize> = Vec::new();
         for c in list {
             while stack.last().is_some_and(|&i| nodes[i].0.exit_ns <= c.enter_ns) {
@@ -112,12 +119,16 @@ impl ExactTally {
                 nodes[p].1 += c.exit_ns.saturating_sub(c.enter_ns);
             }
             nodes.push((c, 0, parent.map(|p| nodes[p].0.slot)));
+            let mut path = parent.map_or_else(Vec::new, |p| paths[p].clone());
+            path.push(c.slot);
+            paths.push(path);
             stack.push(nodes.len() - 1);
         }
         let per = self.per.entry(outcome).or_default();
         // This attempt's (inclusive, self) per function and self per phase.
         let mut in_attempt: HashMap<u32, (u64, u64)> = HashMap::new();
-        for (c, children_ns, parent) in nodes {
+        let mut tree_calls: Vec<(Vec<u32>, u64, u64)> = Vec::with_capacity(nodes.len());
+        for ((c, children_ns, parent), path) in nodes.into_iter().zip(paths) {
             let d = c.exit_ns.saturating_sub(c.enter_ns);
             let own = d.saturating_sub(children_ns);
             let t = per.entry(c.slot).or_default();
@@ -130,7 +141,9 @@ impl ExactTally {
                 e.0 += d;
             }
             e.1 += own;
+            tree_calls.push((path, d, own));
         }
+        self.trees.entry(outcome).or_default().attempt(&tree_calls);
         let mut phase_self: HashMap<&str, u64> = HashMap::new();
         for (slot, (incl, own)) in in_attempt {
             let t = per.get_mut(&slot).expect("tallied above");
@@ -218,12 +231,19 @@ impl ExactTally {
                     }
                 })
                 .collect();
+            let latency = outcomes.latency(outcome).map_or_else(Interval::default, |d| d.mean());
+            let tree =
+                self.trees
+                    .remove(&outcome)
+                    .unwrap_or_default()
+                    .finish(&format!("{} attempt", outcome.label()), attempts, latency, &|s| name(s).to_owned());
             out.push(OutcomeTiming {
                 outcome,
                 attempts,
                 mean_ns,
                 functions,
                 phases,
+                tree,
                 unprobed_ns_per_attempt: mean_ns - total_self / n_attempts,
             });
         }

@@ -11,6 +11,7 @@ pub mod modes;
 pub mod outcome;
 pub mod probe_cost;
 pub mod stats;
+pub mod tree;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -143,6 +143,11 @@ impl Outcomes {
         }
     }
 
+    /// One outcome's latency distribution (None: no attempts).
+    pub fn latency(&self, outcome: Outcome) -> Option<Distribution> {
+        self.by.get(&outcome).and_then(|t| t.latency.summary())
+    }
+
     /// Attempts and mean latency of one outcome (0 attempts: none seen).
     pub fn count_and_mean(&self, outcome: Outcome) -> (u64, f64) {
         self.by.get(&outcome).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()))

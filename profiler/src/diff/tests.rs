@@ -9,6 +9,8 @@ fn sampled(attempts: u64, mean_ns: f64, folded: &[(&str, u64)]) -> OutcomeAttrib
         samples: folded.iter().map(|(_, n)| n).sum(),
         phases: vec![],
         folded: folded.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+        adequacy: None,
+        tree: Default::default(),
     }
 }
 

@@ -1,0 +1,250 @@
+//! The call tree of an outcome's attempts, rooted at the syscall: each function's inclusive
+//! time (with its callees) and self time per attempt, with 95% intervals. A function that
+//! mostly calls others (`do_open_execat`) is invisible in a list of innermost functions; here
+//! it holds its callees. Built from kernel stacks in sampled mode ([`SampledTree`]) and from
+//! probe nesting in exact mode ([`ExactTree`]); nodes under a share of the root are folded
+//! into one line per parent.
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{
+    attribution::wilson,
+    stats::{Interval, Moments},
+};
+
+/// Nodes whose inclusive time is under this share of the root are folded.
+pub const COLLAPSE_BELOW: f64 = 0.01;
+
+/// Frames of the syscall entry itself, above the syscall's own function: the tree starts
+/// below them.
+const ENTRY_FRAMES: &[&str] = &["entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "x64_sys_call"];
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TreeNode {
+    pub function: String,
+    /// Per attempt, callees included.
+    pub inclusive: Interval,
+    /// Per attempt, in the function itself (sampled: samples with it innermost; exact: time
+    /// outside its probed callees).
+    #[serde(rename = "self")]
+    pub own: Interval,
+    /// Samples under it (sampled mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    /// Largest first; folded nodes last, as one `[N callees under 1%]` node.
+    pub children: Vec<TreeNode>,
+}
+
+impl TreeNode {
+    /// Every node, depth first, with its depth.
+    pub fn walk(&self) -> Vec<(usize, &TreeNode)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(0, self)];
+        while let Some((depth, n)) = stack.pop() {
+            out.push((depth, n));
+            stack.extend(n.children.iter().rev().map(|c| (depth + 1, c)));
+        }
+        out
+    }
+}
+
+fn folded_name(n: usize) -> String {
+    format!("[{n} {} under {:.0}%]", if n == 1 { "callee" } else { "callees" }, COLLAPSE_BELOW * 100.0)
+}
+
+/// Sample counts per call path, folded into a tree at the end.
+#[derive(Clone, Debug, Default)]
+struct Trie {
+    inclusive: u64,
+    own: u64,
+    children: HashMap<String, Trie>,
+}
+
+/// Kernel stacks of one outcome's samples.
+#[derive(Clone, Debug, Default)]
+pub struct SampledTree {
+    trie: Trie,
+}
+
+impl SampledTree {
+    /// One distinct stack (leaf first, as sampled) seen `n` times.
+    pub fn add<S: AsRef<str>>(&mut self, leaf_first: &[S], n: u64) {
+        let root_first: Vec<&str> = leaf_first.iter().rev().map(AsRef::as_ref).collect();
+        let start = root_first.iter().position(|f| !ENTRY_FRAMES.contains(f)).unwrap_or(root_first.len());
+        let mut node = &mut self.trie;
+        node.inclusive += n;
+        for f in &root_first[start..] {
+            node = node.children.entry((*f).to_owned()).or_default();
+            node.inclusive += n;
+        }
+        node.own += n;
+    }
+
+    /// The tree with times per attempt: share of the outcome's samples (Wilson 95%) × its mean.
+    pub fn finish(self, root: &str, mean_ns: f64) -> TreeNode {
+        let total = self.trie.inclusive;
+        let est = |k: u64| {
+            let (lo, hi) = wilson(k, total);
+            let share = if total == 0 { 0.0 } else { k as f64 / total as f64 };
+            Interval { value: share * mean_ns, low: lo * mean_ns, high: hi * mean_ns }
+        };
+        fn build(name: String, t: Trie, total: u64, est: &dyn Fn(u64) -> Interval) -> TreeNode {
+            let mut children: Vec<(String, Trie)> = t.children.into_iter().collect();
+            children.sort_by(|a, b| b.1.inclusive.cmp(&a.1.inclusive).then(a.0.cmp(&b.0)));
+            let (keep, fold): (Vec<_>, Vec<_>) =
+                children.into_iter().partition(|(_, c)| c.inclusive as f64 >= COLLAPSE_BELOW * total as f64);
+            let mut nodes: Vec<TreeNode> = keep.into_iter().map(|(n, c)| build(n, c, total, est)).collect();
+            if !fold.is_empty() {
+                let k: u64 = fold.iter().map(|(_, c)| c.inclusive).sum();
+                nodes.push(TreeNode {
+                    function: folded_name(fold.len()),
+                    inclusive: est(k),
+                    own: Interval::default(),
+                    samples: Some(k),
+                    children: Vec::new(),
+                });
+            }
+            TreeNode { function: name, inclusive: est(t.inclusive), own: est(t.own), samples: Some(t.inclusive), children: nodes }
+        }
+        let mut root = build(root.to_owned(), self.trie, total, &est);
+        // The root is the measured mean itself, not an estimate from samples.
+        root.inclusive = Interval { value: mean_ns, low: mean_ns, high: mean_ns };
+        root
+    }
+}
+
+/// Per call path (probed slots, outermost first): per attempt, inclusive and self time.
+#[derive(Clone, Debug, Default)]
+pub struct ExactTree {
+    paths: HashMap<Vec<u32>, (Moments, Moments)>,
+}
+
+impl ExactTree {
+    /// One attempt's calls as (path, inclusive ns, self ns), in any order; a path may repeat.
+    pub fn attempt(&mut self, calls: &[(Vec<u32>, u64, u64)]) {
+        let mut sums: HashMap<&[u32], (u64, u64)> = HashMap::new();
+        for (path, incl, own) in calls {
+            let e = sums.entry(path.as_slice()).or_default();
+            e.0 += incl;
+            e.1 += own;
+        }
+        for (path, (incl, own)) in sums {
+            let e = self.paths.entry(path.to_vec()).or_default();
+            e.0.add(incl as f64);
+            e.1.add(own as f64);
+        }
+    }
+
+    /// The tree: the root is the outcome's measured latency, its self time what no probed
+    /// function covers; `name(slot)` names a slot.
+    pub fn finish(self, root: &str, attempts: u64, latency: Interval, name: &dyn Fn(u32) -> String) -> TreeNode {
+        let mut by_parent: HashMap<Vec<u32>, Vec<(Vec<u32>, Interval, Interval)>> = HashMap::new();
+        for (path, (mut incl, mut own)) in self.paths {
+            incl.pad_to(attempts);
+            own.pad_to(attempts);
+            by_parent.entry(path[..path.len() - 1].to_vec()).or_default().push((path, incl.interval(), own.interval()));
+        }
+        fn build(
+            function: String,
+            path: &[u32],
+            inclusive: Interval,
+            own: Interval,
+            root_ns: f64,
+            by_parent: &mut HashMap<Vec<u32>, Vec<(Vec<u32>, Interval, Interval)>>,
+            name: &dyn Fn(u32) -> String,
+        ) -> TreeNode {
+            let mut kids = by_parent.remove(path).unwrap_or_default();
+            kids.sort_by(|a, b| b.1.value.total_cmp(&a.1.value).then(a.0.cmp(&b.0)));
+            let (keep, fold): (Vec<_>, Vec<_>) = kids.into_iter().partition(|k| k.1.value >= COLLAPSE_BELOW * root_ns);
+            let mut children: Vec<TreeNode> = keep
+                .into_iter()
+                .map(|(p, i, o)| build(name(*p.last().expect("non-empty path")), &p, i, o, root_ns, by_parent, name))
+                .collect();
+            if !fold.is_empty() {
+                let value = fold.iter().map(|k| k.1.value).sum();
+                children.push(TreeNode {
+                    function: folded_name(fold.len()),
+                    inclusive: Interval { value, low: value, high: value },
+                    own: Interval::default(),
+                    samples: None,
+                    children: Vec::new(),
+                });
+            }
+            TreeNode { function, inclusive, own, samples: None, children }
+        }
+        let mut root_node = build(root.to_owned(), &[], latency, Interval::default(), latency.value, &mut by_parent, name);
+        let outside = latency.value - root_node.children.iter().map(|c| c.inclusive.value).sum::<f64>();
+        root_node.own = Interval { value: outside, low: outside, high: outside };
+        root_node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_adds_up(n: &TreeNode) {
+        let children: f64 = n.children.iter().map(|c| c.inclusive.value).sum();
+        assert!(children <= n.inclusive.value + 1e-6, "{}: children {children} > {}", n.function, n.inclusive.value);
+        n.children.iter().for_each(assert_adds_up);
+    }
+
+    #[test]
+    fn sampled_tree_holds_callers_with_their_callees() {
+        let mut t = SampledTree::default();
+        let entry = ["do_syscall_64", "entry_SYSCALL_64_after_hwframe"];
+        let walk =
+            [&["link_path_walk", "path_openat", "do_filp_open", "do_open_execat", "alloc_bprm", "__x64_sys_execve"][..], &entry].concat();
+        let file =
+            [&["alloc_empty_file", "path_openat", "do_filp_open", "do_open_execat", "alloc_bprm", "__x64_sys_execve"][..], &entry].concat();
+        let trace = [&["bpf_prog_1_sys_exit", "syscall_exit_work"][..], &entry].concat();
+        t.add(&walk, 60);
+        t.add(&file, 30);
+        t.add(&trace, 9);
+        t.add(&["strange_leaf", "do_open_execat", "alloc_bprm", "__x64_sys_execve"], 1);
+        let root = t.finish("ENOENT attempt", 1_000.0);
+        assert_eq!(root.inclusive.value, 1_000.0, "the root is the measured mean");
+        assert_adds_up(&root);
+        let sys = &root.children[0];
+        assert_eq!((sys.function.as_str(), sys.samples), ("__x64_sys_execve", Some(91)));
+        let open = &sys.children[0].children[0];
+        assert_eq!(open.function, "do_open_execat");
+        assert!((open.inclusive.value - 910.0).abs() < 1e-9, "do_open_execat holds its callees: {open:?}");
+        assert!(open.own.value == 0.0 && open.inclusive.low < 910.0 && open.inclusive.high > 910.0);
+        // The 1% leaf is kept (at the threshold); nothing under it here.
+        assert!(root.walk().iter().any(|(_, n)| n.function == "strange_leaf"));
+        assert_eq!(root.children[1].function, "syscall_exit_work");
+    }
+
+    #[test]
+    fn small_nodes_fold_into_one_line() {
+        let mut t = SampledTree::default();
+        t.add(&["big", "__x64_sys_execve"], 995);
+        for i in 0..5 {
+            t.add(&[format!("tiny{i}").as_str(), "__x64_sys_execve"], 1);
+        }
+        let root = t.finish("r", 100.0);
+        let sys = &root.children[0];
+        assert_eq!(sys.children.len(), 2);
+        assert_eq!(sys.children[1].function, "[5 callees under 1%]");
+        assert_eq!(sys.children[1].samples, Some(5));
+        assert_adds_up(&root);
+    }
+
+    #[test]
+    fn exact_tree_from_nesting_adds_up_to_the_latency() {
+        let mut t = ExactTree::default();
+        // Two attempts: slot 0 (alloc_bprm) calls slot 1 (do_open_execat) twice in the first.
+        t.attempt(&[(vec![0], 800, 100), (vec![0, 1], 300, 300), (vec![0, 1], 400, 400)]);
+        t.attempt(&[(vec![0], 600, 200), (vec![0, 1], 400, 400)]);
+        let names = |s: u32| ["alloc_bprm", "do_open_execat"][s as usize].to_owned();
+        let root = t.finish("ENOENT attempt", 2, Interval { value: 1_000.0, low: 900.0, high: 1_100.0 }, &names);
+        assert_eq!(root.inclusive.value, 1_000.0);
+        let alloc = &root.children[0];
+        assert_eq!((alloc.function.as_str(), alloc.inclusive.value, alloc.own.value), ("alloc_bprm", 700.0, 150.0));
+        assert_eq!(alloc.children[0].inclusive.value, 550.0, "both calls of the first attempt count");
+        assert_eq!(root.own.value, 300.0, "outside every probed function");
+        assert_adds_up(&root);
+    }
+}
