@@ -135,6 +135,7 @@ mod tests {
                 folded: vec![],
                 adequacy: None,
                 tree: Default::default(),
+                on_stack: vec![],
             }],
         };
         let a = compare(&exact, &sampled);

@@ -117,6 +117,20 @@ pub struct OutcomeAttribution {
     pub adequacy: Option<Adequacy>,
     /// The call tree from the stacks, rooted at the syscall.
     pub tree: TreeNode,
+    /// Every function on at least [`CALLERS_MIN_SHARE`] of the samples' stacks: inclusive
+    /// (on the stack at all) and self (innermost) time per attempt, most inclusive first.
+    pub on_stack: Vec<FunctionTotals>,
+}
+
+/// Functions on fewer of the stacks than this are left out of [`OutcomeAttribution::on_stack`].
+pub const CALLERS_MIN_SHARE: f64 = 0.005;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionTotals {
+    pub function: String,
+    pub inclusive: Estimate,
+    #[serde(rename = "self")]
+    pub own: Estimate,
 }
 
 /// Phases holding at least this share are the ones whose precision matters.
@@ -274,8 +288,19 @@ impl SampleTally {
             let mut by_phase: Vec<HashMap<&str, u64>> = vec![HashMap::new(); model.phases().len()];
             let mut folded: HashMap<&str, u64> = HashMap::new();
             let mut tree = SampledTree::default();
+            let mut on_stack: HashMap<&str, (u64, u64)> = HashMap::new();
             for (&id, &n) in &counts {
                 tree.add(&frames_of[id], n);
+                let frames = &frames_of[id];
+                for (i, f) in frames.iter().enumerate() {
+                    // Recursion: a function counts once per stack.
+                    if !frames[..i].contains(f) {
+                        on_stack.entry(f).or_default().0 += n;
+                    }
+                }
+                if let Some(leaf) = frames.first() {
+                    on_stack.entry(leaf).or_default().1 += n;
+                }
                 let (phase, function, line) = &by_id[id];
                 *by_phase[*phase].entry(function.as_str()).or_default() += n;
                 *folded.entry(line.as_str()).or_default() += n;
@@ -307,7 +332,17 @@ impl SampleTally {
             folded.sort();
             let adequacy = Adequacy::of(&phases);
             let tree = tree.finish(&format!("{} attempt", outcome.label()), mean_ns);
-            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded, adequacy, tree });
+            let mut on_stack: Vec<FunctionTotals> = on_stack
+                .into_iter()
+                .filter(|(_, (k, _))| *k as f64 >= CALLERS_MIN_SHARE * total as f64)
+                .map(|(f, (k, own))| FunctionTotals {
+                    function: f.to_owned(),
+                    inclusive: Estimate::new(k, total, mean_ns),
+                    own: Estimate::new(own, total, mean_ns),
+                })
+                .collect();
+            on_stack.sort_by(|a, b| b.inclusive.samples.cmp(&a.inclusive.samples).then(a.function.cmp(&b.function)));
+            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded, adequacy, tree, on_stack });
         }
         SampledAttribution {
             samples: self.samples,

@@ -87,11 +87,11 @@ pub struct OutcomeChange {
 pub enum LineKind {
     /// A phase (self time of its functions / samples attributed to it).
     Phase,
-    /// Sampled: samples whose deciding exec-path frame is this function.
+    /// Sampled: samples whose deciding exec-path frame is this function (its phase line's).
     Function,
-    /// Exact: time from entry to return, callees included.
+    /// Time from entry to return, callees included (sampled: on the stack at all).
     FunctionInclusive,
-    /// Exact: time not spent in probed callees.
+    /// Exact: time not spent in probed callees; sampled: innermost frame.
     FunctionSelf,
 }
 
@@ -99,7 +99,7 @@ impl LineKind {
     pub fn label(self) -> &'static str {
         match self {
             LineKind::Phase => "phase",
-            LineKind::Function => "function",
+            LineKind::Function => "decides",
             LineKind::FunctionInclusive => "inclusive",
             LineKind::FunctionSelf => "self",
         }
@@ -370,6 +370,16 @@ fn sampled_lines(a: &RunReport, b: &RunReport, w: Weight) -> Vec<LineChange> {
             };
             out.push(line(w, LineKind::Function, "sampled", f, v(fa), v(fb)));
         }
+    }
+    // Inclusive and self per function from the stacks: callers that mostly call others too.
+    for f in union(sa.on_stack.iter().map(|f| f.function.as_str()), sb.on_stack.iter().map(|f| f.function.as_str())) {
+        let get = |o: &crate::analysis::attribution::OutcomeAttribution| o.on_stack.iter().find(|x| x.function == f).cloned();
+        let (fa, fb) = (get(&sa), get(&sb));
+        let incl =
+            |x: &Option<crate::analysis::attribution::FunctionTotals>| x.as_ref().map_or_else(Interval::default, |x| est(&x.inclusive));
+        let own = |x: &Option<crate::analysis::attribution::FunctionTotals>| x.as_ref().map_or_else(Interval::default, |x| est(&x.own));
+        out.push(line(w, LineKind::FunctionInclusive, "sampled", f, incl(&fa), incl(&fb)));
+        out.push(line(w, LineKind::FunctionSelf, "sampled", f, own(&fa), own(&fb)));
     }
     out
 }

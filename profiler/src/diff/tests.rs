@@ -11,6 +11,7 @@ fn sampled(attempts: u64, mean_ns: f64, folded: &[(&str, u64)]) -> OutcomeAttrib
         folded: folded.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
         adequacy: None,
         tree: Default::default(),
+        on_stack: vec![],
     }
 }
 
