@@ -140,6 +140,11 @@ pub struct OutputArgs {
     /// mode). Always in --json.
     #[arg(long)]
     pub tree: bool,
+    /// Print the fast-path estimate: what looking the name up before allocating anything (a
+    /// double lookup) would save per failed attempt and add per successful exec, from this
+    /// run's samples. Always in --json when the run has both.
+    #[arg(long)]
+    pub fast_path: bool,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

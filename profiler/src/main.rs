@@ -126,5 +126,5 @@ fn max_sample_rate() -> Option<u64> {
 }
 
 fn outputs(a: cli::OutputArgs) -> Outputs {
-    Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree }
+    Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree, fast_path: a.fast_path }
 }

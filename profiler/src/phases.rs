@@ -234,6 +234,11 @@ impl PhaseModel {
     }
 
     /// The fallback phase.
+    /// The phase of execprof's own probes, when the model declares it.
+    pub fn tracer(&self) -> Option<PhaseId> {
+        self.tracer
+    }
+
     pub fn other(&self) -> PhaseId {
         self.other
     }

@@ -524,6 +524,62 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
     }
 }
 
+/// The fast-path estimate, `--fast-path`.
+pub fn render_fast_path(r: &RunReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\nFast path: what a lookup before anything is allocated (a double lookup) would change, from this run's samples");
+    let Some(v) = &r.analysis.fast_path else {
+        let _ = writeln!(
+            o,
+            "  no estimate: it needs samples (sampled mode, --sample-hz above 0) of both failed PATH lookups (ENOENT) and successful execs; run the built-in chain, e.g. `execprof run --steps 100000 --fast-path`"
+        );
+        return o;
+    };
+    let cell = |i: &crate::analysis::stats::Interval| ci_cell(i.value, i.low, i.high);
+    let _ = writeln!(
+        o,
+        "  failed attempt (ENOENT: {} attempts, mean {}, {} samples)",
+        v.failed_attempts,
+        human_ns(v.failed_mean_ns),
+        v.failed_samples
+    );
+    let _ = writeln!(o, "    {:<50} {:>28}  {}", "part", "per attempt [95% CI]", "under a double lookup");
+    for p in &v.failed_parts {
+        let fate = if p.changes {
+            "saved"
+        } else if p.part == crate::analysis::fastpath::OpenPart::PathWalk {
+            "kept (the lookup itself)"
+        } else {
+            "kept"
+        };
+        let _ = writeln!(o, "    {:<50} {:>28}  {fate}", p.label, cell(&p.per_attempt));
+    }
+    let _ = writeln!(o, "    {:<50} {:>28}", "saved per failed attempt", cell(&v.saved_per_failure));
+    let _ = writeln!(o, "  successful exec ({} execs, mean {}, {} samples)", v.successes, human_ns(v.success_mean_ns), v.success_samples);
+    for p in v.success_parts.iter().filter(|p| p.changes) {
+        let _ = writeln!(o, "    {:<50} {:>28}  paid twice", p.label, cell(&p.per_attempt));
+    }
+    let _ = writeln!(o, "    {:<50} {:>28}", "added per successful exec", cell(&v.added_per_success));
+    let net = &v.net_per_success;
+    let verdict = if net.high < 0.0 {
+        format!("a double lookup would be faster by {} per step", human_ns(-net.value))
+    } else if net.low > 0.0 {
+        format!("a double lookup would be slower by {} per step", human_ns(net.value))
+    } else {
+        "no significant difference either way (the interval contains 0)".to_owned()
+    };
+    let _ = writeln!(
+        o,
+        "  net per successful exec with its {:.2} failed attempts (a chain step): {:+.0} ns [{:+.0} … {:+.0}]: {verdict}",
+        v.failed_per_success, net.value, net.low, net.high
+    );
+    let _ = writeln!(
+        o,
+        "  method: each sample's stack falls in one part, from the syscall down (README, “The fast-path estimate”); a part's time = Wilson 95% share of the outcome's samples × its measured mean; a double lookup saves the struct file, the bprm and the rest of the open in a failed attempt and walks the path a second time in a success; check it with `execprof bench chain --lookup-first`"
+    );
+    o
+}
+
 /// Each outcome's call trees (sampled, then exact), `--tree`.
 pub fn render_trees(r: &RunReport) -> String {
     let mut o = String::new();

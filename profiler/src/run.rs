@@ -57,6 +57,8 @@ pub struct Outputs {
     pub folded: Option<PathBuf>,
     /// Print the call trees.
     pub tree: bool,
+    /// Print the fast-path estimate.
+    pub fast_path: bool,
 }
 
 pub struct RunConfig {
@@ -246,7 +248,8 @@ fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
 
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
 pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>) -> Result<i32> {
-    let outputs = Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false };
+    let outputs =
+        Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
     let report_of = |path: &Path| -> Result<RunReport> {
         let started = Instant::now();
@@ -295,6 +298,9 @@ fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outpu
     print!("{}", report::render(&report));
     if outputs.tree {
         print!("{}", report::render_trees(&report));
+    }
+    if outputs.fast_path {
+        print!("{}", report::render_fast_path(&report));
     }
     if let Some(dir) = &outputs.folded {
         match &report.analysis.sampled {

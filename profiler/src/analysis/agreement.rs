@@ -136,6 +136,7 @@ mod tests {
                 adequacy: None,
                 tree: Default::default(),
                 on_stack: vec![],
+                open_parts: Default::default(),
             }],
         };
         let a = compare(&exact, &sampled);

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::{
+    fastpath::{OpenPart, PartTally},
     outcome::Outcome,
     tree::{SampledTree, TreeNode},
 };
@@ -117,6 +118,9 @@ pub struct OutcomeAttribution {
     pub adequacy: Option<Adequacy>,
     /// The call tree from the stacks, rooted at the syscall.
     pub tree: TreeNode,
+    /// Samples per part of the open path (the fast-path verdict's input).
+    #[serde(skip)]
+    pub open_parts: PartTally,
     /// Every function on at least [`CALLERS_MIN_SHARE`] of the samples' stacks: inclusive
     /// (on the stack at all) and self (innermost) time per attempt, most inclusive first.
     pub on_stack: Vec<FunctionTotals>,
@@ -257,6 +261,7 @@ impl SampleTally {
         // Each distinct stack: its phase, the function that decided it, its folded line.
         let mut by_id: Vec<(usize, String, String)> = vec![(0, String::new(), String::new()); self.stacks.len()];
         let mut frames_of: Vec<Vec<&str>> = vec![Vec::new(); self.stacks.len()];
+        let mut part_of: Vec<OpenPart> = vec![OpenPart::Rest; self.stacks.len()];
         let mut stackless: Option<usize> = None;
         for (frames, &id) in &self.stacks {
             let frames: Vec<&str> = frames.iter().map(|a| names[a].as_str()).collect();
@@ -279,6 +284,7 @@ impl SampleTally {
                 folded.push(';');
                 folded.push_str(f);
             }
+            part_of[id] = OpenPart::of(&frames, Some(phase) == model.tracer());
             by_id[id] = (phase.index(), function, folded);
             frames_of[id] = frames;
         }
@@ -289,7 +295,9 @@ impl SampleTally {
             let mut folded: HashMap<&str, u64> = HashMap::new();
             let mut tree = SampledTree::default();
             let mut on_stack: HashMap<&str, (u64, u64)> = HashMap::new();
+            let mut open_parts = PartTally::default();
             for (&id, &n) in &counts {
+                open_parts.add(part_of[id], n);
                 tree.add(&frames_of[id], n);
                 let frames = &frames_of[id];
                 for (i, f) in frames.iter().enumerate() {
@@ -342,7 +350,18 @@ impl SampleTally {
                 })
                 .collect();
             on_stack.sort_by(|a, b| b.inclusive.samples.cmp(&a.inclusive.samples).then(a.function.cmp(&b.function)));
-            outcomes.push(OutcomeAttribution { outcome, attempts, mean_ns, samples: total, phases, folded, adequacy, tree, on_stack });
+            outcomes.push(OutcomeAttribution {
+                outcome,
+                attempts,
+                mean_ns,
+                samples: total,
+                phases,
+                folded,
+                adequacy,
+                tree,
+                open_parts,
+                on_stack,
+            });
         }
         SampledAttribution {
             samples: self.samples,

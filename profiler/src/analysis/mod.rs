@@ -7,6 +7,7 @@ pub mod agreement;
 pub mod attribution;
 pub mod chain;
 pub mod exact;
+pub mod fastpath;
 pub mod modes;
 pub mod outcome;
 pub mod probe_cost;
@@ -29,6 +30,9 @@ pub struct Analysis {
     pub outcomes: Vec<outcome::OutcomeSummary>,
     pub success_split: Option<outcome::SuccessSplit>,
     pub chain: Option<chain::ChainSummary>,
+    /// What a double lookup would save and cost (sampled mode, with failed lookups and
+    /// successes): `--fast-path`.
+    pub fast_path: Option<fastpath::FastPathVerdict>,
     /// Per-phase and per-function attribution from cpu-clock samples (sampled mode).
     pub sampled: Option<attribution::SampledAttribution>,
     /// Fork-family calls of the traced tree, per syscall.
@@ -206,11 +210,20 @@ impl<'a> Analyzer<'a> {
         };
         let (files, files_not_listed) = file_list(files);
         let summaries = outcomes.summaries();
+        let fast_path = sampled.as_ref().and_then(|s| {
+            let side = |o: outcome::Outcome| {
+                let (attempts, mean) = outcomes.count_and_mean(o);
+                let a = s.outcomes.iter().find(|x| x.outcome == o)?;
+                Some((attempts, a.samples, mean, &a.open_parts))
+            };
+            fastpath::FastPathVerdict::new(side(outcome::Outcome::Enoent)?, side(outcome::Outcome::Success)?)
+        });
         Analysis {
             attempts: summaries.iter().map(|s| s.count).sum(),
             outcomes: summaries,
             success_split: outcomes.success_split(),
             chain: chain.summary(),
+            fast_path,
             sampled,
             fork_calls: fork_calls
                 .iter()

@@ -12,6 +12,7 @@ fn sampled(attempts: u64, mean_ns: f64, folded: &[(&str, u64)]) -> OutcomeAttrib
         adequacy: None,
         tree: Default::default(),
         on_stack: vec![],
+        open_parts: Default::default(),
     }
 }
 
