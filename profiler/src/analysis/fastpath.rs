@@ -256,7 +256,10 @@ mod tests {
     #[test]
     fn stacks_fall_into_the_open_paths_parts() {
         let open = ["__x64_sys_execve", "do_execveat_common.isra.0", "alloc_bprm", "do_open_execat", "do_filp_open", "path_openat"];
-        let with = |tail: &[&str]| [&open[..], tail].concat();
+        fn with<'a>(open: &[&'a str], tail: &[&'a str]) -> Vec<&'a str> {
+            [open, tail].concat()
+        }
+        let with = |tail: &[&'static str]| with(&open, tail);
         assert_eq!(part(&with(&["link_path_walk.part.0", "inode_permission"])), OpenPart::PathWalk);
         assert_eq!(part(&with(&["lookup_fast", "__d_lookup_rcu"])), OpenPart::PathWalk);
         assert_eq!(part(&with(&["alloc_empty_file", "kmem_cache_alloc_noprof", "__memcg_slab_post_alloc_hook"])), OpenPart::FileAllocFree);
