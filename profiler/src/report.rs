@@ -543,7 +543,7 @@ pub fn render_fast_path(r: &RunReport) -> String {
         human_ns(v.failed_mean_ns),
         v.failed_samples
     );
-    let _ = writeln!(o, "    {:<50} {:>28}  {}", "part", "per attempt [95% CI]", "under a double lookup");
+    let _ = writeln!(o, "    {:<50} {:>28}  under a double lookup", "part", "per attempt [95% CI]");
     for p in &v.failed_parts {
         let fate = if p.changes {
             "saved"

@@ -114,6 +114,9 @@ impl SampledTree {
     }
 }
 
+/// Calls by their caller's path: (path, inclusive, self) per attempt.
+type ByParent = HashMap<Vec<u32>, Vec<(Vec<u32>, Interval, Interval)>>;
+
 /// Per call path (probed slots, outermost first): per attempt, inclusive and self time.
 #[derive(Clone, Debug, Default)]
 pub struct ExactTree {
@@ -139,7 +142,7 @@ impl ExactTree {
     /// The tree: the root is the outcome's measured latency, its self time what no probed
     /// function covers; `name(slot)` names a slot.
     pub fn finish(self, root: &str, attempts: u64, latency: Interval, name: &dyn Fn(u32) -> String) -> TreeNode {
-        let mut by_parent: HashMap<Vec<u32>, Vec<(Vec<u32>, Interval, Interval)>> = HashMap::new();
+        let mut by_parent: ByParent = HashMap::new();
         for (path, (mut incl, mut own)) in self.paths {
             incl.pad_to(attempts);
             own.pad_to(attempts);
@@ -151,7 +154,7 @@ impl ExactTree {
             inclusive: Interval,
             own: Interval,
             root_ns: f64,
-            by_parent: &mut HashMap<Vec<u32>, Vec<(Vec<u32>, Interval, Interval)>>,
+            by_parent: &mut ByParent,
             name: &dyn Fn(u32) -> String,
         ) -> TreeNode {
             let mut kids = by_parent.remove(path).unwrap_or_default();
