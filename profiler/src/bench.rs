@@ -54,6 +54,9 @@ pub fn chain(spec: ChainSpec, rounds: u32, json: Option<&std::path::Path>) -> Re
     if rounds == 0 {
         return Err(crate::exit::Failure::usage("--rounds must be at least 1").into());
     }
+    if spec.lookup_first == Some(true) {
+        return lookup_first(spec, rounds, json);
+    }
     let workload = ChainWorkload::prepare(spec)?;
     println!("execprof bench chain (untraced): {}; {rounds} rounds", spec.describe());
     println!("  {:<7} {:>9} {:>10} {:>10} {:>10}", "round", "wall", "wall/step", "user/step", "sys/step");
@@ -222,4 +225,111 @@ pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// The median of `values` with a distribution-free 95% interval from order statistics (exact
+/// binomial ranks); with fewer than 6 values no such interval exists and the range is given.
+pub fn median_with_interval(values: &[f64]) -> (f64, f64, f64, &'static str) {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0, "no values");
+    }
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    // Largest k with P(Binomial(n, ½) < k) ≤ 2.5%: [x(k), x(n+1-k)] covers the median ≥ 95%.
+    let mut cdf = 0.0;
+    let mut k = 0;
+    let mut coeff = 1.0f64;
+    for i in 0..n {
+        // P(X = i) = C(n, i) / 2^n
+        cdf += coeff / 2f64.powi(n as i32);
+        if cdf > 0.025 {
+            break;
+        }
+        k = i + 1;
+        coeff = coeff * (n - i) as f64 / (i + 1) as f64;
+    }
+    if k == 0 {
+        return (median, v[0], v[n - 1], "range (under 6 rounds: too few for a 95% interval)");
+    }
+    (median, v[k - 1], v[n - k], "95% order-statistic interval")
+}
+
+/// `bench chain --lookup-first`: the plain chain (A) and the lookup-first chain (B) in the same
+/// rounds, alternating which goes first, so machine drift hits both.
+fn lookup_first(spec: ChainSpec, rounds: u32, json: Option<&std::path::Path>) -> Result<()> {
+    let sides = [ChainSpec { lookup_first: Some(false), ..spec }, ChainSpec { lookup_first: Some(true), ..spec }];
+    let workloads = [ChainWorkload::prepare(sides[0])?, ChainWorkload::prepare(sides[1])?];
+    println!("execprof bench chain (untraced): {}; {rounds} rounds of A and B, alternating which runs first", sides[0].describe());
+    println!("  A: plain chain (execve each PATH candidate)");
+    println!("  B: access(2) each candidate first, execve only the one that is there");
+    println!("  {:<7} {:>10} {:>10} {:>10} {:>10} {:>11}", "round", "A wall/st", "B wall/st", "A sys/st", "B sys/st", "B−A wall/st");
+    let steps = f64::from(spec.steps.max(1));
+    let mut all: Vec<[ChainRound; 2]> = Vec::new();
+    for r in 0..rounds {
+        let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+        let mut got: [Option<ChainRound>; 2] = [None, None];
+        for i in order {
+            got[i] = Some(run_chain_once(&workloads[i])?);
+        }
+        let [Some(a), Some(b)] = got else { unreachable!("both sides ran") };
+        let per = |ns: u64| human_ns(ns as f64 / steps);
+        println!(
+            "  {:<7} {:>10} {:>10} {:>10} {:>10} {:>11}",
+            r + 1,
+            per(a.wall_ns),
+            per(b.wall_ns),
+            per(a.sys_ns),
+            per(b.sys_ns),
+            human_ns((b.wall_ns as f64 - a.wall_ns as f64) / steps)
+        );
+        all.push([a, b]);
+    }
+    let per_step = |f: &dyn Fn(&[ChainRound; 2]) -> f64| all.iter().map(|r| f(r) / steps).collect::<Vec<f64>>();
+    let (a_med, ..) = median_with_interval(&per_step(&|r| r[0].wall_ns as f64));
+    let (b_med, ..) = median_with_interval(&per_step(&|r| r[1].wall_ns as f64));
+    let (d, lo, hi, method) = median_with_interval(&per_step(&|r| r[1].wall_ns as f64 - r[0].wall_ns as f64));
+    let (ds, slo, shi, _) = median_with_interval(&per_step(&|r| r[1].sys_ns as f64 - r[0].sys_ns as f64));
+    println!("  median wall per step: A {}, B {}", human_ns(a_med), human_ns(b_med));
+    println!(
+        "  B − A per step, median of the rounds' paired differences: wall {} [{} … {}], system time {} [{} … {}] ({method})",
+        human_ns(d),
+        human_ns(lo),
+        human_ns(hi),
+        human_ns(ds),
+        human_ns(slo),
+        human_ns(shi)
+    );
+    let misses = spec.misses_per_step();
+    println!(
+        "  per step B pays {} access(2) calls ({} missing, 1 found) and skips {misses} failing execve(2) calls; compare with the kernel-side estimate of `execprof run --fast-path`",
+        misses + 1,
+        misses
+    );
+    if let Some(path) = json {
+        let rounds_json: Vec<_> = all.iter().map(|[a, b]| serde_json::json!({ "a": a, "b": b })).collect();
+        let v = serde_json::json!({
+            "a": sides[0], "b": sides[1], "rounds": rounds_json,
+            "b_minus_a_wall_ns_per_step": { "median": d, "low": lo, "high": hi, "method": method },
+            "b_minus_a_sys_ns_per_step": { "median": ds, "low": slo, "high": shi, "method": method },
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n").map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_with_interval;
+
+    #[test]
+    fn order_statistic_interval_of_a_median() {
+        // n = 10: P(X ≤ 1) = 11/1024 ≤ 2.5%, P(X ≤ 2) = 56/1024 > 2.5% → [x(2), x(9)].
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(median_with_interval(&v), (5.5, 2.0, 9.0, "95% order-statistic interval"));
+        let (m, lo, hi, method) = median_with_interval(&[3.0, 1.0, 2.0]);
+        assert_eq!((m, lo, hi), (2.0, 1.0, 3.0));
+        assert!(method.starts_with("range"));
+    }
 }

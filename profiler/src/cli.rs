@@ -118,6 +118,11 @@ pub struct ChainArgs {
     /// Bytes in each extra argument [default: 8].
     #[arg(long, value_name = "BYTES")]
     pub arg_size: Option<u32>,
+    /// Look each PATH candidate up from user space (access(2)) before exec'ing it: the
+    /// double-lookup idea, paying a syscall entry of its own. With `bench chain`: run it beside
+    /// the plain chain in the same interleaved rounds and print the difference.
+    #[arg(long)]
+    pub lookup_first: bool,
 }
 
 impl ChainArgs {
@@ -129,6 +134,7 @@ impl ChainArgs {
             || self.env_size.is_some()
             || self.args.is_some()
             || self.arg_size.is_some()
+            || self.lookup_first
     }
 }
 

@@ -56,6 +56,10 @@ fn chain_spec(a: &cli::ChainArgs) -> Result<ChainSpec, Failure> {
     spec.env_size = a.env_size.unwrap_or(0);
     spec.args = a.args.unwrap_or(0);
     spec.arg_size = a.arg_size.unwrap_or(8);
+    spec.lookup_first = a.lookup_first.then_some(true);
+    if a.lookup_first && a.direct {
+        return Err(Failure::usage("--direct does no PATH search, so there is nothing to look up first; drop one of them"));
+    }
     if spec.misses > 64 {
         return Err(Failure::usage("--misses must be at most 64"));
     }

@@ -10,6 +10,8 @@ use crate::launch::Command;
 
 static CHAIN_EXE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/execprof-chain"));
 pub const CHAIN_NAME: &str = "execprof-chain";
+/// The chain's switch for the user-space lookup before each exec (`first` or `exec`).
+pub const LOOKUP_VAR: &str = "EXECPROF_CHAIN_LOOKUP";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChainSpec {
@@ -26,6 +28,11 @@ pub struct ChainSpec {
     pub args: u32,
     /// Bytes of each extra argument.
     pub arg_size: u32,
+    /// Look each PATH candidate up from user space before exec'ing it (Some(true)), or say
+    /// so explicitly with the plain chain (Some(false)): both carry the same environment
+    /// variable, so the two compare like with like. None: the published chain.
+    #[serde(default)]
+    pub lookup_first: Option<bool>,
 }
 
 impl ChainSpec {
@@ -33,7 +40,7 @@ impl ChainSpec {
     pub const DEFAULT_MISSES: u32 = 6;
 
     pub fn new(steps: u32, misses: u32) -> Self {
-        Self { steps, misses, direct: false, env_vars: 0, env_size: 0, args: 0, arg_size: 8 }
+        Self { steps, misses, direct: false, env_vars: 0, env_size: 0, args: 0, arg_size: 8, lookup_first: None }
     }
 
     /// ENOENT attempts per step.
@@ -56,6 +63,9 @@ impl ChainSpec {
         }
         if self.args > 0 {
             d.push_str(&format!(", {} extra args of {} bytes", self.args, self.arg_size));
+        }
+        if self.lookup_first == Some(true) {
+            d.push_str(", each candidate looked up with access(2) before exec");
         }
         d
     }
@@ -115,6 +125,9 @@ impl ChainWorkload {
                 (format!("x{i}").into(), value.into())
             })
             .collect();
+        if let Some(first) = s.lookup_first {
+            env.push((LOOKUP_VAR.into(), if first { "first" } else { "exec" }.into()));
+        }
         env.push(("PATH".into(), self.path_var()));
         Command { program: self.program(), argv, env: Some(env) }
     }

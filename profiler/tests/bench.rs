@@ -39,3 +39,23 @@ fn fork_exec_degrades_with_a_big_dirty_parent_and_vfork_methods_do_not() {
         }
     }
 }
+
+/// `bench chain --lookup-first`: the plain and the lookup-first chain in the same rounds,
+/// each round both (which one first alternates), and the paired difference with its method.
+#[test]
+fn lookup_first_runs_beside_the_plain_chain_in_the_same_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("chain.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["bench", "chain", "--lookup-first", "--steps", "200", "--rounds", "3", "--json"])
+        .arg(&json)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text.contains("B − A per step") && text.contains("access(2)"), "{text}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["a"]["lookup_first"], false);
+    assert_eq!(v["b"]["lookup_first"], true);
+    assert_eq!(v["rounds"].as_array().unwrap().len(), 3);
+    assert!(v["b_minus_a_wall_ns_per_step"]["method"].as_str().unwrap().starts_with("range"), "3 rounds are too few for a 95% interval");
+}

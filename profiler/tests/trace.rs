@@ -333,6 +333,17 @@ fn direct_chain_has_no_enoent() {
     assert_eq!(v["chain"]["direct"], true);
 }
 
+/// Each PATH candidate looked up from user space first: no exec ever fails.
+#[test]
+#[ignore = "needs root"]
+fn lookup_first_chain_never_fails_an_exec() {
+    require_root!();
+    let (v, _) = run_json(&["--steps", "50", "--lookup-first"]);
+    assert_eq!(outcome_count(&v, "enoent"), 0);
+    assert_eq!(outcome_count(&v, "success"), 51);
+    assert_eq!(v["chain"]["lookup_first"], true);
+}
+
 /// 64 extra environment variables (the published comparison) make successful execs
 /// costlier in argument copying: a ratio of sampled estimates, with disjoint intervals.
 #[test]

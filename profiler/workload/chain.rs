@@ -24,6 +24,12 @@
 //! If nothing could be exec'd, a one-line message goes to stderr and the
 //! process exits with status 3.
 //!
+//! With `EXECPROF_CHAIN_LOOKUP=first` in the environment, each PATH candidate is
+//! first looked up from user space (`access(X_OK)`) and exec'd only when it is
+//! there: the double-lookup idea done from user space, paying a syscall entry
+//! of its own (`execprof bench chain --lookup-first`). `=exec` (or no variable)
+//! is the plain chain.
+//!
 //! Built by `build_support/chain.rs` with plain rustc, no std, no libc, its
 //! own `_start`; x86_64 Linux only.
 #![no_std]
@@ -33,6 +39,8 @@
 use core::arch::{asm, global_asm};
 
 const SYS_WRITE: usize = 1;
+const SYS_ACCESS: usize = 21;
+const X_OK: usize = 1;
 const SYS_EXECVE: usize = 59;
 const SYS_EXIT_GROUP: usize = 231;
 
@@ -202,8 +210,28 @@ unsafe fn find_path(mut envp: *const *const u8) -> Option<&'static [u8]> {
     None
 }
 
-/// musl's __execvpe. Only returns on failure, with the errno.
-unsafe fn execvpe(file: *const u8, argv: *const *const u8, envp: *const *const u8) -> isize {
+/// `EXECPROF_CHAIN_LOOKUP=first` in envp.
+unsafe fn lookup_first(mut envp: *const *const u8) -> bool {
+    let want = b"EXECPROF_CHAIN_LOOKUP=first\0";
+    unsafe {
+        while !(*envp).is_null() {
+            let e = *envp;
+            let mut i = 0;
+            while i < want.len() && core::ptr::read_volatile(e.add(i)) == want[i] {
+                i += 1;
+            }
+            if i == want.len() {
+                return true;
+            }
+            envp = envp.add(1);
+        }
+    }
+    false
+}
+
+/// musl's __execvpe. Only returns on failure, with the errno. `first`: look each candidate
+/// up with access(2) before exec'ing it.
+unsafe fn execvpe(file: *const u8, argv: *const *const u8, envp: *const *const u8, first: bool) -> isize {
     let k = unsafe { c_strlen(file) };
     if k == 0 {
         return ENOENT;
@@ -240,6 +268,13 @@ unsafe fn execvpe(file: *const u8, argv: *const *const u8, envp: *const *const u
             };
             core::ptr::copy_nonoverlapping(file.as_ptr(), b.add(off), k);
             *b.add(off + k) = 0;
+        }
+        if first {
+            let r = -unsafe { syscall3(SYS_ACCESS, b as usize, X_OK, 0) };
+            if r == ENOENT || r == ENOTDIR {
+                err = r;
+                continue;
+            }
         }
         err = execve(b, argv, envp);
         match err {
@@ -283,7 +318,7 @@ unsafe extern "C" fn chain_main(sp: *const usize) -> ! {
         let mut buffer = [0u8; 12];
         fmt_u32((n - 1) as u32, &mut buffer);
         *argv.add(1) = buffer.as_ptr();
-        let err = execvpe(*argv, argv, envp);
+        let err = execvpe(*argv, argv, envp, lookup_first(envp));
         fail(err)
     }
 }
