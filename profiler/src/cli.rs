@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(name = "execprof", version, about = "Where the kernel spends exec time: traces every execve of a process tree")]
+#[command(args_override_self = true)]
 pub struct Cli {
     /// Show more: eBPF verifier statistics, eBPF-side diagnostics, debug logs.
     #[arg(short, long, global = true)]
@@ -172,6 +173,35 @@ pub struct ReportArgs {
     pub outputs: OutputArgs,
 }
 
+/// Repeated and A/B runs: every run traced on its own, the repeats of a side merged into one
+/// recording, sides interleaved A B B A A B … so that machine drift hits both.
+#[derive(Debug, Args)]
+pub struct RepeatArgs {
+    /// Run N times (each traced on its own) and merge them into the --output recording; the
+    /// report shows the spread between the repeats.
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
+    /// A second side B: run options that differ from A's, e.g. --vs '--misses 1', or another
+    /// command: --vs '-- ./t2 100000'. Sides alternate; B's recording goes to --vs-output.
+    #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
+    pub vs: Option<String>,
+    /// Where side B's recording goes (with --vs).
+    #[arg(long, value_name = "FILE")]
+    pub vs_output: Option<PathBuf>,
+    /// A shell command run before each of A's runs (e.g. `sysctl -w ...`).
+    #[arg(long, value_name = "COMMAND")]
+    pub setup: Option<String>,
+    /// A shell command run before each of B's runs.
+    #[arg(long, value_name = "COMMAND")]
+    pub vs_setup: Option<String>,
+}
+
+impl RepeatArgs {
+    pub fn any_given(&self) -> bool {
+        self.repeat.is_some() || self.vs.is_some() || self.vs_output.is_some() || self.setup.is_some() || self.vs_setup.is_some()
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The baseline recording (`execprof run --output A`).
@@ -217,6 +247,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub ring_mib: u32,
     /// The command to trace, after `--`. Without it, the built-in exec chain runs.
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }

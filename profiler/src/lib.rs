@@ -26,6 +26,7 @@ pub mod privileges;
 pub mod probes;
 pub mod record;
 pub mod recording;
+pub mod repeat;
 pub mod report;
 pub mod run;
 pub mod spawn;

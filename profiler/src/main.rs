@@ -21,6 +21,12 @@ fn main() {
         .format_target(false)
         .init();
     let result = match cli.command {
+        Command::Run(args) if args.repeat.any_given() => {
+            let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+            execprof::repeat::Plan::new(&argv, &args.repeat, args.output.as_deref())
+                .map_err(anyhow::Error::from)
+                .and_then(execprof::repeat::run)
+        }
         Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Diff(args) => run::diff(&args.a, &args.b, args.json.as_deref(), args.folded.as_deref()),

@@ -215,6 +215,9 @@ pub struct RunMeta {
     pub started_unix_s: u64,
     /// CLOCK_MONOTONIC at the command's release (the records' clock): time zero of traces.
     pub started_mono_ns: u64,
+    /// Runs merged into this recording (`run --repeat`); 0 or 1: a single run.
+    #[serde(default)]
+    pub repeats: u32,
 }
 
 /// How a run ended: the tail of a recording.

@@ -205,6 +205,10 @@ fn render_header(o: &mut String, r: &RunReport) {
         a.threads_created,
         a.attempts
     );
+    if r.meta.repeats > 1 {
+        let _ =
+            writeln!(o, "repeats   {} runs, each traced on its own, merged (run --repeat): figures are over all of them", r.meta.repeats);
+    }
     for w in &r.meta.warnings {
         let _ = writeln!(o, "warning   {w}");
     }
@@ -786,6 +790,7 @@ mod tests {
             startup_note: None,
             started_unix_s: 0,
             started_mono_ns: 0,
+            repeats: 1,
         };
         let end = RunEnd {
             exit_status: ExitStatus::Code(0),

@@ -123,6 +123,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         startup_note: attached.startup_note.clone(),
         started_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         started_mono_ns: monotonic_ns(),
+        repeats: 1,
     };
     let ctx = AnalysisContext { model: &model, sampled: attached.sample_hz > 0, exact: attached.exact_plan.as_ref() };
     let recorder = match &cfg.recording {

@@ -115,3 +115,42 @@ fn extra_environment_shows_as_argument_copying_in_successful_execs() {
     }
     assert!(sources > 0, "no success phase lines: {text}");
 }
+
+/// `run --repeat 2 --vs '--misses 1'`: four traced runs, A B B A, merged into one recording per
+/// side (the report says 2 runs), the spread between repeats and the diff printed.
+#[test]
+#[ignore = "needs root"]
+fn repeated_a_b_runs_make_one_recording_per_side() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.execprof"), dir.path().join("b.execprof"));
+    let marker = dir.path().join("setups");
+    let out = execprof()
+        .args(["run", "--steps", "100", "--repeat", "2", "--vs", "--misses 1", "--vs-output"])
+        .arg(&b)
+        .arg("--output")
+        .arg(&a)
+        .arg("--setup")
+        .arg(format!("echo A >> {}", marker.display()))
+        .arg("--vs-setup")
+        .arg(format!("echo B >> {}", marker.display()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "A\nB\nB\nA\n", "sides alternate A B, B A, each after its setup");
+    assert!(text.contains("Side A: 2 runs merged") && text.contains("Side B: 2 runs merged") && text.contains("spread"), "{text}");
+    assert!(text.contains("execprof diff"), "{text}");
+    let report = |p: &Path| {
+        let json = dir.path().join("r.json");
+        let out = execprof().arg("report").arg(p).arg("--json").arg(&json).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let (ra, rb) = (report(&a), report(&b));
+    assert_eq!((ra["repeats"].as_u64(), rb["repeats"].as_u64()), (Some(2), Some(2)));
+    let count =
+        |v: &Value, o: &str| v["analysis"]["outcomes"].as_array().unwrap().iter().find(|x| x["outcome"] == o).unwrap()["count"].clone();
+    assert_eq!((count(&ra, "enoent"), count(&rb, "enoent")), (serde_json::json!(1200), serde_json::json!(200)));
+    assert_eq!(count(&ra, "success"), 202);
+}

@@ -301,8 +301,9 @@ impl SampleTally {
                 tree.add(&frames_of[id], n);
                 let frames = &frames_of[id];
                 for (i, f) in frames.iter().enumerate() {
-                    // Recursion: a function counts once per stack.
-                    if !frames[..i].contains(f) {
+                    // Recursion: a function counts once per stack. The syscall entry's own
+                    // frames are the whole attempt: not a line of their own.
+                    if !frames[..i].contains(f) && !crate::analysis::tree::ENTRY_FRAMES.contains(f) {
                         on_stack.entry(f).or_default().0 += n;
                     }
                 }

@@ -18,7 +18,7 @@ pub const COLLAPSE_BELOW: f64 = 0.01;
 
 /// Frames of the syscall entry itself, above the syscall's own function: the tree starts
 /// below them.
-const ENTRY_FRAMES: &[&str] = &["entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "x64_sys_call"];
+pub const ENTRY_FRAMES: &[&str] = &["entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "x64_sys_call"];
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TreeNode {

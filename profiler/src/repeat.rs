@@ -1,0 +1,467 @@
+//! `execprof run --repeat N [--vs OPTIONS]`: every run traced on its own (a child `execprof
+//! run` writing a recording), the sides interleaved A B B A A B … so that machine drift hits
+//! both equally, each side's repeats merged into one recording ready for `execprof diff`,
+//! and the spread between the repeats shown.
+use std::{
+    ffi::OsString,
+    fs::File,
+    io::{BufReader, BufWriter},
+    os::unix::process::CommandExt as _,
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Instant,
+};
+
+use anyhow::{Context as _, Result, anyhow};
+
+use crate::{
+    exit::{Failure, code},
+    meta::{ExitStatus, LossCounters, RunEnd, RunMeta},
+    recording::{RecordingReader, RecordingWriter},
+    report::human_ns,
+};
+
+/// Options of `run` that belong to the whole repeated run, not to each child run.
+const OWN_WITH_VALUE: &[&str] =
+    &["--repeat", "--vs", "--vs-output", "--setup", "--vs-setup", "--output", "-o", "--json", "--trace", "--folded"];
+const OWN_FLAGS: &[&str] = &["--tree", "--fast-path"];
+
+#[derive(Debug)]
+pub struct Side {
+    pub label: &'static str,
+    /// `execprof` arguments for one run of this side (global options, `run`, its options).
+    pub args: Vec<OsString>,
+    pub setup: Option<String>,
+    pub output: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Plan {
+    pub repeats: u32,
+    pub sides: Vec<Side>,
+}
+
+impl Plan {
+    /// From execprof's own command line (`args` without the program name).
+    pub fn new(args: &[OsString], r: &crate::cli::RepeatArgs, output: Option<&Path>) -> Result<Self, Failure> {
+        let repeats = r.repeat.unwrap_or(1);
+        if !(1..=1000).contains(&repeats) {
+            return Err(Failure::usage("--repeat must be between 1 and 1000"));
+        }
+        let Some(output) = output else {
+            return Err(Failure::usage("--repeat and --vs write one recording per side: give A's with --output FILE"));
+        };
+        if r.vs.is_none() && (r.vs_output.is_some() || r.vs_setup.is_some()) {
+            return Err(Failure::usage("--vs-output and --vs-setup describe side B: give B's options with --vs '...'"));
+        }
+        let (head, command) = split_command(&strip_own(args));
+        let mut sides = vec![Side { label: "A", args: join(&head, &[], &command), setup: r.setup.clone(), output: output.to_owned() }];
+        if let Some(vs) = &r.vs {
+            let Some(vs_output) = &r.vs_output else {
+                return Err(Failure::usage("--vs needs --vs-output FILE for side B's recording"));
+            };
+            let words = shell_words(vs).map_err(|e| Failure::usage(format!("--vs {vs:?}: {e}")))?;
+            let (b_opts, b_command) = split_command(&words.iter().map(OsString::from).collect::<Vec<_>>());
+            let command = if b_command.is_empty() { command.clone() } else { b_command };
+            sides.push(Side { label: "B", args: join(&head, &b_opts, &command), setup: r.vs_setup.clone(), output: vs_output.clone() });
+        }
+        Ok(Self { repeats, sides })
+    }
+}
+
+/// The command line without the options the repeated run keeps for itself.
+fn strip_own(args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        if a == "--" {
+            out.extend_from_slice(&args[i..]);
+            break;
+        }
+        let name = a.split_once('=').map_or(a.as_ref(), |(n, _)| n);
+        if OWN_WITH_VALUE.contains(&name) {
+            i += if a.contains('=') { 1 } else { 2 };
+            continue;
+        }
+        if !OWN_FLAGS.contains(&name) {
+            out.push(args[i].clone());
+        }
+        i += 1;
+    }
+    out
+}
+
+/// (options, command after `--`).
+fn split_command(args: &[OsString]) -> (Vec<OsString>, Vec<OsString>) {
+    match args.iter().position(|a| a == "--") {
+        Some(i) => (args[..i].to_vec(), args[i + 1..].to_vec()),
+        None => (args.to_vec(), Vec::new()),
+    }
+}
+
+fn join(head: &[OsString], extra: &[OsString], command: &[OsString]) -> Vec<OsString> {
+    let mut v: Vec<OsString> = head.iter().chain(extra).cloned().collect();
+    if !command.is_empty() {
+        v.push("--".into());
+        v.extend_from_slice(command);
+    }
+    v
+}
+
+/// Words of a shell-like string: whitespace separates, single and double quotes group,
+/// backslash escapes the next character.
+pub fn shell_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Err("a ' is not closed".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => cur.push(chars.next().ok_or("a \\ ends the string")?),
+                        Some(x) => cur.push(x),
+                        None => return Err("a \" is not closed".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.push(chars.next().ok_or("a \\ ends the string")?);
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// One traced run's figures, for the spread between repeats.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RepeatFigures {
+    pub repeat: u32,
+    pub wall_ns: u64,
+    pub attempts: u64,
+    /// Median chain step wall time (chains only).
+    pub step_p50_ns: Option<f64>,
+    /// (outcome, count, median ns, mean ns).
+    pub outcomes: Vec<(String, u64, f64, f64)>,
+}
+
+fn figures(repeat: u32, json: &Path) -> Result<RepeatFigures> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json)?)?;
+    let outcomes = v["analysis"]["outcomes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["count"].as_u64() > Some(0))
+        .map(|o| {
+            (
+                o["outcome"].as_str().unwrap_or("?").to_owned(),
+                o["count"].as_u64().unwrap_or(0),
+                o["latency"]["p50_ns"].as_f64().unwrap_or(0.0),
+                o["latency"]["mean_ns"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    Ok(RepeatFigures {
+        repeat,
+        wall_ns: v["command_wall_ns"].as_u64().unwrap_or(0),
+        attempts: v["analysis"]["attempts"].as_u64().unwrap_or(0),
+        step_p50_ns: v["analysis"]["chain"]["wall_ns"]["p50_ns"].as_f64(),
+        outcomes,
+    })
+}
+
+/// Runs the plan; prints each side's spread, then (two sides) the diff. Returns the exit code.
+pub fn run(plan: Plan) -> Result<i32> {
+    let exe = std::env::current_exe().context("finding execprof's own executable")?;
+    let dir = tempfile::Builder::new().prefix("execprof-repeat.").tempdir().context("creating a temporary directory for the runs")?;
+    // Ctrl-C reaches the child runs (same process group); this process waits for them and
+    // stops after the current one, keeping what was recorded.
+    // SAFETY: setting a signal disposition; children get the default back before exec.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let mut per_side: Vec<Vec<(PathBuf, RepeatFigures)>> = plan.sides.iter().map(|_| Vec::new()).collect();
+    let mut interrupted = false;
+    let started = Instant::now();
+    'repeats: for i in 0..plan.repeats {
+        // A B, B A, A B, …: the order alternates, so a trend between runs hits both sides.
+        let order: Vec<usize> = if i % 2 == 0 { (0..plan.sides.len()).collect() } else { (0..plan.sides.len()).rev().collect() };
+        for s in order {
+            let side = &plan.sides[s];
+            if let Some(setup) = &side.setup {
+                let status = std::process::Command::new("sh").arg("-c").arg(setup).status().context("running the setup command with sh")?;
+                if !status.success() {
+                    return Err(Failure::new(
+                        code::ERROR,
+                        format!("side {}'s setup command `{setup}` failed ({status}); fix it and run again", side.label),
+                    )
+                    .into());
+                }
+            }
+            let rec = dir.path().join(format!("{}-{}.execprof", side.label, i + 1));
+            let json = dir.path().join(format!("{}-{}.json", side.label, i + 1));
+            let run_started = Instant::now();
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args(&side.args).arg("--output").arg(&rec).arg("--json").arg(&json).stdout(Stdio::null()).stderr(Stdio::piped());
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            let child = unsafe {
+                cmd.pre_exec(|| {
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    Ok(())
+                })
+            };
+            let out = child.spawn().and_then(|c| c.wait_with_output()).context("starting a traced run")?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !json.exists() || !rec.exists() {
+                return Err(Failure::new(
+                    code::ERROR,
+                    format!("side {} run {} failed ({}): {}", side.label, i + 1, out.status, stderr.trim()),
+                )
+                .into());
+            }
+            let f = figures(i + 1, &json)?;
+            eprintln!(
+                "execprof: repeat {}/{} side {}: {} exec attempts in {} ({} so far){}",
+                i + 1,
+                plan.repeats,
+                side.label,
+                f.attempts,
+                human_ns(run_started.elapsed().as_nanos() as f64),
+                human_ns(started.elapsed().as_nanos() as f64),
+                if out.status.success() { String::new() } else { format!("; it ended {}", out.status) }
+            );
+            per_side[s].push((rec, f));
+            // 130: the run was interrupted (Ctrl-C reached it) and reported what it had.
+            if out.status.code() == Some(130) || out.status.code() == Some(143) {
+                interrupted = true;
+                break 'repeats;
+            }
+        }
+    }
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+    for (side, runs) in plan.sides.iter().zip(&per_side) {
+        let inputs: Vec<&Path> = runs.iter().map(|(p, _)| p.as_path()).collect();
+        merge(&inputs, &side.output).with_context(|| format!("merging side {}'s recordings into {}", side.label, side.output.display()))?;
+        print!("{}", render_spread(side, runs.iter().map(|(_, f)| f)));
+    }
+    if interrupted {
+        eprintln!("execprof: interrupted: the recordings hold the runs that finished");
+    }
+    if plan.sides.len() == 2 {
+        println!();
+        crate::run::diff(&plan.sides[0].output, &plan.sides[1].output, None, None)?;
+    } else {
+        println!("\nThe merged report: execprof report {}", plan.sides[0].output.display());
+    }
+    Ok(if interrupted { 130 } else { 0 })
+}
+
+fn render_spread<'a>(side: &Side, runs: impl Iterator<Item = &'a RepeatFigures>) -> String {
+    use std::fmt::Write as _;
+    let runs: Vec<&RepeatFigures> = runs.collect();
+    let mut o = String::new();
+    let _ = writeln!(o, "\nSide {}: {} runs merged into {}", side.label, runs.len(), side.output.display());
+    let args: Vec<String> = side.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let _ = writeln!(o, "  execprof {}{}", args.join(" "), side.setup.as_ref().map_or(String::new(), |s| format!("   (setup: {s})")));
+    let mut names: Vec<&str> = Vec::new();
+    for r in &runs {
+        for (n, ..) in &r.outcomes {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    let _ = write!(o, "  {:<7} {:>10} {:>10} {:>11}", "run", "wall", "attempts", "step p50");
+    for n in &names {
+        let _ = write!(o, " {:>14}", format!("{n} p50"));
+    }
+    let _ = writeln!(o);
+    for r in &runs {
+        let _ = write!(
+            o,
+            "  {:<7} {:>10} {:>10} {:>11}",
+            r.repeat,
+            human_ns(r.wall_ns as f64),
+            r.attempts,
+            r.step_p50_ns.map_or("-".into(), human_ns)
+        );
+        for n in &names {
+            let cell = r.outcomes.iter().find(|x| x.0 == *n).map_or("-".into(), |x| human_ns(x.2));
+            let _ = write!(o, " {cell:>14}");
+        }
+        let _ = writeln!(o);
+    }
+    // Spread: (max − min) / median of each column, over the runs.
+    let spread = |v: Vec<f64>| -> String {
+        if v.len() < 2 {
+            return "-".into();
+        }
+        let mut v = v;
+        v.sort_by(f64::total_cmp);
+        let median = v[v.len() / 2];
+        if median == 0.0 { "-".into() } else { format!("±{:.1}%", 50.0 * (v[v.len() - 1] - v[0]) / median) }
+    };
+    let _ = write!(
+        o,
+        "  {:<7} {:>10} {:>10} {:>11}",
+        "spread",
+        spread(runs.iter().map(|r| r.wall_ns as f64).collect()),
+        "",
+        spread(runs.iter().filter_map(|r| r.step_p50_ns).collect())
+    );
+    for n in &names {
+        let _ = write!(o, " {:>14}", spread(runs.iter().filter_map(|r| r.outcomes.iter().find(|x| x.0 == *n).map(|x| x.2)).collect()));
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "  (spread: half the range between runs, relative to their median)");
+    o
+}
+
+/// Concatenates recordings of the same workload into one: META of the first (with the number
+/// of runs), every record in order, the union of the symbols, END summed.
+pub fn merge(inputs: &[&Path], output: &Path) -> Result<()> {
+    let mut metas = Vec::new();
+    let mut ends: Vec<RunEnd> = Vec::new();
+    let mut symbols = std::collections::BTreeMap::new();
+    let open = |p: &Path| -> Result<RecordingReader<BufReader<File>>> {
+        let f = File::open(p).with_context(|| format!("opening {}", p.display()))?;
+        RecordingReader::new(BufReader::new(f)).map_err(|e| anyhow!("{}: {e}", p.display()))
+    };
+    let first = inputs.first().ok_or_else(|| anyhow!("no runs to merge"))?;
+    let mut meta: serde_json::Value = open(first)?.meta().clone();
+    meta["repeats"] = serde_json::json!(inputs.len());
+    let out = File::create(output).with_context(|| format!("creating {}", output.display()))?;
+    let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, out), &meta)?;
+    for p in inputs {
+        let mut r = open(p)?;
+        metas.push(r.meta().clone());
+        while let Some(rec) = r.next_record().map_err(|e| anyhow!("{}: {e}", p.display()))? {
+            writer.push(&rec)?;
+        }
+        let t = r.finish().map_err(|e| anyhow!("{}: {e}", p.display()))?;
+        symbols.extend(t.symbols);
+        ends.push(serde_json::from_value(t.end).with_context(|| format!("{}: its end record", p.display()))?);
+    }
+    for (p, m) in inputs.iter().zip(&metas) {
+        serde_json::from_value::<RunMeta>(m.clone()).with_context(|| format!("{}: its run metadata", p.display()))?;
+    }
+    let end = merge_ends(&ends);
+    let symbols: Vec<(u64, String)> = symbols.into_iter().collect();
+    writer.finish(&symbols, &serde_json::to_value(end)?)?;
+    Ok(())
+}
+
+fn merge_ends(ends: &[RunEnd]) -> RunEnd {
+    let mut losses: Vec<(String, u64)> = Vec::new();
+    for e in ends {
+        for (name, n) in &e.kernel_losses.0 {
+            match losses.iter_mut().find(|(x, _)| x == name) {
+                Some(l) => l.1 += n,
+                None => losses.push((name.clone(), *n)),
+            }
+        }
+    }
+    let mut costs: Vec<crate::meta::ProgramCost> = Vec::new();
+    for e in ends {
+        for c in &e.program_costs {
+            match costs.iter_mut().find(|x| x.program == c.program) {
+                Some(x) => {
+                    x.runs += c.runs;
+                    x.run_ns += c.run_ns;
+                }
+                None => costs.push(c.clone()),
+            }
+        }
+    }
+    RunEnd {
+        // The first run that did not succeed says how the whole did; else the last.
+        exit_status: ends.iter().map(|e| e.exit_status).find(|s| *s != ExitStatus::Code(0)).unwrap_or(ExitStatus::Code(0)),
+        command_wall_ns: ends.iter().map(|e| e.command_wall_ns).sum(),
+        kernel_losses: LossCounters(losses),
+        undecodable_records: ends.iter().map(|e| e.undecodable_records).sum(),
+        first_decode_error: ends.iter().find_map(|e| e.first_decode_error.clone()),
+        partial: ends.iter().find_map(|e| e.partial.clone()),
+        program_costs: costs,
+    }
+}
+
+/// `OsStr` helper for tests.
+#[cfg(test)]
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(|s| std::ffi::OsStr::new(s).to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_split_like_a_shell() {
+        assert_eq!(shell_words("--misses 1").unwrap(), ["--misses", "1"]);
+        assert_eq!(shell_words(" -- ./t 'a b' \"c\\\"d\" e\\ f ").unwrap(), ["--", "./t", "a b", "c\"d", "e f"]);
+        assert!(shell_words("'open").is_err());
+    }
+
+    #[test]
+    fn sides_share_as_options_and_b_overrides() {
+        let args = os(&["-v", "run", "--steps", "100", "--repeat", "3", "--vs=--misses 1", "--vs-output", "b.ep", "-o", "a.ep", "--tree"]);
+        let r = crate::cli::RepeatArgs {
+            repeat: Some(3),
+            vs: Some("--misses 1".into()),
+            vs_output: Some("b.ep".into()),
+            setup: Some("true".into()),
+            vs_setup: None,
+        };
+        let plan = Plan::new(&args, &r, Some(Path::new("a.ep"))).unwrap();
+        assert_eq!(plan.repeats, 3);
+        assert_eq!(plan.sides[0].args, os(&["-v", "run", "--steps", "100"]));
+        assert_eq!(plan.sides[1].args, os(&["-v", "run", "--steps", "100", "--misses", "1"]));
+        assert_eq!(plan.sides[0].setup.as_deref(), Some("true"));
+        // Another command for B; A's command stays A's.
+        let args = os(&["run", "--repeat", "2", "--vs", "-- /bin/false", "--vs-output", "b", "-o", "a", "--", "/bin/true", "x"]);
+        let r = crate::cli::RepeatArgs {
+            repeat: Some(2),
+            vs: Some("-- /bin/false".into()),
+            vs_output: Some("b".into()),
+            setup: None,
+            vs_setup: None,
+        };
+        let plan = Plan::new(&args, &r, Some(Path::new("a"))).unwrap();
+        assert_eq!(plan.sides[0].args, os(&["run", "--", "/bin/true", "x"]));
+        assert_eq!(plan.sides[1].args, os(&["run", "--", "/bin/false"]));
+    }
+
+    #[test]
+    fn missing_outputs_are_usage_errors() {
+        let r = crate::cli::RepeatArgs { repeat: Some(2), vs: None, vs_output: None, setup: None, vs_setup: None };
+        assert!(Plan::new(&os(&["run"]), &r, None).unwrap_err().message.contains("--output"));
+        let r = crate::cli::RepeatArgs { repeat: None, vs: Some("--misses 1".into()), vs_output: None, setup: None, vs_setup: None };
+        assert!(Plan::new(&os(&["run"]), &r, Some(Path::new("a"))).unwrap_err().message.contains("--vs-output"));
+    }
+}
