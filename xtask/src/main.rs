@@ -212,6 +212,7 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
     let opts = vm::VmOptions { steps, misses: 6, timeout: std::time::Duration::from_secs(600) };
     let mut failures = Vec::new();
     let mut passed = 0;
+    let mut guests = Vec::new();
     for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
         let guest = vm::run_guest(label, meta, &exe, &opts)?;
         eprintln!("xtask: guest {label} report:\n{}", guest.report);
@@ -221,6 +222,11 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
             passed += 1;
         }
         failures.extend(failed);
+        guests.push(guest);
+    }
+    // Both kernels: what the 6.8 reordering saved per failed attempt, by function.
+    if let [old, new] = guests.as_slice() {
+        failures.extend(vm::reordering_diff(&exe, old, new)?);
     }
     let kernels_failed = vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)).count() - passed;
     println!("vm-test: {passed} passed, {kernels_failed} failed");

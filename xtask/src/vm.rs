@@ -30,6 +30,8 @@ pub struct GuestRun {
     pub package: String,
     pub report: String,
     pub json: serde_json::Value,
+    /// The run's recording, copied out of the guest.
+    pub recording: PathBuf,
 }
 
 pub(crate) fn cache_dir() -> PathBuf {
@@ -107,7 +109,7 @@ $B mount -t sysfs sys /sys
 $B mount -t devtmpfs dev /dev
 $B mount -t tmpfs tmp /tmp
 echo "EXECPROF-VM-KERNEL $($B uname -r)"
-/execprof run --mode auto --sample-hz 4999 --steps {steps} --misses {misses} --json /tmp/out.json > /tmp/report.txt 2>&1
+/execprof run --mode auto --sample-hz 4999 --steps {steps} --misses {misses} --json /tmp/out.json --output /tmp/run.execprof > /tmp/report.txt 2>&1
 echo "EXECPROF-VM-RC $?"
 echo EXECPROF-REPORT-BEGIN
 $B cat /tmp/report.txt
@@ -115,6 +117,9 @@ echo EXECPROF-REPORT-END
 echo EXECPROF-JSON-BEGIN
 $B cat /tmp/out.json
 echo EXECPROF-JSON-END
+echo EXECPROF-RECORDING-BEGIN
+$B base64 /tmp/run.execprof
+echo EXECPROF-RECORDING-END
 $B poweroff -f
 "#,
         steps = opts.steps,
@@ -241,7 +246,42 @@ pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> 
         serde_json::from_str(&json_text.replace('\r', "")).with_context(|| format!("guest {label}: JSON does not parse"))?;
     std::fs::write(work.join("report.txt"), &report)?;
     std::fs::write(work.join("run.json"), serde_json::to_string_pretty(&json)?)?;
-    Ok(GuestRun { kernel: label.to_owned(), package, report, json })
+    let encoded = between(&console, "EXECPROF-RECORDING-BEGIN", "EXECPROF-RECORDING-END")
+        .ok_or_else(|| anyhow!("guest {label}: no recording on the console"))?
+        .replace(['\r', '\n'], "");
+    let recording = work.join("run.execprof");
+    std::fs::write(&recording, base64_decode(&encoded).with_context(|| format!("guest {label}: the recording's base64"))?)?;
+    Ok(GuestRun { kernel: label.to_owned(), package, report, json, recording })
+}
+
+/// Standard base64 (RFC 4648, padded), as busybox writes it.
+fn base64_decode(text: &str) -> Result<Vec<u8>> {
+    let value = |c: u8| -> Result<u32> {
+        Ok(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => bail!("unexpected byte {c:#04x}"),
+        }
+        .into())
+    };
+    let bytes = text.trim().as_bytes();
+    if bytes.len() % 4 != 0 {
+        bail!("length {} is not a multiple of 4", bytes.len());
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        let mut n = 0u32;
+        for &c in &chunk[..4 - pad] {
+            n = n << 6 | value(c)?;
+        }
+        n <<= 6 * pad as u32;
+        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
+    }
+    Ok(out)
 }
 
 /// What must hold in a guest. Returns the checks that failed (empty: all passed).
@@ -334,4 +374,56 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     }
     check(large > 0, "no large phase to compare exact and sampled shares on".into());
     failed
+}
+
+/// The 6.8 reordering seen by `execprof diff` of the two guests' recordings: 6.1's failed
+/// lookups set up an mm and copied the arguments, 6.12's do not. Prints the diff (kept in
+/// target/vm/diff-6.1-6.12.{txt,json}) and returns the checks that failed.
+pub fn reordering_diff(execprof: &Path, old: &GuestRun, new: &GuestRun) -> Result<Vec<String>> {
+    let json = cache_dir().join(format!("diff-{}-{}.json", old.kernel, new.kernel));
+    let out = Command::new(execprof).arg("diff").arg(&old.recording).arg(&new.recording).arg("--json").arg(&json).output()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::fs::write(cache_dir().join(format!("diff-{}-{}.txt", old.kernel, new.kernel)), &text)?;
+    eprintln!("xtask: execprof diff {} {}:\n{text}", old.kernel, new.kernel);
+    if !out.status.success() {
+        bail!("execprof diff of the guest recordings failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+    let mut failed = Vec::new();
+    for f in ["mm_alloc", "copy_strings"] {
+        let line = v["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["outcome"] == "enoent" && l["source"] == "exact" && l["kind"] == "function_inclusive" && l["name"] == f);
+        let ok = line.is_some_and(|l| {
+            l["a"]["value"].as_f64() > Some(0.0)
+                && l["b"]["value"].as_f64() == Some(0.0)
+                && l["change"]["high"].as_f64() < Some(0.0)
+                && l["significant"] == true
+        });
+        if !ok {
+            failed.push(format!(
+                "diff {} → {}: {f} in failed attempts should drop to 0, significantly (line: {})",
+                old.kernel,
+                new.kernel,
+                line.map_or("missing".into(), |l| l.to_string())
+            ));
+        }
+    }
+    Ok(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base64_decode;
+
+    #[test]
+    fn base64_round_trips_what_busybox_writes() {
+        assert_eq!(base64_decode("RVhFQ1BST0Y=").unwrap(), b"EXECPROF");
+        assert_eq!(base64_decode("YWI=").unwrap(), b"ab");
+        assert_eq!(base64_decode("YWJj").unwrap(), b"abc");
+        assert_eq!(base64_decode("").unwrap(), b"");
+        assert!(base64_decode("YW!j").is_err());
+    }
 }
