@@ -303,7 +303,11 @@ impl SampleTally {
                 for (i, f) in frames.iter().enumerate() {
                     // Recursion: a function counts once per stack. The syscall entry's own
                     // frames are the whole attempt: not a line of their own.
-                    if !frames[..i].contains(f) && !crate::analysis::tree::ENTRY_FRAMES.contains(f) {
+                    // Trampolines wrap every probed function: not a line either.
+                    if !frames[..i].contains(f)
+                        && !crate::analysis::tree::ENTRY_FRAMES.contains(f)
+                        && model.frame_class(f) != crate::phases::FrameClass::Wrapper
+                    {
                         on_stack.entry(f).or_default().0 += n;
                     }
                 }
