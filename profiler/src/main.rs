@@ -23,7 +23,7 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) if args.repeat.any_given() => {
             let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-            execprof::repeat::Plan::new(&argv, &args.repeat, args.output.as_deref())
+            execprof::repeat::Plan::new(&argv, &args.repeat, args.output.as_deref(), outputs(args.outputs))
                 .map_err(anyhow::Error::from)
                 .and_then(execprof::repeat::run)
         }

@@ -39,11 +39,18 @@ pub struct Side {
 pub struct Plan {
     pub repeats: u32,
     pub sides: Vec<Side>,
+    /// One side: the merged report's outputs. Two sides: --json and --folded of the diff.
+    pub outputs: crate::run::Outputs,
 }
 
 impl Plan {
     /// From execprof's own command line (`args` without the program name).
-    pub fn new(args: &[OsString], r: &crate::cli::RepeatArgs, output: Option<&Path>) -> Result<Self, Failure> {
+    pub fn new(
+        args: &[OsString],
+        r: &crate::cli::RepeatArgs,
+        output: Option<&Path>,
+        outputs: crate::run::Outputs,
+    ) -> Result<Self, Failure> {
         let repeats = r.repeat.unwrap_or(1);
         if !(1..=1000).contains(&repeats) {
             return Err(Failure::usage("--repeat must be between 1 and 1000"));
@@ -64,8 +71,13 @@ impl Plan {
             let (b_opts, b_command) = split_command(&words.iter().map(OsString::from).collect::<Vec<_>>());
             let command = if b_command.is_empty() { command.clone() } else { b_command };
             sides.push(Side { label: "B", args: join(&head, &b_opts, &command), setup: r.vs_setup.clone(), output: vs_output.clone() });
+            if outputs.trace.is_some() || outputs.tree || outputs.fast_path {
+                return Err(Failure::usage(
+                    "with --vs, --json and --folded are the diff's; for a side's trace, tree or fast-path estimate run `execprof report FILE` on its recording",
+                ));
+            }
         }
-        Ok(Self { repeats, sides })
+        Ok(Self { repeats, sides, outputs })
     }
 }
 
@@ -273,11 +285,13 @@ pub fn run(plan: Plan) -> Result<i32> {
     if interrupted {
         eprintln!("execprof: interrupted: the recordings hold the runs that finished");
     }
+    let o = &plan.outputs;
     if plan.sides.len() == 2 {
         println!();
-        crate::run::diff(&plan.sides[0].output, &plan.sides[1].output, None, None)?;
+        crate::run::diff(&plan.sides[0].output, &plan.sides[1].output, o.json.as_deref(), o.folded.as_deref())?;
     } else {
-        println!("\nThe merged report: execprof report {}", plan.sides[0].output.display());
+        println!();
+        crate::run::replay(&plan.sides[0].output, o)?;
     }
     Ok(if interrupted { 130 } else { 0 })
 }
@@ -421,6 +435,10 @@ fn os(v: &[&str]) -> Vec<OsString> {
 mod tests {
     use super::*;
 
+    fn outs() -> crate::run::Outputs {
+        crate::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false }
+    }
+
     #[test]
     fn shell_words_split_like_a_shell() {
         assert_eq!(shell_words("--misses 1").unwrap(), ["--misses", "1"]);
@@ -438,7 +456,7 @@ mod tests {
             setup: Some("true".into()),
             vs_setup: None,
         };
-        let plan = Plan::new(&args, &r, Some(Path::new("a.ep"))).unwrap();
+        let plan = Plan::new(&args, &r, Some(Path::new("a.ep")), outs()).unwrap();
         assert_eq!(plan.repeats, 3);
         assert_eq!(plan.sides[0].args, os(&["-v", "run", "--steps", "100"]));
         assert_eq!(plan.sides[1].args, os(&["-v", "run", "--steps", "100", "--misses", "1"]));
@@ -452,7 +470,7 @@ mod tests {
             setup: None,
             vs_setup: None,
         };
-        let plan = Plan::new(&args, &r, Some(Path::new("a"))).unwrap();
+        let plan = Plan::new(&args, &r, Some(Path::new("a")), outs()).unwrap();
         assert_eq!(plan.sides[0].args, os(&["run", "--", "/bin/true", "x"]));
         assert_eq!(plan.sides[1].args, os(&["run", "--", "/bin/false"]));
     }
@@ -460,8 +478,8 @@ mod tests {
     #[test]
     fn missing_outputs_are_usage_errors() {
         let r = crate::cli::RepeatArgs { repeat: Some(2), vs: None, vs_output: None, setup: None, vs_setup: None };
-        assert!(Plan::new(&os(&["run"]), &r, None).unwrap_err().message.contains("--output"));
+        assert!(Plan::new(&os(&["run"]), &r, None, outs()).unwrap_err().message.contains("--output"));
         let r = crate::cli::RepeatArgs { repeat: None, vs: Some("--misses 1".into()), vs_output: None, setup: None, vs_setup: None };
-        assert!(Plan::new(&os(&["run"]), &r, Some(Path::new("a"))).unwrap_err().message.contains("--vs-output"));
+        assert!(Plan::new(&os(&["run"]), &r, Some(Path::new("a")), outs()).unwrap_err().message.contains("--vs-output"));
     }
 }

@@ -780,6 +780,10 @@ fn skeleton(text: &str, split: bool) -> Vec<String> {
         if line.starts_with("warning   ") || (!split && (t.starts_with("before the point of no return") || t.starts_with("after it"))) {
             continue;
         }
+        // Run-dependent notes: a latency that happened to come out multimodal.
+        if t.starts_with("MULTIMODAL") {
+            continue;
+        }
         let end = t.char_indices().find(|&(i, c)| c.is_ascii_digit() || (i > 0 && t[i..].starts_with("  "))).map_or(t.len(), |(i, _)| i);
         let label = t[..end].trim();
         if !label.is_empty() {
