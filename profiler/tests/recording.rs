@@ -92,3 +92,29 @@ fn report_names_the_damage_and_fails_with_its_own_code() {
         .code(5)
         .stderr(predicate::str::contains("cannot open it"));
 }
+
+/// The call trees of a real recording: every node's children add up to at most the node, and
+/// the root is the outcome's measured mean; `--tree` prints them.
+#[test]
+fn the_fixtures_call_trees_add_up_to_the_measured_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_execprof")).arg("report").arg(FIXTURE).arg("--tree").arg("--json").arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Call tree: ENOENT"), "--tree prints the trees");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    fn adds_up(n: &Value) {
+        let inclusive = n["inclusive"]["value"].as_f64().unwrap();
+        let children: f64 = n["children"].as_array().unwrap().iter().map(|c| c["inclusive"]["value"].as_f64().unwrap()).sum();
+        assert!(children <= inclusive * (1.0 + 1e-9) + 1e-6, "{}: children {children} > {inclusive}", n["function"]);
+        n["children"].as_array().unwrap().iter().for_each(adds_up);
+    }
+    let outcomes = v["analysis"]["sampled"]["outcomes"].as_array().unwrap();
+    assert!(!outcomes.is_empty());
+    for o in outcomes {
+        let tree = &o["tree"];
+        assert_eq!(tree["inclusive"]["value"], o["mean_ns"], "the root is the outcome's measured mean");
+        adds_up(tree);
+    }
+}

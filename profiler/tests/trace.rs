@@ -333,6 +333,27 @@ fn direct_chain_has_no_enoent() {
     assert_eq!(v["chain"]["direct"], true);
 }
 
+/// A real bimodal workload: a third of the execs carry 168 KB of arguments (a build system's
+/// long compiler lines among short ones). The report flags the success latency as multimodal
+/// with both modes, each with its weight.
+#[test]
+#[ignore = "needs root"]
+fn a_bimodal_exec_workload_is_flagged_with_its_modes() {
+    require_root!();
+    let n = if execprof::testing::slowdown() > 1 { 60 } else { 300 };
+    let script = format!("A=$(seq 30000); for i in $(seq {n}); do /bin/true; if [ $((i % 3)) = 0 ]; then /bin/true $A; fi; done");
+    let (v, out) = run_json(&["--", "/bin/sh", "-c", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let success = v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "success").unwrap();
+    let modes = success["modes"].as_array().unwrap();
+    assert_eq!(modes.len(), 2, "{success}");
+    let (short, long) = (&modes[0], &modes[1]);
+    assert!(long["ns"].as_f64().unwrap() > 10.0 * short["ns"].as_f64().unwrap(), "{modes:?}");
+    // A quarter of the execs (1 in 3 of the loop's, beside the shell's own): 20-30%.
+    assert!((0.15..0.35).contains(&long["weight"].as_f64().unwrap()), "{modes:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MULTIMODAL: 2 modes"), "the report says so");
+}
+
 /// Each PATH candidate looked up from user space first: no exec ever fails.
 #[test]
 #[ignore = "needs root"]
