@@ -268,7 +268,7 @@ fn base64_decode(text: &str) -> Result<Vec<u8>> {
         .into())
     };
     let bytes = text.trim().as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         bail!("length {} is not a multiple of 4", bytes.len());
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
