@@ -560,8 +560,9 @@ pub fn render_fast_path(r: &RunReport) -> String {
     }
     let _ = writeln!(o, "    {:<50} {:>28}", "saved per failed attempt", cell(&v.saved_per_failure));
     let _ = writeln!(o, "  successful exec ({} execs, mean {}, {} samples)", v.successes, human_ns(v.success_mean_ns), v.success_samples);
-    for p in v.success_parts.iter().filter(|p| p.changes) {
-        let _ = writeln!(o, "    {:<50} {:>28}  paid twice", p.label, cell(&p.per_attempt));
+    for p in &v.success_parts {
+        let fate = if p.changes { "paid twice" } else { "once" };
+        let _ = writeln!(o, "    {:<50} {:>28}  {fate}", p.label, cell(&p.per_attempt));
     }
     let _ = writeln!(o, "    {:<50} {:>28}", "added per successful exec", cell(&v.added_per_success));
     let net = &v.net_per_success;

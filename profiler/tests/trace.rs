@@ -348,7 +348,9 @@ fn a_bimodal_exec_workload_is_flagged_with_its_modes() {
     let modes = success["modes"].as_array().unwrap();
     assert_eq!(modes.len(), 2, "{success}");
     let (short, long) = (&modes[0], &modes[1]);
-    assert!(long["ns"].as_f64().unwrap() > 10.0 * short["ns"].as_f64().unwrap(), "{modes:?}");
+    // Under emulation a plain exec is dearer relative to copying (6× apart on 6.12/TCG, 70× here).
+    let apart = if execprof::testing::slowdown() > 1 { 3.0 } else { 10.0 };
+    assert!(long["ns"].as_f64().unwrap() > apart * short["ns"].as_f64().unwrap(), "{modes:?}");
     // A quarter of the execs (1 in 3 of the loop's, beside the shell's own): 20-30%.
     assert!((0.15..0.35).contains(&long["weight"].as_f64().unwrap()), "{modes:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("MULTIMODAL: 2 modes"), "the report says so");
