@@ -69,16 +69,42 @@ pub struct OutcomeChange {
     /// Attempts of this outcome per unit.
     pub per_unit_a: f64,
     pub per_unit_b: f64,
+    #[serde(flatten)]
+    pub latency: LatencyChange,
+    /// Kernel time of this outcome per unit: B − A (how often × how long).
+    pub per_unit_change: Interval,
+}
+
+/// One latency distribution in A and B: medians and means with their changes.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LatencyChange {
     pub median_a: Interval,
     pub median_b: Interval,
     pub median_change: Interval,
     pub mean_a: Interval,
     pub mean_b: Interval,
     pub mean_change: Interval,
-    /// Kernel time of this outcome per unit: B − A (how often × how long).
-    pub per_unit_change: Interval,
     /// The medians differ (the Price–Bonett interval excludes zero).
     pub significant: bool,
+}
+
+impl LatencyChange {
+    /// None on a side: no values there (its figures are 0 and nothing is significant).
+    fn new(a: Option<&Distribution>, b: Option<&Distribution>) -> Self {
+        let median = |d: Option<&Distribution>| d.map_or_else(Interval::default, Distribution::median);
+        let mean = |d: Option<&Distribution>| d.map_or_else(Interval::default, Distribution::mean);
+        let (median_a, median_b, mean_a, mean_b) = (median(a), median(b), mean(a), mean(b));
+        let median_change = median_a.change_to(&median_b);
+        Self {
+            median_a,
+            median_b,
+            median_change,
+            mean_a,
+            mean_b,
+            mean_change: mean_a.change_to(&mean_b),
+            significant: a.is_some() && b.is_some() && median_change.excludes_zero(),
+        }
+    }
 }
 
 /// Where a line's figures come from.
@@ -141,20 +167,9 @@ pub struct Diff {
     pub methods: Vec<&'static str>,
     pub outcomes: Vec<OutcomeChange>,
     /// Chain step wall time (both chains): median and mean change.
-    pub step: Option<OutcomeStep>,
+    pub step: Option<LatencyChange>,
     /// Largest contribution to the total change first.
     pub lines: Vec<LineChange>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct OutcomeStep {
-    pub median_a: Interval,
-    pub median_b: Interval,
-    pub median_change: Interval,
-    pub mean_a: Interval,
-    pub mean_b: Interval,
-    pub mean_change: Interval,
-    pub significant: bool,
 }
 
 fn facts(path: &str, r: &RunReport) -> SideFacts {
@@ -233,43 +248,20 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
         }
         let (pa, pb) = (oa.count as f64 / units_a, ob.count as f64 / units_b);
         weights.push(Weight { outcome: oa.outcome, a: pa, b: pb });
-        let none = Interval::default();
-        let median = |d: &Option<Distribution>| d.as_ref().map_or(none, Distribution::median);
-        let mean = |d: &Option<Distribution>| d.as_ref().map_or(none, Distribution::mean);
-        let (median_a, median_b) = (median(&oa.latency), median(&ob.latency));
-        let (mean_a, mean_b) = (mean(&oa.latency), mean(&ob.latency));
-        let median_change = median_a.change_to(&median_b);
+        let latency = LatencyChange::new(oa.latency.as_ref(), ob.latency.as_ref());
+        let per_unit_change = latency.mean_a.scaled(pa).change_to(&latency.mean_b.scaled(pb));
         outcomes.push(OutcomeChange {
             outcome: oa.outcome,
             count_a: oa.count,
             count_b: ob.count,
             per_unit_a: pa,
             per_unit_b: pb,
-            median_a,
-            median_b,
-            median_change,
-            mean_a,
-            mean_b,
-            mean_change: mean_a.change_to(&mean_b),
-            per_unit_change: mean_a.scaled(pa).change_to(&mean_b.scaled(pb)),
-            significant: oa.count > 0 && ob.count > 0 && median_change.excludes_zero(),
+            latency,
+            per_unit_change,
         });
     }
     let step = match (&a.analysis.chain, &b.analysis.chain) {
-        (Some(ca), Some(cb)) => {
-            let (median_a, median_b) = (ca.wall_ns.median(), cb.wall_ns.median());
-            let median_change = median_a.change_to(&median_b);
-            let (mean_a, mean_b) = (ca.wall_ns.mean(), cb.wall_ns.mean());
-            Some(OutcomeStep {
-                median_a,
-                median_b,
-                median_change,
-                mean_a,
-                mean_b,
-                mean_change: mean_a.change_to(&mean_b),
-                significant: median_change.excludes_zero(),
-            })
-        }
+        (Some(ca), Some(cb)) => Some(LatencyChange::new(Some(&ca.wall_ns), Some(&cb.wall_ns))),
         _ => None,
     };
     let mut lines = Vec::new();

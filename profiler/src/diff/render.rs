@@ -56,18 +56,18 @@ pub fn render(d: &Diff) -> String {
             c.outcome.label(),
             c.count_a,
             c.count_b,
-            ci(&c.median_a),
-            ci(&c.median_b),
-            signed(&c.median_change),
-            yes(c.significant)
+            ci(&c.latency.median_a),
+            ci(&c.latency.median_b),
+            signed(&c.latency.median_change),
+            yes(c.latency.significant)
         );
         let _ = writeln!(
             o,
             "  {:<12} mean {} → {} ({}); {:.2} → {:.2} attempts {unit}: {} {unit}",
             "",
-            human_ns(c.mean_a.value),
-            human_ns(c.mean_b.value),
-            signed(&c.mean_change),
+            human_ns(c.latency.mean_a.value),
+            human_ns(c.latency.mean_b.value),
+            signed(&c.latency.mean_change),
             c.per_unit_a,
             c.per_unit_b,
             signed(&c.per_unit_change)
