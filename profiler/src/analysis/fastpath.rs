@@ -49,7 +49,7 @@ impl OpenPart {
             OpenPart::PathWalk => "path walk (link_path_walk and below)",
             OpenPart::FileAllocFree => "struct file alloc + release (memcg charge incl.)",
             OpenPart::OpenRest => "rest of the open (do_filp_open, path_openat)",
-            OpenPart::BprmAllocFree => "bprm alloc + free",
+            OpenPart::BprmAllocFree => "bprm and its mm: alloc + free",
             OpenPart::Tracer => "execprof's probes",
             OpenPart::Rest => "syscall, mm, arguments, binary, the rest",
         }
