@@ -33,7 +33,9 @@ fn fork_exec_degrades_with_a_big_dirty_parent_and_vfork_methods_do_not() {
         let worst = others.iter().map(|o| o.1).fold(0.0, f64::max);
         assert!(fork > 2.0 * worst, "fork+exec slowed {fork:.1}x, the vfork methods up to {worst:.1}x: {others:?}");
     } else {
-        assert!(fork > 10.0, "fork+exec slowed only {fork:.1}x");
+        // Typically 10-30x here; 5x leaves room for a busy machine (9.0x was seen while a
+        // build ran beside the suite) and still far above the vfork methods' bound.
+        assert!(fork > 5.0, "fork+exec slowed only {fork:.1}x");
         for (m, r) in others {
             assert!(r < 3.0, "{m} slowed {r:.1}x with a big parent");
         }
