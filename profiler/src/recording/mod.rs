@@ -28,7 +28,9 @@
 //! the first and everything else in the second: a tag byte (low nibble: kind; bit 4: "same pid,
 //! tgid and cpu as the previous record"; bits 5-7: kind-specific flags), an optional head byte
 //! saying which ids are spelled out, the ids that changed (deltas), and the body. Fault counters
-//! are deltas against the previous record that had them. File names and sample stacks are
+//! are deltas against the previous record that had them. A syscall record's code byte (present
+//! for anything but a plain execve) holds the syscall in its low nibble and, for an exit, why a
+//! failed exec's thread was dying in the high one (1: SIGKILL, 2: another thread's exec won). File names and sample stacks are
 //! interned: the first use defines the next id (`0` then the value; a stack's frames as deltas),
 //! later uses write `id + 1`. The tables are bounded: when one reaches [`MAX_INTERNED`] entries
 //! the writer emits a reset item and both sides clear it. All this state persists across the
