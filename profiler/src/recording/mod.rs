@@ -30,8 +30,8 @@
 //! saying which ids are spelled out, the ids that changed (deltas), and the body. Fault counters
 //! are deltas against the previous record that had them. A syscall record's code byte (present
 //! for anything but a plain execve) holds the syscall in its low nibble and, for an exit, why a
-//! failed exec's thread was dying in the high one (1: SIGKILL, 2: another thread's exec won). File names and sample stacks are
-//! interned: the first use defines the next id (`0` then the value; a stack's frames as deltas),
+//! failed exec's thread was dying in the high one (1: SIGKILL, 2: another thread's exec won).
+//! File names and sample stacks are interned: the first use defines the next id (`0` then the value; a stack's frames as deltas),
 //! later uses write `id + 1`. The tables are bounded: when one reaches [`MAX_INTERNED`] entries
 //! the writer emits a reset item and both sides clear it. All this state persists across the
 //! frames of a file, so frames are decoded in order: the format trades random access, which a
