@@ -12,6 +12,8 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod cpio;
+mod fastpath;
+mod kernel;
 mod suite;
 mod vm;
 
@@ -50,12 +52,37 @@ enum Task {
         #[arg(long, default_value_t = 200)]
         steps: u32,
     },
+    /// The fast-path lab: build (once, cached) Debian's 6.12 with kernel/exec-lookup-strategy.patch
+    /// and run the chain under each lookup strategy (fs.exec_lookup) inside it, then diff them.
+    Fastpath {
+        /// Chain steps per run inside the guest.
+        #[arg(long, default_value_t = 200)]
+        steps: u32,
+        /// Runs per variant (alternating).
+        #[arg(long, default_value_t = 2)]
+        repeat: u32,
+    },
 }
 
 /// Debian packages: the rustc whose `core` sources match it (for `-Z build-std=core` on the
 /// bpfel target), and the LLVM that bpf-linker links against.
-const APT_PACKAGES: &[&str] =
-    &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools", "qemu-system-x86", "e2fsprogs", "binutils", "xz-utils"];
+/// The rest: the guests (QEMU, images) and building the fast-path lab's kernel.
+const APT_PACKAGES: &[&str] = &[
+    "rustc-web",
+    "cargo-web",
+    "rust-web-src",
+    "libllvm22",
+    "musl-tools",
+    "qemu-system-x86",
+    "e2fsprogs",
+    "binutils",
+    "xz-utils",
+    "flex",
+    "bison",
+    "libelf-dev",
+    "dwarves",
+    "bc",
+];
 const TOOLCHAIN_NAME: &str = "rustc-web";
 const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
 const LLVM_PREFIX: &str = "/opt/execprof-llvm22";
@@ -70,6 +97,7 @@ fn main() -> ExitCode {
         Task::Ci => setup().and_then(|()| ci()).and_then(|()| vm_suite(None)).and_then(|()| vm_test(None, 200)),
         Task::VmSuite { kernel } => setup().and_then(|()| vm_suite(kernel.as_deref())),
         Task::VmTest { kernel, steps } => setup().and_then(|()| vm_test(kernel.as_deref(), steps)),
+        Task::Fastpath { steps, repeat } => setup().and_then(|()| fastpath::lab(steps, repeat)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -128,18 +128,26 @@ $B poweroff -f
 }
 
 fn build_initramfs(execprof: &Path, busybox: &Path, opts: &VmOptions, out: &Path) -> Result<()> {
+    initramfs(execprof, busybox, &init_script(opts), out)
+}
+
+/// busybox (also as /bin/sh), execprof with the libraries it links, and `init`.
+pub(crate) fn initramfs(execprof: &Path, busybox: &Path, init: &str, out: &Path) -> Result<()> {
     let mut c = Cpio::default();
     for d in ["bin", "dev", "proc", "sys", "tmp", "lib", "lib64", "lib/x86_64-linux-gnu", "etc"] {
         c.dir(d);
     }
     c.char_device("dev/console", 5, 1);
-    c.file("bin/busybox", &std::fs::read(busybox)?, 0o755);
+    let busybox = std::fs::read(busybox)?;
+    c.file("bin/busybox", &busybox, 0o755);
+    // `execprof run --setup` runs its command with sh.
+    c.file("bin/sh", &busybox, 0o755);
     c.file("execprof", &std::fs::read(execprof)?, 0o755);
     for lib in shared_libraries(execprof)? {
         let name = lib.to_string_lossy().trim_start_matches('/').to_owned();
         c.file(&name, &std::fs::read(&lib).with_context(|| format!("reading {}", lib.display()))?, 0o755);
     }
-    c.file("init", init_script(opts).as_bytes(), 0o755);
+    c.file("init", init.as_bytes(), 0o755);
     std::fs::write(out, c.finish())?;
     Ok(())
 }
@@ -255,7 +263,7 @@ pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> 
 }
 
 /// Standard base64 (RFC 4648, padded), as busybox writes it.
-fn base64_decode(text: &str) -> Result<Vec<u8>> {
+pub(crate) fn base64_decode(text: &str) -> Result<Vec<u8>> {
     let value = |c: u8| -> Result<u32> {
         Ok(match c {
             b'A'..=b'Z' => c - b'A',
