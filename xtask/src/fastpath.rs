@@ -6,11 +6,8 @@
 //! over the console; here they are diffed, and the known answers (structure, not timings:
 //! this is TCG) are checked.
 //!
-//! State (2026-11-30): the kernel builds (207 s cold, cached) and boots with `fs.exec_lookup`,
-//! but execprof does not run in it yet: loading its eBPF object fails ("error relocating
-//! `sched_prepare_exec`: section `34` not found, referenced by symbol `BPRM_FILENAME_OFFSET`":
-//! the globals' map was not created on this config) and `run --repeat` cannot spawn its runs
-//! (ENOSYS). `EXECPROF_LAB_PROBE=1 cargo xtask fastpath` runs only the two probes that show it.
+//! `EXECPROF_LAB_PROBE=1 cargo xtask fastpath` runs only two smoke probes (a plain run and a
+//! one-run `--repeat`) in the lab kernel. Not yet part of `cargo xtask ci`.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -63,7 +60,8 @@ for f in /tmp/*.execprof /tmp/*.txt; do
   $B base64 $f
   echo "EXECPROF-FILE-END"
 done
-$B poweroff -f
+# No ACPI in this kernel: power-off halts. A reboot ends QEMU (-no-reboot).
+$B reboot -f
 "#
     )
 }
