@@ -17,7 +17,7 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde_json::Value;
 
-use crate::vm::{Boot, base64_decode, between, boot, cache_dir, fetch_package, initramfs};
+use crate::vm::{Boot, INIT_PREAMBLE, base64_decode, between, boot, cache_dir, fetch_package, initramfs};
 
 /// Workloads: a tag and the extra chain options.
 const WORKLOADS: &[(&str, &str)] = &[("root", ""), ("env64", "--env-vars 64"), ("memcg", "")];
@@ -40,14 +40,7 @@ fn init_script(steps: u32, repeat: u32) -> String {
         ));
     }
     format!(
-        r#"#!/bin/busybox sh
-B=/bin/busybox
-export PATH=/bin
-$B mount -t proc proc /proc
-$B mount -t sysfs sys /sys
-$B mount -t devtmpfs dev /dev
-$B mount -t tmpfs tmp /tmp
-$B mount -t cgroup2 none /sys/fs/cgroup
+        r#"{INIT_PREAMBLE}$B mount -t cgroup2 none /sys/fs/cgroup
 echo "EXECPROF-LAB-KERNEL $($B uname -r) fs.exec_lookup=$($B cat /proc/sys/fs/exec_lookup)"
 /execprof run --steps 20 > /tmp/probe.txt 2>&1
 echo "EXECPROF-LAB-PROBE $?"

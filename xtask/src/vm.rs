@@ -99,16 +99,19 @@ fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>> {
     Ok(libs)
 }
 
-fn init_script(opts: &VmOptions) -> String {
-    format!(
-        r#"#!/bin/busybox sh
+/// The start of every guest's init: busybox, and the filesystems execprof needs.
+pub(crate) const INIT_PREAMBLE: &str = r#"#!/bin/busybox sh
 B=/bin/busybox
 export PATH=/bin
 $B mount -t proc proc /proc
 $B mount -t sysfs sys /sys
 $B mount -t devtmpfs dev /dev
 $B mount -t tmpfs tmp /tmp
-echo "EXECPROF-VM-KERNEL $($B uname -r)"
+"#;
+
+fn init_script(opts: &VmOptions) -> String {
+    format!(
+        r#"{INIT_PREAMBLE}echo "EXECPROF-VM-KERNEL $($B uname -r)"
 /execprof run --mode auto --sample-hz 4999 --steps {steps} --misses {misses} --json /tmp/out.json --output /tmp/run.execprof > /tmp/report.txt 2>&1
 echo "EXECPROF-VM-RC $?"
 echo EXECPROF-REPORT-BEGIN
