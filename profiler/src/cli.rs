@@ -216,6 +216,37 @@ pub struct DiffArgs {
     /// Write a differential flame graph (folded and SVG) per outcome sampled on both sides into DIR.
     #[arg(long, value_name = "DIR")]
     pub folded: Option<PathBuf>,
+    /// Print only this outcome's phase and function lines (the JSON keeps them all).
+    #[arg(long, value_enum)]
+    pub outcome: Option<OutcomeArg>,
+    /// How many phase and function lines to print, largest change first (the JSON keeps them all).
+    #[arg(long, value_name = "N", default_value_t = crate::diff::LINES_SHOWN)]
+    pub lines: usize,
+}
+
+/// An exec outcome on the command line.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum OutcomeArg {
+    Success,
+    Enoent,
+    Eacces,
+    Enoexec,
+    Other,
+    Abandoned,
+}
+
+impl From<OutcomeArg> for crate::analysis::outcome::Outcome {
+    fn from(o: OutcomeArg) -> Self {
+        use crate::analysis::outcome::Outcome;
+        match o {
+            OutcomeArg::Success => Outcome::Success,
+            OutcomeArg::Enoent => Outcome::Enoent,
+            OutcomeArg::Eacces => Outcome::Eacces,
+            OutcomeArg::Enoexec => Outcome::Enoexec,
+            OutcomeArg::Other => Outcome::Other,
+            OutcomeArg::Abandoned => Outcome::Abandoned,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -235,8 +266,9 @@ pub struct RunArgs {
     pub probe_costs: bool,
     #[command(flatten)]
     pub chain: ChainArgs,
-    /// Per-function timing: exact (kprobes on exec-path functions), sampled (kernel stacks),
-    /// or auto (exact where the kernel allows it, plus sampling; sampled otherwise).
+    /// Per-function timing: exact (fentry/fexit on exec-path functions, kprobes where there is
+    /// no BTF), sampled (kernel stacks), or auto (exact where the kernel allows it, plus
+    /// sampling; sampled otherwise).
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
     pub mode: ModeArg,
     /// Kernel-stack sampling rate inside exec attempts, per CPU (0 turns sampling off). Higher

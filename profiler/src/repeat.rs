@@ -288,7 +288,13 @@ pub fn run(plan: Plan) -> Result<i32> {
     let o = &plan.outputs;
     if plan.sides.len() == 2 {
         println!();
-        crate::run::diff(&plan.sides[0].output, &plan.sides[1].output, o.json.as_deref(), o.folded.as_deref())?;
+        crate::run::diff(
+            &plan.sides[0].output,
+            &plan.sides[1].output,
+            o.json.as_deref(),
+            o.folded.as_deref(),
+            &crate::diff::Shown::default(),
+        )?;
     } else {
         println!();
         crate::run::replay(&plan.sides[0].output, o)?;

@@ -116,6 +116,12 @@ pub fn human_ns(ns: f64) -> String {
     }
 }
 
+/// A change and its interval, each signed in its own unit: `-2.49 µs [-2.68 µs … -2.30 µs]`.
+pub fn signed_ci(i: &crate::analysis::stats::Interval) -> String {
+    let sign = |v: f64| if v > 0.0 { format!("+{}", human_ns(v)) } else { human_ns(v) };
+    format!("{} [{} … {}]", sign(i.value), sign(i.low), sign(i.high))
+}
+
 /// A figure and its interval in the figure's unit: `41.1 [41.0–41.2] µs`.
 pub fn ci_cell(value: f64, low: f64, high: f64) -> String {
     let text = human_ns(value);
@@ -575,8 +581,9 @@ pub fn render_fast_path(r: &RunReport) -> String {
     };
     let _ = writeln!(
         o,
-        "  net per successful exec with its {:.2} failed attempts (a chain step): {:+.0} ns [{:+.0} … {:+.0}]: {verdict}",
-        v.failed_per_success, net.value, net.low, net.high
+        "  net per successful exec with its {:.2} failed attempts (a chain step): {}: {verdict}",
+        v.failed_per_success,
+        signed_ci(net)
     );
     let _ = writeln!(
         o,
@@ -625,6 +632,19 @@ pub fn render_trees(r: &RunReport) -> String {
 
 fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
+}
+
+/// A warning when the kernel delivered far fewer samples than asked for (judged only when at
+/// least 100 were due).
+pub fn slow_sampling(s: &SampledAttribution, sample_hz: u64) -> Option<String> {
+    let delivered = s.delivered_hz?;
+    let seconds: f64 = s.outcomes.iter().map(|o| o.attempts as f64 * o.mean_ns).sum::<f64>() / 1e9;
+    let due = sample_hz as f64 * seconds;
+    (sample_hz > 0 && due >= 100.0 && delivered < 0.5 * sample_hz as f64).then(|| {
+        format!(
+            "SAMPLING SLOWER THAN ASKED: {delivered:.0} Hz delivered inside exec attempts of the {sample_hz} Hz asked: this kernel's timers cannot fire that often (high-resolution timers off, or the clocksource fell back to jiffies: `grep resolution /proc/timer_list` shows 4000000 ns instead of 1 ns); the intervals are as wide as the samples taken"
+        )
+    })
 }
 
 fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
@@ -691,6 +711,9 @@ fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
         s.samples_without_stack,
         s.unknown_addresses
     );
+    if let Some(warning) = slow_sampling(s, sample_hz) {
+        let _ = writeln!(o, "  {warning}");
+    }
 }
 
 fn errno_name(e: i64) -> String {
@@ -733,6 +756,46 @@ mod tests {
         assert_eq!(human_ns(2_340_000_000.0), "2.34 s");
         assert_eq!(human_ns(-2_100_000.0), "-2.10 ms");
         assert_eq!(human_ns(-450.0), "-450 ns");
+    }
+
+    #[test]
+    fn sampling_far_below_the_asked_rate_is_flagged() {
+        use crate::analysis::attribution::{OutcomeAttribution, delivered_hz};
+        // 1,000 attempts of 1 ms: one second of exec time, 4,999 samples due at 4999 Hz.
+        let with = |samples: u64, attempts: u64| {
+            let outcomes = vec![OutcomeAttribution {
+                outcome: crate::analysis::outcome::Outcome::Success,
+                attempts,
+                mean_ns: 1e6,
+                samples,
+                phases: vec![],
+                folded: vec![],
+                adequacy: None,
+                tree: Default::default(),
+                open_parts: Default::default(),
+                on_stack: vec![],
+            }];
+            SampledAttribution {
+                samples,
+                samples_without_attempt: 0,
+                samples_after_exit: 0,
+                samples_before_enter: 0,
+                samples_without_stack: 0,
+                unknown_addresses: 0,
+                delivered_hz: delivered_hz(&outcomes),
+                outcomes,
+            }
+        };
+        // The tick's 250 Hz: flagged, with the rate delivered.
+        let w = slow_sampling(&with(250, 1_000), 4999).expect("flagged");
+        assert!(w.contains("250 Hz delivered") && w.contains("4999 Hz asked"), "{w}");
+        // None at all over a second of exec time: flagged too.
+        assert!(slow_sampling(&with(0, 1_000), 4999).is_some());
+        // Most of them: fine. Too little time to judge (10 ms: 50 due): silent.
+        assert_eq!(slow_sampling(&with(4_000, 1_000), 4999), None);
+        assert_eq!(slow_sampling(&with(0, 10), 4999), None);
+        // Sampling off: nothing to say.
+        assert_eq!(slow_sampling(&with(0, 1_000), 0), None);
     }
 
     struct Table;

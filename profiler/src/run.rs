@@ -248,7 +248,7 @@ fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
 }
 
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
-pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>) -> Result<i32> {
+pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, shown: &crate::diff::Shown) -> Result<i32> {
     let outputs =
         Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
@@ -261,7 +261,7 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>) -> R
     let (ra, rb) = (report_of(a)?, report_of(b)?);
     let (pa, pb) = (a.display().to_string(), b.display().to_string());
     let d = crate::diff::compare(&pa, &ra, &pb, &rb);
-    print!("{}", crate::diff::render(&d));
+    print!("{}", crate::diff::render(&d, shown));
     let mut errors = Vec::new();
     if let Some(dir) = folded
         && let Err(e) = crate::diff::write_differential(dir, &ra, &rb)

@@ -71,6 +71,24 @@ impl ChainSpec {
     }
 }
 
+/// The filesystem under `path` when it is one that drops a missing name's dentry at once
+/// (tmpfs, ramfs: `always_delete_dentry`), so that no lookup of a missing name is cached.
+pub fn keeps_no_negative_dentries(path: &std::path::Path) -> Option<&'static str> {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a statfs buffer of the right type.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    match st.f_type as i64 {
+        TMPFS_MAGIC => Some("tmpfs"),
+        RAMFS_MAGIC => Some("ramfs"),
+        _ => None,
+    }
+}
+
 /// The unpacked workload; the directory is removed when this is dropped.
 pub struct ChainWorkload {
     dir: tempfile::TempDir,
@@ -83,6 +101,12 @@ impl ChainWorkload {
             .prefix("execprof-chain.")
             .tempdir()
             .context("creating a temporary directory for the built-in workload")?;
+        if let Some(fs) = keeps_no_negative_dentries(dir.path()) {
+            eprintln!(
+                "execprof: warning: the chain's PATH directories are on {fs} ({}), which keeps no negative dentries: every failed lookup allocates and frees a dentry (__lookup_slow), unlike PATH directories on a disk filesystem; set TMPDIR to a directory on ext4/xfs/btrfs to measure what the seeds measured",
+                dir.path().display()
+            );
+        }
         for i in 1..=spec.misses_per_step() {
             std::fs::create_dir(dir.path().join(format!("miss{i}")))?;
         }
@@ -130,5 +154,23 @@ impl ChainWorkload {
         }
         env.push(("PATH".into(), self.path_var()));
         Command { program: self.program(), argv, env: Some(env) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filesystems_without_negative_dentries_are_recognised() {
+        assert_eq!(keeps_no_negative_dentries(std::path::Path::new("/proc")), None, "procfs");
+        // Every tmpfs mount /proc/mounts lists is recognised as such.
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+        for line in mounts.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields.len() > 2 && fields[2] == "tmpfs" && !fields[1].contains('\\') {
+                assert_eq!(keeps_no_negative_dentries(std::path::Path::new(fields[1])), Some("tmpfs"), "{line}");
+            }
+        }
     }
 }

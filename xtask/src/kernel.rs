@@ -25,6 +25,9 @@ const ESSENTIAL: &[&str] = &[
     "CONFIG_MEMCG",
     "CONFIG_BINFMT_ELF",
     "CONFIG_SYSCTL",
+    "CONFIG_HIGH_RES_TIMERS",
+    "CONFIG_SECURITY_APPARMOR",
+    "CONFIG_SMP",
 ];
 
 fn sha256(path: &Path) -> Result<String> {
@@ -73,6 +76,14 @@ pub fn patched_kernel() -> Result<PathBuf> {
         .filter(|l| !l.starts_with('#'))
         .filter(|opt| !got.lines().any(|g| g == format!("{opt}=y")))
         .collect();
+    let unwanted: Vec<&str> = wanted
+        .lines()
+        .filter_map(|l| l.strip_prefix("# ")?.strip_suffix(" is not set"))
+        .filter(|opt| got.lines().any(|g| g == format!("{opt}=y")))
+        .collect();
+    if !unwanted.is_empty() {
+        bail!("the guest kernel config kept {unwanted:?}, which {CONFIG} turns off (selected by another option?); fix {CONFIG}");
+    }
     if !lost.is_empty() {
         eprintln!("xtask: not set after olddefconfig (a dependency missing on this arch/config): {}", lost.join(", "));
     }

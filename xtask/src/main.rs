@@ -35,7 +35,8 @@ enum Task {
         args: Vec<String>,
     },
     /// Set up, check formatting and clippy, build, and run every test as root here, then the
-    /// whole suite and the exact-mode checks inside stock Debian 6.1 and 6.12 kernels (QEMU).
+    /// whole suite and the exact-mode checks inside stock Debian 6.1 and 6.12 kernels (QEMU),
+    /// then the fast-path lab in the patched kernel (built once and cached).
     Ci,
     /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
     VmSuite {
@@ -56,13 +57,20 @@ enum Task {
     /// and run the chain under each lookup strategy (fs.exec_lookup) inside it, then diff them.
     Fastpath {
         /// Chain steps per run inside the guest.
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = LAB_STEPS)]
         steps: u32,
         /// Runs per variant (alternating).
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = LAB_REPEAT)]
         repeat: u32,
+        /// Do not boot: analyse the recordings of the last lab run (target/vm/fastpath) again.
+        #[arg(long)]
+        analyse_only: bool,
     },
 }
+
+/// The fast-path lab's size, as `cargo xtask ci` runs it: chain steps per run, runs per variant.
+const LAB_STEPS: u32 = 300;
+const LAB_REPEAT: u32 = 3;
 
 /// Debian packages: the rustc whose `core` sources match it (for `-Z build-std=core` on the
 /// bpfel target), and the LLVM that bpf-linker links against.
@@ -94,10 +102,14 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Setup => setup(),
         Task::Run { args } => setup().and_then(|()| run_builtin(&args)),
-        Task::Ci => setup().and_then(|()| ci()).and_then(|()| vm_suite(None)).and_then(|()| vm_test(None, 200)),
+        Task::Ci => setup()
+            .and_then(|()| ci())
+            .and_then(|()| vm_suite(None))
+            .and_then(|()| vm_test(None, 200))
+            .and_then(|()| fastpath::lab(LAB_STEPS, LAB_REPEAT, false)),
         Task::VmSuite { kernel } => setup().and_then(|()| vm_suite(kernel.as_deref())),
         Task::VmTest { kernel, steps } => setup().and_then(|()| vm_test(kernel.as_deref(), steps)),
-        Task::Fastpath { steps, repeat } => setup().and_then(|()| fastpath::lab(steps, repeat)),
+        Task::Fastpath { steps, repeat, analyse_only } => setup().and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

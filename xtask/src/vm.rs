@@ -168,6 +168,10 @@ pub(crate) struct Boot<'a> {
     pub drives: &'a [PathBuf],
     pub memory_mib: u32,
     pub timeout: Duration,
+    /// Kernel command-line parameters beyond the console's.
+    pub cmdline: &'a str,
+    /// More QEMU arguments.
+    pub qemu: &'a [&'a str],
 }
 
 /// Boots under TCG and returns everything the serial console printed (also kept in
@@ -185,7 +189,9 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         .arg(b.kernel)
         .arg("-initrd")
         .arg(b.initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"]);
+        .arg("-append")
+        .arg(format!("console=ttyS0 panic=-1 quiet loglevel=3 {}", b.cmdline))
+        .args(b.qemu);
     for d in b.drives {
         cmd.arg("-drive").arg(format!("file={},format=raw,if=virtio,readonly=on", d.display()));
     }
@@ -240,7 +246,10 @@ pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> 
     let initrd = work.join("initramfs.cpio");
     build_initramfs(execprof, &busybox, opts, &initrd)?;
 
-    let console = boot(&Boot { kernel: &kernel, initrd: &initrd, drives: &[], memory_mib: 1024, timeout: opts.timeout }, &work)?;
+    let console = boot(
+        &Boot { kernel: &kernel, initrd: &initrd, drives: &[], memory_mib: 1024, timeout: opts.timeout, cmdline: "", qemu: &[] },
+        &work,
+    )?;
     eprintln!("xtask: guest {label} ({package}) done");
     let rc = between(&console, "EXECPROF-VM-RC ", "\n").map(|s| s.trim().to_owned());
     if rc.as_deref() != Some("0") {

@@ -126,6 +126,7 @@ mod tests {
             samples_before_enter: 0,
             samples_without_stack: 0,
             unknown_addresses: 0,
+            delivered_hz: None,
             outcomes: vec![OutcomeAttribution {
                 outcome: Outcome::Success,
                 attempts: 1,

@@ -184,7 +184,17 @@ pub struct SampledAttribution {
     pub samples_without_stack: u64,
     /// Distinct addresses no kernel symbol covers (shown as `[unknown 0x…]`).
     pub unknown_addresses: u64,
+    /// Samples attributed per second of measured exec-attempt time: the rate the kernel
+    /// delivered (per CPU), to set beside the one asked for. None without attempt time.
+    pub delivered_hz: Option<f64>,
     pub outcomes: Vec<OutcomeAttribution>,
+}
+
+/// Samples attributed per second of the outcomes' measured time.
+pub fn delivered_hz(outcomes: &[OutcomeAttribution]) -> Option<f64> {
+    let seconds: f64 = outcomes.iter().map(|o| o.attempts as f64 * o.mean_ns).sum::<f64>() / 1e9;
+    let samples: u64 = outcomes.iter().map(|o| o.samples).sum();
+    (seconds > 0.0).then(|| samples as f64 / seconds)
 }
 
 /// 95% Wilson score interval for `k` successes out of `n`.
@@ -375,6 +385,7 @@ impl SampleTally {
             samples_before_enter: self.before_enter,
             samples_without_stack: without_stack,
             unknown_addresses: unknown,
+            delivered_hz: delivered_hz(&outcomes),
             outcomes,
         }
     }

@@ -8,7 +8,7 @@ mod render;
 use serde::Serialize;
 
 pub use flame::write_differential;
-pub use render::render;
+pub use render::{LINES_SHOWN, Shown, render};
 
 use crate::{
     analysis::{

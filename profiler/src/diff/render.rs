@@ -3,25 +3,39 @@
 use std::fmt::Write as _;
 
 use super::{Diff, LineChange, Unit};
-use crate::{analysis::stats::Interval, report::human_ns};
+use crate::analysis::outcome::Outcome;
+use crate::{
+    analysis::stats::Interval,
+    report::{human_ns, signed_ci},
+};
 
-/// Lines printed (the JSON has them all).
+/// Lines printed by default (the JSON has them all).
 pub const LINES_SHOWN: usize = 30;
+
+/// Which phase and function lines the text shows.
+#[derive(Clone, Copy, Debug)]
+pub struct Shown {
+    /// Only this outcome's lines.
+    pub outcome: Option<Outcome>,
+    /// At most this many, largest change first.
+    pub lines: usize,
+}
+
+impl Default for Shown {
+    fn default() -> Self {
+        Shown { outcome: None, lines: LINES_SHOWN }
+    }
+}
 
 fn ci(i: &Interval) -> String {
     format!("{} [{} – {}]", human_ns(i.value), human_ns(i.low), human_ns(i.high))
-}
-
-fn signed(i: &Interval) -> String {
-    let sign = |v: f64| if v > 0.0 { format!("+{}", human_ns(v)) } else { human_ns(v) };
-    format!("{} [{} … {}]", sign(i.value), sign(i.low), sign(i.high))
 }
 
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-pub fn render(d: &Diff) -> String {
+pub fn render(d: &Diff, shown: &Shown) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "execprof diff — B compared with A (change = B − A)");
     for (side, f) in [("A", &d.a), ("B", &d.b)] {
@@ -58,7 +72,7 @@ pub fn render(d: &Diff) -> String {
             c.count_b,
             ci(&c.latency.median_a),
             ci(&c.latency.median_b),
-            signed(&c.latency.median_change),
+            signed_ci(&c.latency.median_change),
             yes(c.latency.significant)
         );
         let _ = writeln!(
@@ -67,10 +81,10 @@ pub fn render(d: &Diff) -> String {
             "",
             human_ns(c.latency.mean_a.value),
             human_ns(c.latency.mean_b.value),
-            signed(&c.latency.mean_change),
+            signed_ci(&c.latency.mean_change),
             c.per_unit_a,
             c.per_unit_b,
-            signed(&c.per_unit_change)
+            signed_ci(&c.per_unit_change)
         );
     }
     if let Some(s) = &d.step {
@@ -82,10 +96,11 @@ pub fn render(d: &Diff) -> String {
             d.b.steps.unwrap_or(0),
             ci(&s.median_a),
             ci(&s.median_b),
-            signed(&s.median_change),
+            signed_ci(&s.median_change),
             yes(s.significant)
         );
-        let _ = writeln!(o, "  {:<12} mean {} → {} ({})", "", human_ns(s.mean_a.value), human_ns(s.mean_b.value), signed(&s.mean_change));
+        let _ =
+            writeln!(o, "  {:<12} mean {} → {} ({})", "", human_ns(s.mean_a.value), human_ns(s.mean_b.value), signed_ci(&s.mean_change));
     }
     let _ = writeln!(o);
     if d.lines.is_empty() {
@@ -97,16 +112,22 @@ pub fn render(d: &Diff) -> String {
             "  {:<10} {:<7} {:<9} {:<34} {:>9} {:>9}  {:>32} {:>3}  {:>32} {:>3}",
             "outcome", "source", "line", "name", "A/att", "B/att", "change/att [95% CI]", "sig", "change/unit [95% CI]", "sig"
         );
-        for l in d.lines.iter().take(LINES_SHOWN) {
+        let selected: Vec<&LineChange> = d.lines.iter().filter(|l| shown.outcome.is_none_or(|x| l.outcome == x)).collect();
+        for l in selected.iter().take(shown.lines) {
             let _ = writeln!(o, "{}", line(l));
         }
-        if d.lines.len() > LINES_SHOWN {
-            let _ = writeln!(o, "  ... {} more lines (in --json)", d.lines.len() - LINES_SHOWN);
+        let of_outcome = shown.outcome.map_or(String::new(), |x| format!(" of {}", x.label()));
+        if selected.len() > shown.lines {
+            let _ = writeln!(o, "  ... {} more lines{of_outcome} (--lines N prints more; all in --json)", selected.len() - shown.lines);
         }
-        let significant = d.lines.iter().filter(|l| l.significant).count();
+        if shown.outcome.is_some() {
+            let _ = writeln!(o, "  {} lines of other outcomes not shown (drop --outcome to see them)", d.lines.len() - selected.len());
+        }
+        let significant = selected.iter().filter(|l| l.significant).count();
         let _ = writeln!(
             o,
-            "  {significant} of {} lines changed significantly per attempt (Holm-corrected over the lines, family-wise 5%)",
+            "  {significant} of {} lines{of_outcome} changed significantly per attempt (Holm-corrected over all {} lines, family-wise 5%)",
+            selected.len(),
             d.lines.len()
         );
     }
@@ -134,9 +155,9 @@ fn line(l: &LineChange) -> String {
         name,
         human_ns(l.a.value),
         human_ns(l.b.value),
-        signed(&l.change),
+        signed_ci(&l.change),
         yes(l.significant),
-        signed(&l.per_unit_change),
+        signed_ci(&l.per_unit_change),
         yes(l.per_unit_significant)
     )
 }
