@@ -239,7 +239,13 @@ fn estimate_beside_measured(tag: &str, single: &Value, d: &Value) -> String {
     };
     let step = &d["step"];
     let rows = [
-        ("per failed attempt", us(&neg(&fp["saved_per_failure"])), us(&enoent["mean_change"]), us(&enoent["median_change"]), ratio(&enoent)),
+        (
+            "per failed attempt",
+            us(&neg(&fp["saved_per_failure"])),
+            us(&enoent["mean_change"]),
+            us(&enoent["median_change"]),
+            ratio(&enoent),
+        ),
         ("per successful exec", us(&fp["added_per_success"]), us(&success["mean_change"]), us(&success["median_change"]), ratio(&success)),
         (
             "per chain step",
