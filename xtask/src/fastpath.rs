@@ -65,7 +65,6 @@ echo "EXECPROF-LAB-FS $($B stat -f -c %T /lab) TMPDIR=$TMPDIR"
 echo "EXECPROF-LAB-CLOCK $($B cat /sys/devices/system/clocksource/clocksource0/current_clocksource) $($B grep -m1 '.resolution' /proc/timer_list)"
 /execprof run --steps 20 > /tmp/probe.txt 2>&1
 echo "EXECPROF-LAB-PROBE $?"
-
 /execprof run --steps 20 --repeat 1 -o /tmp/probe.execprof > /tmp/probe-repeat.txt 2>&1
 echo "EXECPROF-LAB-PROBE-REPEAT $?"
 {labs}echo 0 > /proc/sys/fs/exec_lookup
