@@ -218,34 +218,30 @@ pub struct DiffArgs {
     pub folded: Option<PathBuf>,
     /// Print only this outcome's phase and function lines (the JSON keeps them all).
     #[arg(long, value_enum)]
-    pub outcome: Option<OutcomeArg>,
+    pub outcome: Option<crate::analysis::outcome::Outcome>,
     /// How many phase and function lines to print, largest change first (the JSON keeps them all).
     #[arg(long, value_name = "N", default_value_t = crate::diff::LINES_SHOWN)]
     pub lines: usize,
 }
 
-/// An exec outcome on the command line.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum OutcomeArg {
-    Success,
-    Enoent,
-    Eacces,
-    Enoexec,
-    Other,
-    Abandoned,
-}
+/// Exec outcomes on the command line (`--outcome enoent`), by the names the JSON uses.
+impl clap::ValueEnum for crate::analysis::outcome::Outcome {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
 
-impl From<OutcomeArg> for crate::analysis::outcome::Outcome {
-    fn from(o: OutcomeArg) -> Self {
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
         use crate::analysis::outcome::Outcome;
-        match o {
-            OutcomeArg::Success => Outcome::Success,
-            OutcomeArg::Enoent => Outcome::Enoent,
-            OutcomeArg::Eacces => Outcome::Eacces,
-            OutcomeArg::Enoexec => Outcome::Enoexec,
-            OutcomeArg::Other => Outcome::Other,
-            OutcomeArg::Abandoned => Outcome::Abandoned,
-        }
+        let name = match self {
+            Outcome::Success => "success",
+            Outcome::Enoent => "enoent",
+            Outcome::Eacces => "eacces",
+            Outcome::Enoexec => "enoexec",
+            Outcome::Other => "other",
+            Outcome::Abandoned => "abandoned",
+            Outcome::Fork(_) => return None,
+        };
+        Some(clap::builder::PossibleValue::new(name))
     }
 }
 

@@ -30,7 +30,7 @@ fn main() {
         Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Diff(args) => {
-            let shown = execprof::diff::Shown { outcome: args.outcome.map(Into::into), lines: args.lines };
+            let shown = execprof::diff::Shown { outcome: args.outcome, lines: args.lines };
             run::diff(&args.a, &args.b, args.json.as_deref(), args.folded.as_deref(), &shown)
         }
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),

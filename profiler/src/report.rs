@@ -638,8 +638,7 @@ fn pct(x: f64) -> String {
 /// least 100 were due).
 pub fn slow_sampling(s: &SampledAttribution, sample_hz: u64) -> Option<String> {
     let delivered = s.delivered_hz?;
-    let seconds: f64 = s.outcomes.iter().map(|o| o.attempts as f64 * o.mean_ns).sum::<f64>() / 1e9;
-    let due = sample_hz as f64 * seconds;
+    let due = sample_hz as f64 * crate::analysis::attribution::attempt_seconds(&s.outcomes);
     (sample_hz > 0 && due >= 100.0 && delivered < 0.5 * sample_hz as f64).then(|| {
         format!(
             "SAMPLING SLOWER THAN ASKED: {delivered:.0} Hz delivered inside exec attempts of the {sample_hz} Hz asked: this kernel's timers cannot fire that often (high-resolution timers off, or the clocksource fell back to jiffies: `grep resolution /proc/timer_list` shows 4000000 ns instead of 1 ns); the intervals are as wide as the samples taken"

@@ -190,9 +190,14 @@ pub struct SampledAttribution {
     pub outcomes: Vec<OutcomeAttribution>,
 }
 
+/// The outcomes' measured exec-attempt time, in seconds.
+pub fn attempt_seconds(outcomes: &[OutcomeAttribution]) -> f64 {
+    outcomes.iter().map(|o| o.attempts as f64 * o.mean_ns).sum::<f64>() / 1e9
+}
+
 /// Samples attributed per second of the outcomes' measured time.
 pub fn delivered_hz(outcomes: &[OutcomeAttribution]) -> Option<f64> {
-    let seconds: f64 = outcomes.iter().map(|o| o.attempts as f64 * o.mean_ns).sum::<f64>() / 1e9;
+    let seconds = attempt_seconds(outcomes);
     let samples: u64 = outcomes.iter().map(|o| o.samples).sum();
     (seconds > 0.0).then(|| samples as f64 / seconds)
 }
