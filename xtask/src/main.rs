@@ -10,10 +10,12 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
+use setup::{Needs, setup};
 
 mod cpio;
 mod fastpath;
 mod kernel;
+mod setup;
 mod suite;
 mod vm;
 
@@ -26,7 +28,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install what building execprof needs (apt packages, rustup toolchain link, bpf-linker).
+    /// Install what building and testing execprof need (apt packages, rustup toolchain link,
+    /// bpf-linker), removing nothing.
     Setup,
     /// Set up, build, and run execprof on its built-in exec-chain workload.
     Run {
@@ -72,44 +75,19 @@ enum Task {
 const LAB_STEPS: u32 = 300;
 const LAB_REPEAT: u32 = 3;
 
-/// Debian packages: the rustc whose `core` sources match it (for `-Z build-std=core` on the
-/// bpfel target), and the LLVM that bpf-linker links against.
-/// The rest: the guests (QEMU, images) and building the fast-path lab's kernel.
-const APT_PACKAGES: &[&str] = &[
-    "rustc-web",
-    "cargo-web",
-    "rust-web-src",
-    "libllvm22",
-    "musl-tools",
-    "qemu-system-x86",
-    "e2fsprogs",
-    "binutils",
-    "xz-utils",
-    "flex",
-    "bison",
-    "libelf-dev",
-    "dwarves",
-    "bc",
-];
-const TOOLCHAIN_NAME: &str = "rustc-web";
-const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
-const LLVM_PREFIX: &str = "/opt/execprof-llvm22";
-const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM.so.22.1";
-const BPF_LINKER_VERSION: &str = "0.13.0";
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
-        Task::Setup => setup(),
-        Task::Run { args } => setup().and_then(|()| run_builtin(&args)),
-        Task::Ci => setup()
+        Task::Setup => setup(Needs::Test),
+        Task::Run { args } => setup(Needs::Build).and_then(|()| run_builtin(&args)),
+        Task::Ci => setup(Needs::Test)
             .and_then(|()| ci())
             .and_then(|()| vm_suite(None))
             .and_then(|()| vm_test(None, 200))
             .and_then(|()| fastpath::lab(LAB_STEPS, LAB_REPEAT, false)),
-        Task::VmSuite { kernel } => setup().and_then(|()| vm_suite(kernel.as_deref())),
-        Task::VmTest { kernel, steps } => setup().and_then(|()| vm_test(kernel.as_deref(), steps)),
-        Task::Fastpath { steps, repeat, analyse_only } => setup().and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
+        Task::VmSuite { kernel } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref())),
+        Task::VmTest { kernel, steps } => setup(Needs::Test).and_then(|()| vm_test(kernel.as_deref(), steps)),
+        Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -118,81 +96,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn setup() -> Result<()> {
-    apt_packages()?;
-    toolchain_link()?;
-    bpf_linker()?;
-    Ok(())
-}
-
-fn apt_packages() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES.iter().copied().filter(|p| !dpkg_installed(p)).collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    if !is_root() {
-        bail!("missing packages {}; run this as root, or install them: apt-get install {}", missing.join(" "), missing.join(" "));
-    }
-    eprintln!("xtask: installing {}", missing.join(" "));
-    run(Command::new("apt-get").args(["update", "-qq"]))?;
-    run(Command::new("apt-get")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(&missing))
-}
-
-fn dpkg_installed(pkg: &str) -> bool {
-    Command::new("dpkg-query")
-        .args(["-W", "-f=${Status}", pkg])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
-        .unwrap_or(false)
-}
-
-/// rustup names Debian's rustc-web so aya-build can select it; rustup refuses a toolchain dir
-/// without `lib/`, and linking `/usr` itself would set LD_LIBRARY_PATH=/usr/lib.
-fn toolchain_link() -> Result<()> {
-    let dir = Path::new(TOOLCHAIN_DIR);
-    std::fs::create_dir_all(dir.join("bin")).context("creating the toolchain directory (run as root)")?;
-    std::fs::create_dir_all(dir.join("lib"))?;
-    for tool in ["rustc", "rustdoc", "cargo"] {
-        let link = dir.join("bin").join(tool);
-        if std::fs::read_link(&link).ok().as_deref() != Some(Path::new(&format!("/usr/bin/{tool}"))) {
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(format!("/usr/bin/{tool}"), &link)?;
-        }
-    }
-    let list = Command::new("rustup").args(["toolchain", "list"]).output().context("running rustup")?;
-    if !String::from_utf8_lossy(&list.stdout).lines().any(|l| l.starts_with(TOOLCHAIN_NAME)) {
-        run(Command::new("rustup").args(["toolchain", "link", TOOLCHAIN_NAME, TOOLCHAIN_DIR]))?;
-    }
-    Ok(())
-}
-
-/// bpf-linker built against Debian's LLVM 22 through a prefix holding only `lib/libLLVM.so`
-/// (no llvm-22-dev needed).
-fn bpf_linker() -> Result<()> {
-    let have = Command::new("bpf-linker").arg("--version").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-    if have.as_deref().is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
-        return Ok(());
-    }
-    let prefix = Path::new(LLVM_PREFIX).join("lib");
-    std::fs::create_dir_all(&prefix)?;
-    let so = prefix.join("libLLVM.so");
-    if std::fs::read_link(&so).is_err() {
-        std::os::unix::fs::symlink(LIBLLVM, &so)?;
-    }
-    eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
-    run(Command::new("cargo").env("LLVM_PREFIX", LLVM_PREFIX).args([
-        "install",
-        "--locked",
-        &format!("bpf-linker@{BPF_LINKER_VERSION}"),
-        "--no-default-features",
-        "--features",
-        "llvm-22",
-    ]))
 }
 
 fn run_builtin(args: &[String]) -> Result<()> {
@@ -276,7 +179,7 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
     Ok(())
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: plain getter.
     unsafe { libc_geteuid() == 0 }
 }

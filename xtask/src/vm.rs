@@ -178,7 +178,7 @@ pub(crate) struct Boot<'a> {
 /// `work/console.log`). QEMU exits 0 even when killed, so callers decide from the output.
 pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     let started = Instant::now();
-    let mut cmd = Command::new("qemu-system-x86_64");
+    let mut cmd = Command::new(crate::setup::tool("qemu-system-x86_64"));
     // One vCPU: under multi-threaded TCG, the kernel's text patching (static keys flipped by
     // attaching and detaching tracepoints, int3-based text_poke_bp) raced the other vCPU and
     // crashed the 6.12 guest now and then ("Oops: int3" in __schedule, bpf_trace_run2).

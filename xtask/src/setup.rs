@@ -1,0 +1,251 @@
+//! Installing what building and testing execprof need, without ever removing a package.
+//!
+//! Two sets: what building and running the profiler needs (`cargo xtask run`), and what the
+//! tests add (QEMU for the guests, the lab kernel's build tools). Every step checks before it
+//! acts, so a second run on a ready machine does nothing and takes well under a second.
+//!
+//! apt is asked first what an install would do (`apt-get install -s`). A package whose install
+//! would remove one the user has (a fresh machine here ships `qemu-utils` 10 from backports,
+//! which breaks Debian 12's `qemu-system-common` 7.2) is not installed: its `.deb` is unpacked
+//! under [`UNPACKED`] instead, as the guests' kernels are, and its dependencies that remove
+//! nothing are installed as usual. Tools are then looked up with [`tool`].
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::run;
+
+/// Debian packages for building and running the profiler: the rustc whose `core` sources match
+/// it (for `-Z build-std=core` on the bpfel target), the LLVM that bpf-linker links against, and
+/// musl for the built-in chain's static helper programs.
+pub(crate) const BUILD_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools"];
+
+/// What the tests add: the guests (QEMU, ext4 images, unpacking kernels) and building the
+/// fast-path lab's kernel.
+pub(crate) const TEST_PACKAGES: &[&str] =
+    &["qemu-system-x86", "e2fsprogs", "binutils", "xz-utils", "flex", "bison", "libelf-dev", "dwarves", "bc"];
+
+/// Where packages that could not be installed without removing another are unpacked.
+pub(crate) const UNPACKED: &str = "/var/cache/execprof/unpacked";
+
+const TOOLCHAIN_NAME: &str = "rustc-web";
+const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
+const LLVM_PREFIX: &str = "/opt/execprof-llvm22";
+const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM.so.22.1";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+/// Which set of packages a command needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Needs {
+    /// Building and running the profiler.
+    Build,
+    /// Building, and every test (guests and the lab included).
+    Test,
+}
+
+/// Everything a command needs, installed once.
+pub(crate) fn setup(needs: Needs) -> Result<()> {
+    let mut pkgs = BUILD_PACKAGES.to_vec();
+    if needs == Needs::Test {
+        pkgs.extend_from_slice(TEST_PACKAGES);
+    }
+    apt_packages(&pkgs)?;
+    toolchain_link()?;
+    bpf_linker()
+}
+
+fn apt_packages(pkgs: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = pkgs.iter().copied().filter(|p| !present(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !crate::is_root() {
+        bail!("missing packages {}; run this as root, or install them: apt-get install {}", missing.join(" "), missing.join(" "));
+    }
+    eprintln!("xtask: installing {}", missing.join(" "));
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    let plan = simulate(&missing)?;
+    if plan.removes.is_empty() {
+        return apt_install(&missing);
+    }
+    // Something would be removed: find the packages whose own install removes something, unpack
+    // those, and install the rest (which then removes nothing: checked again before it runs).
+    eprintln!(
+        "xtask: installing {} would remove {}; unpacking the packages that conflict into {UNPACKED} instead",
+        missing.join(" "),
+        plan.removes.join(" ")
+    );
+    let mut unpack = Vec::new();
+    let mut install = Vec::new();
+    for p in &plan.installs {
+        if simulate(&[p.as_str()])?.removes.is_empty() {
+            install.push(p.as_str());
+        } else {
+            unpack.push(p.as_str());
+        }
+    }
+    if !install.is_empty() {
+        let again = simulate(&install)?;
+        if !again.removes.is_empty() {
+            bail!(
+                "installing {} would still remove {}: install them by hand in a way that keeps your packages, then run this again",
+                install.join(" "),
+                again.removes.join(" ")
+            );
+        }
+        apt_install(&install)?;
+    }
+    for p in unpack {
+        unpack_deb(p)?;
+    }
+    Ok(())
+}
+
+/// Installed by dpkg, or unpacked here before.
+fn present(pkg: &str) -> bool {
+    dpkg_installed(pkg) || stamp(pkg).exists()
+}
+
+fn stamp(pkg: &str) -> PathBuf {
+    Path::new(UNPACKED).join(".stamps").join(pkg)
+}
+
+fn dpkg_installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        .unwrap_or(false)
+}
+
+/// What `apt-get install` of these would do.
+struct Plan {
+    installs: Vec<String>,
+    removes: Vec<String>,
+}
+
+fn simulate(pkgs: &[&str]) -> Result<Plan> {
+    let out = Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-s", "--no-install-recommends"])
+        .args(pkgs)
+        .output()
+        .context("running apt-get install -s")?;
+    if !out.status.success() {
+        bail!("apt-get cannot install {}: {}", pkgs.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(parse_simulation(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `Inst NAME (...)` and `Remv NAME [...]` lines of `apt-get -s`.
+fn parse_simulation(text: &str) -> Plan {
+    let name = |l: &str| l.split_whitespace().nth(1).map(str::to_owned);
+    Plan {
+        installs: text.lines().filter(|l| l.starts_with("Inst ")).filter_map(name).collect(),
+        removes: text.lines().filter(|l| l.starts_with("Remv ")).filter_map(name).collect(),
+    }
+}
+
+fn apt_install(pkgs: &[&str]) -> Result<()> {
+    run(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(pkgs))
+}
+
+/// Downloads one package's `.deb` and unpacks it under [`UNPACKED`] (no maintainer scripts run).
+fn unpack_deb(pkg: &str) -> Result<()> {
+    let dl = Path::new(UNPACKED).join(".debs");
+    std::fs::create_dir_all(&dl)?;
+    run(Command::new("apt-get").current_dir(&dl).args(["download", "-q", pkg]))?;
+    let deb = std::fs::read_dir(&dl)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb")))
+        .with_context(|| format!("apt-get download {pkg} left no .deb in {}", dl.display()))?;
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(UNPACKED))?;
+    std::fs::create_dir_all(stamp(pkg).parent().expect("has a parent"))?;
+    std::fs::write(stamp(pkg), deb.file_name().expect("a file").as_encoded_bytes())?;
+    eprintln!("xtask: {pkg} unpacked into {UNPACKED}");
+    Ok(())
+}
+
+/// A tool from the system's PATH, or from a package unpacked under [`UNPACKED`].
+pub(crate) fn tool(name: &str) -> PathBuf {
+    let unpacked = Path::new(UNPACKED).join("usr/bin").join(name);
+    if unpacked.exists() && !on_path(name) { unpacked } else { PathBuf::from(name) }
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// rustup names Debian's rustc-web so aya-build can select it; rustup refuses a toolchain dir
+/// without `lib/`, and linking `/usr` itself would set LD_LIBRARY_PATH=/usr/lib.
+fn toolchain_link() -> Result<()> {
+    let dir = Path::new(TOOLCHAIN_DIR);
+    std::fs::create_dir_all(dir.join("bin")).context("creating the toolchain directory (run as root)")?;
+    std::fs::create_dir_all(dir.join("lib"))?;
+    for tool in ["rustc", "rustdoc", "cargo"] {
+        let link = dir.join("bin").join(tool);
+        if std::fs::read_link(&link).ok().as_deref() != Some(Path::new(&format!("/usr/bin/{tool}"))) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(format!("/usr/bin/{tool}"), &link)?;
+        }
+    }
+    let list = Command::new("rustup").args(["toolchain", "list"]).output().context("running rustup")?;
+    if !String::from_utf8_lossy(&list.stdout).lines().any(|l| l.starts_with(TOOLCHAIN_NAME)) {
+        run(Command::new("rustup").args(["toolchain", "link", TOOLCHAIN_NAME, TOOLCHAIN_DIR]))?;
+    }
+    Ok(())
+}
+
+/// bpf-linker built against Debian's LLVM 22 through a prefix holding only `lib/libLLVM.so`
+/// (no llvm-22-dev needed).
+fn bpf_linker() -> Result<()> {
+    let have = Command::new("bpf-linker").arg("--version").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    if have.as_deref().is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
+        return Ok(());
+    }
+    let prefix = Path::new(LLVM_PREFIX).join("lib");
+    std::fs::create_dir_all(&prefix)?;
+    let so = prefix.join("libLLVM.so");
+    if std::fs::read_link(&so).is_err() {
+        std::os::unix::fs::symlink(LIBLLVM, &so)?;
+    }
+    eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
+    run(Command::new("cargo").env("LLVM_PREFIX", LLVM_PREFIX).args([
+        "install",
+        "--locked",
+        &format!("bpf-linker@{BPF_LINKER_VERSION}"),
+        "--no-default-features",
+        "--features",
+        "llvm-22",
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulation_lines_name_what_apt_would_install_and_remove() {
+        let text = "Reading package lists...\n\
+                    The following packages will be REMOVED:\n  qemu-utils\n\
+                    Remv qemu-utils [1:10.0.2+ds-2+deb13u1~bpo12+1]\n\
+                    Inst libfdt1 (1.6.1-4+b1 Debian:12.15/oldstable [amd64])\n\
+                    Inst qemu-system-common (1:7.2+dfsg-7+deb12u18+b3 Debian:12.15/oldstable [amd64])\n\
+                    Conf libfdt1 (1.6.1-4+b1 Debian:12.15/oldstable [amd64])\n";
+        let plan = parse_simulation(text);
+        assert_eq!(plan.installs, ["libfdt1", "qemu-system-common"]);
+        assert_eq!(plan.removes, ["qemu-utils"]);
+    }
+
+    #[test]
+    fn building_needs_no_qemu() {
+        assert!(!BUILD_PACKAGES.iter().any(|p| p.starts_with("qemu")));
+        assert!(TEST_PACKAGES.contains(&"qemu-system-x86"));
+    }
+}
