@@ -5,13 +5,13 @@
 use clap::Parser as _;
 
 use execprof::{
-    bench,
     cli::{self, Cli, Command},
-    doctor,
-    exit::{Failure, code},
-    run,
-    run::{ModeRequest, Outputs, RunConfig, Target},
-    workload::ChainSpec,
+    commands::bench,
+    commands::doctor,
+    commands::run,
+    commands::run::{ModeRequest, Outputs, RunConfig, Target},
+    launch::workload::ChainSpec,
+    model::failure::{Failure, code},
 };
 
 fn main() {
@@ -23,14 +23,14 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) if args.repeat.any_given() => {
             let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-            execprof::repeat::Plan::new(&argv, &args.repeat, args.output.as_deref(), outputs(args.outputs))
+            execprof::commands::repeat::Plan::new(&argv, &args.repeat, args.output.as_deref(), outputs(args.outputs))
                 .map_err(anyhow::Error::from)
-                .and_then(execprof::repeat::run)
+                .and_then(execprof::commands::repeat::run)
         }
         Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Diff(args) => {
-            let shown = execprof::diff::Shown { outcome: args.outcome, lines: args.lines };
+            let shown = execprof::report::diff::Shown { outcome: args.outcome, lines: args.lines };
             run::diff(&args.a, &args.b, args.json.as_deref(), args.folded.as_deref(), &shown)
         }
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),

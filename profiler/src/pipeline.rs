@@ -11,11 +11,11 @@ use std::{
 
 use crate::{
     analysis::{Analysis, AnalysisContext, Analyzer, attribution::SymbolTable},
+    assemble::events::{Event, EventSink},
     assemble::{Assembler, Unjoined},
-    events::{Event, EventSink},
-    perfetto::TraceWriter,
     record::{self, Record},
     recording::{RecordingWriter, WriteStats},
+    render::perfetto::TraceWriter,
 };
 
 /// An output file written as the run goes on, remembered with its path so an error can name it.

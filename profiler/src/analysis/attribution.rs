@@ -16,8 +16,8 @@ use super::{
     tree::{SampledTree, TreeNode},
 };
 use crate::{
-    events::Sample,
-    phases::{AttributionReason, PhaseModel},
+    analysis::phases::{AttributionReason, PhaseModel},
+    assemble::events::Sample,
 };
 
 /// Kernel addresses → function names, in one batch (symbolizers are fastest that way).
@@ -321,7 +321,7 @@ impl SampleTally {
                     // Trampolines wrap every probed function: not a line either.
                     if !frames[..i].contains(f)
                         && !crate::analysis::tree::ENTRY_FRAMES.contains(f)
-                        && model.frame_class(f) != crate::phases::FrameClass::Wrapper
+                        && model.frame_class(f) != crate::analysis::phases::FrameClass::Wrapper
                     {
                         on_stack.entry(f).or_default().0 += n;
                     }

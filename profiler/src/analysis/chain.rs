@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::stats::{Distribution, Latencies};
-use crate::events::{ExecAttempt, MainEntry, OffCpu};
+use crate::assemble::events::{ExecAttempt, MainEntry, OffCpu};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChainStep {

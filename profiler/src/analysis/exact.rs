@@ -11,7 +11,7 @@ use super::{
     stats::{Distribution, Interval, Latencies, Moments},
     tree::{ExactTree, TreeNode},
 };
-use crate::{events::ProbedCall, meta::ExactPlan, phases::PhaseModel};
+use crate::{analysis::phases::PhaseModel, assemble::events::ProbedCall, model::meta::ExactPlan};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct FunctionTiming {
@@ -259,7 +259,7 @@ impl ExactTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::test_support::attempt, meta::ProbedFunction};
+    use crate::{analysis::test_support::attempt, model::meta::ProbedFunction};
 
     fn plan(names: &[&str]) -> ExactPlan {
         ExactPlan {
@@ -272,7 +272,7 @@ mod tests {
                     raw_name: (*n).into(),
                     address: 0,
                     by_address: false,
-                    mechanism: crate::meta::Mechanism::Kprobe,
+                    mechanism: crate::model::meta::Mechanism::Kprobe,
                 })
                 .collect(),
             ..Default::default()

@@ -10,6 +10,7 @@ pub mod exact;
 pub mod fastpath;
 pub mod modes;
 pub mod outcome;
+pub mod phases;
 pub mod probe_cost;
 pub mod stats;
 pub mod tree;
@@ -19,9 +20,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::{
-    events::{Event, EventSink, ExecAttempt, ExecSyscall, ForkCall, ForkSyscall, escape_name},
-    meta::ExactPlan,
-    phases::PhaseModel,
+    analysis::phases::PhaseModel,
+    assemble::events::{Event, EventSink, ExecAttempt, ExecSyscall, ForkCall, ForkSyscall, escape_name},
+    model::meta::ExactPlan,
 };
 
 #[derive(Clone, Debug, Serialize)]
@@ -278,7 +279,7 @@ pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribu
 #[cfg(test)]
 pub(crate) mod test_support {
     use crate::{
-        events::{ExecAttempt, ExecSyscall, Inside},
+        assemble::events::{ExecAttempt, ExecSyscall, Inside},
         record::Name,
     };
 
@@ -307,7 +308,7 @@ pub(crate) mod test_support {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::attribution::SymbolTable, events::TaskNew};
+    use crate::{analysis::attribution::SymbolTable, assemble::events::TaskNew};
 
     fn plain(events: &[Event]) -> Analysis {
         let model = PhaseModel::builtin().unwrap();

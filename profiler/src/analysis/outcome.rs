@@ -3,7 +3,7 @@ use serde::Serialize;
 
 use super::stats::{Distribution, Latencies};
 use crate::{
-    events::{ExecAttempt, ForkSyscall},
+    assemble::events::{ExecAttempt, ForkSyscall},
     record::Killed,
 };
 

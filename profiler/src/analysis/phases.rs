@@ -34,7 +34,7 @@ use serde::Serialize;
 
 /// The shipped phase model.  Kept as a text file so the lists are reviewable
 /// and editable without touching Rust.
-pub const BUILTIN_PHASES_TXT: &str = include_str!("../data/phases.txt");
+pub const BUILTIN_PHASES_TXT: &str = include_str!("../../data/phases.txt");
 
 /// Name of the mandatory fallback phase.
 pub const OTHER_PHASE: &str = "other";

@@ -15,7 +15,7 @@
 use serde::Serialize;
 
 use super::{Analysis, outcome::Outcome};
-use crate::meta::{ExactPlan, Mechanism, ProgramCost};
+use crate::model::meta::{ExactPlan, Mechanism, ProgramCost};
 use profiler_common::names;
 
 #[derive(Clone, Debug, Serialize)]
@@ -85,9 +85,9 @@ pub fn estimate(costs: &[ProgramCost], a: &Analysis, plan: Option<&ExactPlan>) -
 mod tests {
     use super::*;
     use crate::{
+        analysis::phases::PhaseModel,
         analysis::{AnalysisContext, analyse, attribution::SymbolTable, test_support::attempt},
-        events::{Event, Sample},
-        phases::PhaseModel,
+        assemble::events::{Event, Sample},
     };
 
     fn cost(program: &str, runs: u64, run_ns: u64) -> ProgramCost {

@@ -8,10 +8,11 @@
 //! Each call gets an id; samples and probed calls taken on its thread while it is open are
 //! kept with it and leave with it. Pieces that cannot be joined are counted, never guessed at.
 //! Memory follows the calls open at once, not the length of the run.
+pub mod events;
 use std::collections::HashMap;
 
 use crate::{
-    events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
+    assemble::events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
     record::{Body, Family, Head, Killed, Name, Record, TracedSyscall},
 };
 
@@ -379,7 +380,7 @@ mod tests {
         let clone3 = TracedSyscall::Clone3;
         let (events, _) = assemble([enter(100, 100, clone3, (1, 0)), exit(900, 100, clone3, 77, (4, 0), None)]);
         let [Event::ForkCall(s)] = &events[..] else { panic!("{events:?}") };
-        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (crate::events::ForkSyscall::Clone3, 77, 800, Some(3)));
+        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (crate::assemble::events::ForkSyscall::Clone3, 77, 800, Some(3)));
     }
 
     #[test]
@@ -471,7 +472,7 @@ mod tests {
     fn a_successful_execveat_may_exit_as_execve() {
         let execveat = TracedSyscall::Execveat;
         let (events, unjoined) = assemble([enter(20, 100, execveat, (0, 0)), exit(30, 100, EXECVE, 0, (0, 0), None)]);
-        assert_eq!(only_exec(&events).syscall, crate::events::ExecSyscall::Execveat);
+        assert_eq!(only_exec(&events).syscall, crate::assemble::events::ExecSyscall::Execveat);
         assert_eq!(unjoined, Unjoined::default());
     }
 

@@ -43,7 +43,7 @@ pub enum BenchCommand {
 pub struct BenchSpawnArgs {
     /// Spawn methods to run (repeat the option; default: all four).
     #[arg(long = "method", value_enum, value_name = "METHOD")]
-    pub methods: Vec<crate::spawn::Method>,
+    pub methods: Vec<crate::commands::spawn::Method>,
     /// Parent memory to map first, e.g. 200M or 1G (spawntime.c -n).
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "0")]
     pub mem: u64,
@@ -220,7 +220,7 @@ pub struct DiffArgs {
     #[arg(long, value_enum)]
     pub outcome: Option<crate::analysis::outcome::Outcome>,
     /// How many phase and function lines to print, largest change first (the JSON keeps them all).
-    #[arg(long, value_name = "N", default_value_t = crate::diff::LINES_SHOWN)]
+    #[arg(long, value_name = "N", default_value_t = crate::report::diff::LINES_SHOWN)]
     pub lines: usize,
 }
 

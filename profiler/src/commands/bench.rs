@@ -7,10 +7,10 @@ use anyhow::{Result, bail};
 
 use crate::{
     assemble::Assembler,
-    events::{Event, EventSink, ForkCall},
-    launch::SuspendedChild,
+    assemble::events::{Event, EventSink, ForkCall},
+    launch::child::SuspendedChild,
+    launch::workload::{ChainSpec, ChainWorkload},
     report::human_ns,
-    workload::{ChainSpec, ChainWorkload},
 };
 
 /// One round: wall time from release to reap, and the children's CPU time (getrusage).
@@ -52,7 +52,7 @@ pub fn run_chain_once(workload: &ChainWorkload) -> Result<ChainRound> {
 /// release of the suspended child to its exit, so benchmarks compare like with like).
 pub fn chain(spec: ChainSpec, rounds: u32, json: Option<&std::path::Path>) -> Result<()> {
     if rounds == 0 {
-        return Err(crate::exit::Failure::usage("--rounds must be at least 1").into());
+        return Err(crate::model::failure::Failure::usage("--rounds must be at least 1").into());
     }
     if spec.lookup_first == Some(true) {
         return lookup_first(spec, rounds, json);
@@ -109,11 +109,11 @@ impl EventSink for ForkCallsOf {
 /// of this process (`bench spawn --kernel`).
 fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<(T, Vec<ForkCall>, u64)> {
     use crate::{
-        kernel_layout::TaskLayout,
-        probes::RUN_PROBES,
-        tracer::{Tracer, TracerOptions},
+        kernel::layout::TaskLayout,
+        kernel::probes::RUN_PROBES,
+        kernel::tracer::{Tracer, TracerOptions},
     };
-    crate::privileges::require_tracing_privileges("bench spawn --kernel")?;
+    crate::kernel::privileges::require_tracing_privileges("bench spawn --kernel")?;
     let layout = TaskLayout::from_running_kernel()?;
     let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: 8 << 20, verbose: false })?;
     tracer.trace_process(std::process::id())?;
@@ -122,7 +122,7 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
     let mut assembler = Assembler::new();
     let mut sink = ForkCallsOf { tgid: std::process::id(), calls: Vec::new() };
     let result = runtime.block_on(async {
-        let mut ring = crate::live::watch(ring)?;
+        let mut ring = crate::source::live::watch(ring)?;
         let mut task = tokio::task::spawn_blocking(work);
         let mut poll = tokio::time::interval(std::time::Duration::from_millis(10));
         let mut drain = |ring: &mut aya::maps::RingBuf<aya::maps::MapData>| {
@@ -149,7 +149,7 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
 
 /// Per method: the benchmark's own spawn-call time beside the kernel's syscall time for the
 /// same calls (matched by time), and the difference (the C library's share and the return).
-pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) -> String {
+pub fn driver_vs_kernel(report: &crate::commands::spawn::SpawnReport, calls: &[ForkCall]) -> String {
     use std::fmt::Write as _;
 
     use crate::analysis::stats::Distribution;
@@ -196,9 +196,9 @@ pub fn driver_vs_kernel(report: &crate::spawn::SpawnReport, calls: &[ForkCall]) 
 }
 
 pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
-    use crate::spawn::{self, MemoryShape, Method};
+    use crate::commands::spawn::{self, MemoryShape, Method};
     if args.iterations == 0 {
-        return Err(crate::exit::Failure::usage("--iterations must be at least 1").into());
+        return Err(crate::model::failure::Failure::usage("--iterations must be at least 1").into());
     }
     let methods: Vec<Method> = if args.methods.is_empty() { Method::ALL.to_vec() } else { args.methods.clone() };
     // The child is the built-in chain binary in its "stamp" role: no libc start-up, so its

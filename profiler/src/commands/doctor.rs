@@ -20,13 +20,13 @@ use profiler_common::doctor as slot;
 use serde::Serialize;
 
 use crate::{
-    kernel_layout::TaskLayout,
-    ksyms::{KernelSymbols, ProbePresence, VmlinuxBtf},
-    meta::KernelInfo,
-    phases::PhaseModel,
-    privileges,
-    probes::{self, RUN_PROBES},
-    tracer::{self, TracerOptions},
+    analysis::phases::PhaseModel,
+    kernel::ksyms::{KernelSymbols, ProbePresence, VmlinuxBtf},
+    kernel::layout::TaskLayout,
+    kernel::privileges,
+    kernel::probes::{self, RUN_PROBES},
+    kernel::tracer::{self, TracerOptions},
+    model::meta::KernelInfo,
 };
 
 /// The exec-path function the kernel-function mechanisms are tried on.
@@ -53,7 +53,7 @@ pub struct DoctorReport {
 pub fn doctor(json: Option<&Path>) -> Result<()> {
     let missing = privileges::missing(privileges::effective_caps());
     if missing.is_empty() {
-        crate::kernel::ensure_securityfs();
+        crate::kernel::facts::ensure_securityfs();
     }
     let kernel = KernelInfo::current();
     // kallsyms is read once: the kprobe tries need a raw name, the function table all of them.

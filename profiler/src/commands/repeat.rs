@@ -15,8 +15,8 @@ use std::{
 use anyhow::{Context as _, Result, anyhow};
 
 use crate::{
-    exit::{Failure, code},
-    meta::{ExitStatus, LossCounters, RunEnd, RunMeta},
+    model::failure::{Failure, code},
+    model::meta::{ExitStatus, LossCounters, RunEnd, RunMeta},
     recording::{RecordingReader, RecordingWriter},
     report::human_ns,
 };
@@ -40,7 +40,7 @@ pub struct Plan {
     pub repeats: u32,
     pub sides: Vec<Side>,
     /// One side: the merged report's outputs. Two sides: --json and --folded of the diff.
-    pub outputs: crate::run::Outputs,
+    pub outputs: crate::commands::run::Outputs,
 }
 
 impl Plan {
@@ -49,7 +49,7 @@ impl Plan {
         args: &[OsString],
         r: &crate::cli::RepeatArgs,
         output: Option<&Path>,
-        outputs: crate::run::Outputs,
+        outputs: crate::commands::run::Outputs,
     ) -> Result<Self, Failure> {
         let repeats = r.repeat.unwrap_or(1);
         if !(1..=1000).contains(&repeats) {
@@ -288,16 +288,16 @@ pub fn run(plan: Plan) -> Result<i32> {
     let o = &plan.outputs;
     if plan.sides.len() == 2 {
         println!();
-        crate::run::diff(
+        crate::commands::run::diff(
             &plan.sides[0].output,
             &plan.sides[1].output,
             o.json.as_deref(),
             o.folded.as_deref(),
-            &crate::diff::Shown::default(),
+            &crate::report::diff::Shown::default(),
         )?;
     } else {
         println!();
-        crate::run::replay(&plan.sides[0].output, o)?;
+        crate::commands::run::replay(&plan.sides[0].output, o)?;
     }
     Ok(if interrupted { 130 } else { 0 })
 }
@@ -407,7 +407,7 @@ fn merge_ends(ends: &[RunEnd]) -> RunEnd {
             }
         }
     }
-    let mut costs: Vec<crate::meta::ProgramCost> = Vec::new();
+    let mut costs: Vec<crate::model::meta::ProgramCost> = Vec::new();
     for e in ends {
         for c in &e.program_costs {
             match costs.iter_mut().find(|x| x.program == c.program) {
@@ -441,8 +441,8 @@ fn os(v: &[&str]) -> Vec<OsString> {
 mod tests {
     use super::*;
 
-    fn outs() -> crate::run::Outputs {
-        crate::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false }
+    fn outs() -> crate::commands::run::Outputs {
+        crate::commands::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false }
     }
 
     #[test]

@@ -11,24 +11,24 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
+    analysis::phases::PhaseModel,
     analysis::{AnalysisContext, attribution::SymbolTable},
-    exit::{Failure, code},
-    export,
-    kernel_layout::TaskLayout,
-    ksyms::KernelSymbols,
-    launch::{Command, SuspendedChild},
-    live::{self, Progress, SlowNotice},
-    meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
-    perfetto::TraceWriter,
-    phases::PhaseModel,
+    kernel::ksyms::KernelSymbols,
+    kernel::layout::TaskLayout,
+    kernel::privileges,
+    kernel::probes::RUN_PROBES,
+    kernel::symbolize::KernelSymbolizer,
+    kernel::tracer::{Tracer, TracerOptions},
+    launch::child::{Command, SuspendedChild},
+    launch::workload::{ChainSpec, ChainWorkload},
+    model::failure::{Failure, code},
+    model::meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
     pipeline::{Finished, OutputFile, Pipeline, Recorder, TraceOutput},
-    privileges,
-    probes::RUN_PROBES,
     recording::{RecordingReader, RecordingWriter},
+    render::perfetto::TraceWriter,
+    report::export,
     report::{self, RecordingFacts, RunReport, Source},
-    symbolize::KernelSymbolizer,
-    tracer::{Tracer, TracerOptions},
-    workload::{ChainSpec, ChainWorkload},
+    source::live::{self, Progress, SlowNotice},
 };
 
 /// How per-function time is measured.
@@ -248,7 +248,7 @@ fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
 }
 
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
-pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, shown: &crate::diff::Shown) -> Result<i32> {
+pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, shown: &crate::report::diff::Shown) -> Result<i32> {
     let outputs =
         Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
@@ -260,11 +260,11 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
     };
     let (ra, rb) = (report_of(a)?, report_of(b)?);
     let (pa, pb) = (a.display().to_string(), b.display().to_string());
-    let d = crate::diff::compare(&pa, &ra, &pb, &rb);
-    print!("{}", crate::diff::render(&d, shown));
+    let d = crate::report::diff::compare(&pa, &ra, &pb, &rb);
+    print!("{}", crate::report::diff::render(&d, shown));
     let mut errors = Vec::new();
     if let Some(dir) = folded
-        && let Err(e) = crate::diff::write_differential(dir, &ra, &rb)
+        && let Err(e) = crate::report::diff::write_differential(dir, &ra, &rb)
     {
         errors.push(format!("writing differential flame graphs into {} failed: {e:#}", dir.display()));
     }
@@ -442,7 +442,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain:
             .map(|e| format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display()))
     };
     let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note);
-    let sched_prepare_exec = crate::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());
+    let sched_prepare_exec = crate::kernel::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());
     Ok(Attached { tracer, exact_plan, sample_hz, mode, warnings, startup_note, sched_prepare_exec })
 }
 

@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
-use crate::{analysis::stats::Distribution, workload::ChainWorkload};
+use crate::{analysis::stats::Distribution, launch::workload::ChainWorkload};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]

@@ -3,9 +3,9 @@
 //! function present under several addresses, like `load_elf_binary`, gets one slot per
 //! address, since attaching by its ambiguous name fails).
 use crate::{
-    ksyms::{FunctionPresence, KernelSymbols},
-    meta::{ExactPlan, Mechanism, ProbedFunction},
-    phases::PhaseModel,
+    analysis::phases::PhaseModel,
+    kernel::ksyms::{FunctionPresence, KernelSymbols},
+    model::meta::{ExactPlan, Mechanism, ProbedFunction},
 };
 
 /// Functions not probed although they are candidates: the syscall entries span the whole
@@ -19,7 +19,7 @@ impl ExactPlan {
             if SKIP.contains(&name.as_str()) {
                 continue;
             }
-            let presence = symbols.presence(name, &crate::ksyms::NoBtf);
+            let presence = symbols.presence(name, &crate::kernel::ksyms::NoBtf);
             let targets = presence.attach_targets();
             if targets.is_empty() {
                 plan.absent.push(name.clone());

@@ -1,5 +1,5 @@
 //! Facts about the running kernel that the report header and `doctor` print.
-use crate::meta::{KernelInfo, MachineFacts};
+use crate::model::meta::{KernelInfo, MachineFacts};
 
 impl KernelInfo {
     pub fn current() -> Self {
@@ -13,7 +13,7 @@ impl KernelInfo {
         Self {
             release: field(&uts.release),
             machine: field(&uts.machine),
-            btf: std::path::Path::new(crate::kernel_layout::VMLINUX_BTF).exists(),
+            btf: std::path::Path::new(crate::kernel::layout::VMLINUX_BTF).exists(),
             lockdown: std::fs::read_to_string("/sys/kernel/security/lockdown").ok().and_then(|s| active_lockdown(&s)),
         }
     }

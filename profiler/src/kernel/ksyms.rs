@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::phases::{self, PhaseModel};
+use crate::analysis::phases::{self, PhaseModel};
 
 /// Where the kernel exposes its symbol table.
 pub const KALLSYMS_PATH: &str = "/proc/kallsyms";

@@ -1,6 +1,6 @@
 //! Whether this process may trace: checked before anything is spawned, so a missing
 //! privilege is one clear message instead of a half-started run.
-use crate::exit::{Failure, code};
+use crate::model::failure::{Failure, code};
 
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;

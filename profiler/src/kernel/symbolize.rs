@@ -56,7 +56,7 @@ mod tests {
     #[test]
     #[ignore = "needs root"]
     fn agrees_with_kallsyms_reader() {
-        let ksyms = crate::ksyms::KernelSymbols::load().expect("/proc/kallsyms with addresses (needs root)");
+        let ksyms = crate::kernel::ksyms::KernelSymbols::load().expect("/proc/kallsyms with addresses (needs root)");
         let addrs: Vec<u64> = ["do_open_execat", "alloc_bprm", "bprm_execve"]
             .iter()
             .flat_map(|n| ksyms.resolve(n))

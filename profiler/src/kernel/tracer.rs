@@ -13,9 +13,9 @@ use aya::{
 use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
 
 use crate::{
-    kernel_layout::TaskLayout,
-    meta::{ExactPlan, LossCounters, Mechanism, ProgramCost},
-    probes::{self, AttachOutcome, ProbeSpec},
+    kernel::layout::TaskLayout,
+    kernel::probes::{self, AttachOutcome, ProbeSpec},
+    model::meta::{ExactPlan, LossCounters, Mechanism, ProgramCost},
 };
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof-ebpf"));
@@ -89,7 +89,7 @@ impl Tracer {
             Some(map) => aya::maps::HashMap::<_, u64, u64>::try_from(map).map_or(0, |m| m.keys().count() as u64),
             None => 0,
         };
-        out.push((crate::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));
+        out.push((crate::model::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));
         Ok(LossCounters(out))
     }
 
@@ -187,7 +187,7 @@ impl Tracer {
 
     /// kprobe/kretprobe programs of the function's slot (by name, or by address when the name
     /// is ambiguous).
-    fn attach_kprobes(&mut self, f: &crate::meta::ProbedFunction) -> Result<()> {
+    fn attach_kprobes(&mut self, f: &crate::model::meta::ProbedFunction) -> Result<()> {
         let (name, offset) = if f.by_address { ("", f.address) } else { (f.raw_name.as_str(), 0) };
         for prefix in [names::PROG_EXACT_ENTRY_PREFIX, names::PROG_EXACT_RETURN_PREFIX] {
             let prog = format!("{prefix}{}", f.slot);
@@ -252,7 +252,7 @@ pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
     // Without the point-of-no-return tracepoint (before 6.10) the kernel's copy of the name
     // is read at the new image instead.
     let name_at_loaded = u64::from(!tracefs.join("events/sched/sched_prepare_exec").exists());
-    let id_entries = crate::kernel::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
+    let id_entries = crate::kernel::facts::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
     let mut loader = EbpfLoader::new();
     loader
         .override_global(names::GLOBAL_TASK_PID, &layout.pid, true)
@@ -307,7 +307,7 @@ pub fn ensure_tracefs() -> Result<std::path::PathBuf> {
     if let Some(dir) = mounted(TRACEFS).or_else(|| mounted("/sys/kernel/debug/tracing")) {
         return Ok(dir);
     }
-    crate::kernel::mount_pseudo_fs(c"tracefs", c"/sys/kernel/tracing")?;
+    crate::kernel::facts::mount_pseudo_fs(c"tracefs", c"/sys/kernel/tracing")?;
     mounted(TRACEFS).ok_or_else(|| anyhow!("tracefs mounted at {TRACEFS} but has no events directory"))
 }
 

@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::Result;
 
-use crate::{exit::Failure, meta::ExitStatus};
+use crate::{model::failure::Failure, model::meta::ExitStatus};
 
 /// A command resolved the way a shell would: the path to exec, argv and environment.
 #[derive(Clone, Debug)]

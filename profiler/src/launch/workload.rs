@@ -6,7 +6,7 @@ use std::{ffi::OsString, os::unix::fs::PermissionsExt as _, path::PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use crate::launch::Command;
+use crate::launch::child::Command;
 
 static CHAIN_EXE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/execprof-chain"));
 pub const CHAIN_NAME: &str = "execprof-chain";

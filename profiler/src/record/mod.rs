@@ -9,7 +9,7 @@ use profiler_common::{
     TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags, traced_syscall,
 };
 
-use crate::events::{ExecSyscall, ForkSyscall};
+use crate::assemble::events::{ExecSyscall, ForkSyscall};
 
 /// What every record carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

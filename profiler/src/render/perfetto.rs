@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::{
     analysis::outcome::Outcome,
-    events::{Event, EventSink, ExecAttempt, escape_name},
-    meta::ExactPlan,
+    assemble::events::{Event, EventSink, ExecAttempt, escape_name},
+    model::meta::ExactPlan,
 };
 
 pub struct TraceWriter<W: Write> {
@@ -142,7 +142,7 @@ impl<W: Write> EventSink for TraceWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::test_support::attempt, events::TaskNew};
+    use crate::{analysis::test_support::attempt, assemble::events::TaskNew};
 
     #[test]
     fn one_exec_slice_per_attempt_with_parts_faults_and_user_gaps() {

@@ -2,6 +2,8 @@
 //! Rendering is a pure function of the struct, so it is snapshot-tested without root, and a
 //! live run and the replay of its recording render alike but for the lines that say how the
 //! report was made.
+pub mod diff;
+pub mod export;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -15,7 +17,7 @@ use crate::{
         stats::Distribution,
     },
     assemble::Unjoined,
-    meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta},
+    model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta},
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
@@ -481,7 +483,7 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
             // Which mechanism timed it: trampolines cost less than kprobes inside the time.
             let probe = plan
                 .and_then(|p| p.functions.iter().find(|x| x.function == f.function))
-                .map_or("-", |x| if x.mechanism == crate::meta::Mechanism::Fentry { "fentry" } else { "kprobe" });
+                .map_or("-", |x| if x.mechanism == crate::model::meta::Mechanism::Fentry { "fentry" } else { "kprobe" });
             let _ = writeln!(
                 o,
                 "  {:<28} {:<7} {:<10} {:>9.2} {:>9} {:>9} {:>9} {:>9}  {}",
@@ -516,13 +518,13 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
     }
     let _ = writeln!(o, "  calls: {} recorded, {} not tied to a recorded attempt", x.calls, x.calls_without_attempt);
     if let Some(p) = plan {
-        let by = |m: crate::meta::Mechanism| p.functions.iter().filter(|f| f.mechanism == m).count();
+        let by = |m: crate::model::meta::Mechanism| p.functions.iter().filter(|f| f.mechanism == m).count();
         let _ = writeln!(
             o,
             "  probed: {} functions ({} by fentry/fexit, {} by kprobe/kretprobe: no BTF for the name, or a name the kernel has twice)",
             p.functions.len(),
-            by(crate::meta::Mechanism::Fentry),
-            by(crate::meta::Mechanism::Kprobe)
+            by(crate::model::meta::Mechanism::Fentry),
+            by(crate::model::meta::Mechanism::Kprobe)
         );
         if !p.absent.is_empty() {
             let _ = writeln!(o, "  not probed, no symbol on this kernel (inlined): {}", p.absent.join(", "));
@@ -742,8 +744,8 @@ mod tests {
     use crate::{
         analysis,
         analysis::test_support::attempt,
-        events::Event,
-        meta::{KernelInfo, MachineFacts, Mode},
+        assemble::events::Event,
+        model::meta::{KernelInfo, MachineFacts, Mode},
     };
 
     #[test]
@@ -811,10 +813,10 @@ mod tests {
     }
 
     fn sample_report() -> RunReport {
-        let model = crate::phases::PhaseModel::builtin().unwrap();
+        let model = crate::analysis::phases::PhaseModel::builtin().unwrap();
         let mut events = Vec::new();
         let mut t = 0;
-        let sample = |ts_ns: u64, frames: &[u64]| crate::events::Sample { ts_ns, pid: 100, frames: frames.to_vec() };
+        let sample = |ts_ns: u64, frames: &[u64]| crate::assemble::events::Sample { ts_ns, pid: 100, frames: frames.to_vec() };
         for step in 0..3u64 {
             for i in 0..2 {
                 let mut fail = attempt(100, t, t + 1_500, -2, Some(0));

@@ -21,10 +21,10 @@ use tokio::{
 };
 
 use crate::{
-    launch::RunningChild,
-    meta::ExitStatus,
+    kernel::tracer::{EbpfLog, Tracer},
+    launch::child::RunningChild,
+    model::meta::ExitStatus,
     pipeline::Pipeline,
-    tracer::{EbpfLog, Tracer},
 };
 
 /// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a

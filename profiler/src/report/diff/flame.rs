@@ -38,7 +38,7 @@ pub fn write_differential(dir: &Path, a: &RunReport, b: &RunReport) -> Result<Ve
     for oa in sa.outcomes.iter().filter(|o| o.samples > 0) {
         let Some(ob) = sb.outcomes.iter().find(|o| o.outcome == oa.outcome && o.samples > 0) else { continue };
         let lines = differential_lines(oa, ob);
-        let name = crate::export::outcome_file_name(oa.outcome);
+        let name = crate::report::export::outcome_file_name(oa.outcome);
         let folded = dir.join(format!("{name}.diff.folded"));
         fs::write(&folded, lines.join("\n") + "\n").with_context(|| format!("writing {}", folded.display()))?;
         let svg = dir.join(format!("{name}.diff.svg"));

@@ -1,0 +1,6 @@
+//! The commands: each wires a source to the pipeline and a renderer, nothing else.
+pub mod bench;
+pub mod doctor;
+pub mod repeat;
+pub mod run;
+pub mod spawn;

@@ -1,0 +1,2 @@
+//! Streaming exporters written as events arrive.
+pub mod perfetto;
