@@ -15,7 +15,7 @@ use super::{
 /// Phases outside the exec path proper.
 const NOT_EXEC: &[&str] = &["tracer", "other"];
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PhaseAgreement {
     pub phase: String,
     pub exact_share: f64,
@@ -26,7 +26,7 @@ pub struct PhaseAgreement {
     pub agree: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeAgreement {
     pub outcome: Outcome,
     /// Exec-phase samples behind the sampled shares.

@@ -55,7 +55,7 @@ impl Symbolizer for SymbolTable {
 /// Below this many samples a line's share is shown but flagged as weakly supported.
 pub const MIN_SAMPLES: u64 = 30;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Estimate {
     pub samples: u64,
     /// Of the outcome's samples.
@@ -86,14 +86,14 @@ impl Estimate {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FunctionLine {
     /// The kernel's own name, suffix kept (`do_execveat_common.isra.0`).
     pub function: String,
     pub estimate: Estimate,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PhaseLine {
     pub phase: String,
     pub label: String,
@@ -102,7 +102,7 @@ pub struct PhaseLine {
     pub functions: Vec<FunctionLine>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeAttribution {
     pub outcome: Outcome,
     pub attempts: u64,
@@ -129,7 +129,7 @@ pub struct OutcomeAttribution {
 /// Functions on fewer of the stacks than this are left out of [`OutcomeAttribution::on_stack`].
 pub const CALLERS_MIN_SHARE: f64 = 0.005;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FunctionTotals {
     pub function: String,
     pub inclusive: Estimate,
@@ -146,7 +146,7 @@ pub const ADEQUACY_TARGET: f64 = 0.10;
 
 /// The widest interval among an outcome's phases of at least 5%, relative to its figure, and
 /// how many times the samples would narrow it to ±10% (widths shrink as 1/√samples).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Adequacy {
     /// Half the interval's width over the share, for the worst phase.
     pub widest_relative: f64,
@@ -170,7 +170,7 @@ impl Adequacy {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SampledAttribution {
     pub samples: u64,
     /// Samples whose attempt was never recorded (its exit was lost): counted, not used.

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::stats::{Distribution, Latencies};
 use crate::assemble::events::{ExecAttempt, MainEntry, OffCpu};
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ChainStep {
     pub tgid: u32,
     pub start_ns: u64,
@@ -51,7 +51,7 @@ impl ChainStep {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ChainSummary {
     /// Processes with at least one step.
     pub processes: u64,

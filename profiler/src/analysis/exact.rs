@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{analysis::phases::PhaseModel, assemble::events::ProbedCall, model::meta::ExactPlan};
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FunctionTiming {
     pub function: String,
     pub phase: Option<String>,
@@ -31,7 +31,7 @@ pub struct FunctionTiming {
     pub parent: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PhaseTiming {
     pub phase: String,
     pub label: String,
@@ -42,7 +42,7 @@ pub struct PhaseTiming {
     pub per_attempt: Interval,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeTiming {
     pub outcome: Outcome,
     pub attempts: u64,
@@ -58,7 +58,7 @@ pub struct OutcomeTiming {
     pub unprobed_ns_per_attempt: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ExactTiming {
     pub probed: Vec<String>,
     pub calls: u64,

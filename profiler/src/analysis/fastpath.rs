@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::{attribution::wilson, stats::Interval};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OpenPart {
     NameCopy,
@@ -131,10 +131,10 @@ fn base(name: &str) -> &str {
 }
 
 /// One part's time per attempt of an outcome.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PartTime {
     pub part: OpenPart,
-    pub label: &'static str,
+    pub label: String,
     pub samples: u64,
     pub per_attempt: Interval,
     /// Under a double lookup: saved (failed attempts) or paid again (successes).
@@ -162,7 +162,7 @@ impl PartTally {
                 let share = if total == 0 { 0.0 } else { k as f64 / total as f64 };
                 PartTime {
                     part,
-                    label: part.label(),
+                    label: part.label().to_owned(),
                     samples: k,
                     per_attempt: Interval { value: share * mean_ns, low: lo * mean_ns, high: hi * mean_ns },
                     changes: changes(part),
@@ -182,7 +182,7 @@ pub fn repeated_by_double_lookup(p: OpenPart) -> bool {
     p == OpenPart::PathWalk
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FastPathVerdict {
     /// Failed PATH lookups (ENOENT) and successful execs measured.
     pub failed_attempts: u64,

@@ -25,7 +25,7 @@ use crate::{
     model::meta::ExactPlan,
 };
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Analysis {
     pub attempts: u64,
     pub outcomes: Vec<outcome::OutcomeSummary>,
@@ -59,7 +59,7 @@ pub struct Analysis {
 
 pub const MAX_FILES: usize = 100;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ForkCallSummary {
     pub syscall: ForkSyscall,
     pub count: u64,
@@ -75,7 +75,7 @@ struct ForkCallTally {
     minor_faults: (u64, u64),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FileCount {
     /// The name as the terminal shows it (see [`escape_name`]).
     pub filename: String,

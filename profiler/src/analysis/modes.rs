@@ -17,7 +17,7 @@ const DIP: f64 = 0.6;
 /// The least weight of a mode.
 const MIN_WEIGHT: f64 = 0.05;
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct LatencyMode {
     /// Where the density peaks.
     pub ns: f64,

@@ -10,7 +10,7 @@ use crate::{
 /// The kernel-internal errno an exec returns when it is killed mid-way (include/linux/errno.h).
 const ERESTARTNOINTR: i64 = 513;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     Success,
@@ -66,7 +66,7 @@ impl Outcome {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeSummary {
     pub outcome: Outcome,
     pub count: u64,
@@ -84,7 +84,7 @@ pub struct OutcomeSummary {
 }
 
 /// Abandoned attempts by what killed them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KilledCounts {
     /// Another thread of the process exec'd and de_thread killed this one.
     pub by_other_threads_exec: u64,
@@ -184,7 +184,7 @@ impl Outcomes {
 /// Successful execs split at the point of no return (`sched_prepare_exec`): before it the
 /// kernel looks up, opens, sets up the new mm and copies arguments; after it, it tears down
 /// the old mm and builds the new image.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SuccessSplit {
     pub before_ns: Distribution,
     pub after_ns: Distribution,

@@ -89,7 +89,7 @@ fn strip_one_suffix(name: &str) -> Option<&str> {
 
 /// Index of a phase in exec order (0 = first phase).  A small copyable handle
 /// so per-sample classification and per-phase counters avoid strings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct PhaseId(u8);
 
@@ -102,7 +102,7 @@ impl PhaseId {
 }
 
 /// One declared phase.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Phase {
     pub id: PhaseId,
     /// Short identifier used in the data file and machine-readable output.

@@ -18,7 +18,7 @@ use super::{Analysis, outcome::Outcome};
 use crate::model::meta::{ExactPlan, Mechanism, ProgramCost};
 use profiler_common::names;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeProbeCost {
     pub outcome: Outcome,
     pub mean_ns: f64,
@@ -28,7 +28,7 @@ pub struct OutcomeProbeCost {
     pub mean_without_probes_ns: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ProbeCost {
     pub programs: Vec<ProgramCost>,
     pub outcomes: Vec<OutcomeProbeCost>,

@@ -7,7 +7,7 @@ use serde::Serialize;
 /// 1.96: the two-sided 95% normal quantile, used by every interval here.
 pub const Z95: f64 = 1.959_964;
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Distribution {
     pub count: u64,
     pub min_ns: u64,
@@ -287,7 +287,7 @@ impl Moments {
 }
 
 /// A figure with its 95% interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Interval {
     pub value: f64,
     pub low: f64,

@@ -20,7 +20,7 @@ pub const COLLAPSE_BELOW: f64 = 0.01;
 /// below them.
 pub const ENTRY_FRAMES: &[&str] = &["entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "x64_sys_call"];
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TreeNode {
     pub function: String,
     /// Per attempt, callees included.

@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// One round: wall time from release to reap, and the children's CPU time (getrusage).
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ChainRound {
     pub wall_ns: u64,
     pub user_ns: u64,

@@ -32,7 +32,7 @@ use crate::{
 /// The exec-path function the kernel-function mechanisms are tried on.
 const TRY_FUNCTION: &str = "do_open_execat";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Check {
     pub name: String,
     pub ok: bool,

@@ -174,7 +174,7 @@ pub fn shell_words(s: &str) -> Result<Vec<String>, String> {
 }
 
 /// One traced run's figures, for the spread between repeats.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RepeatFigures {
     pub repeat: u32,
     pub wall_ns: u64,

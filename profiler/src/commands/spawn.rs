@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::{analysis::stats::Distribution, launch::workload::ChainWorkload};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// fork(), then execve in the child.
@@ -40,14 +40,14 @@ impl Method {
     }
 }
 
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 pub struct MemoryShape {
     pub bytes: u64,
     pub fragment: bool,
     pub dirty: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct MethodResult {
     pub method: Method,
     /// Spawn call start → the child's first instruction.
@@ -61,7 +61,7 @@ pub struct MethodResult {
     pub calls: Vec<(u64, u64)>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SpawnReport {
     pub shape: MemoryShape,
     pub iterations: u32,

@@ -47,7 +47,7 @@ pub struct KernelSymbols {
 }
 
 /// One kernel symbol matching a canonical function name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ResolvedFunction {
     /// The name as the kernel spells it, e.g. `do_execveat_common.isra.0`.
     pub raw_name: String,
@@ -308,7 +308,7 @@ impl BtfFunctions for VmlinuxBtf {
 }
 
 /// What the doctor knows about one function on this kernel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum FunctionPresence {
     /// Exactly one entry symbol (plus possibly `.cold` fragments).
@@ -379,7 +379,7 @@ impl FunctionPresence {
 }
 
 /// One row of the doctor's probe table.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ProbePresence {
     pub function: String,
     /// Phase name from the model, if the function belongs to one.

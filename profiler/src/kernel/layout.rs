@@ -7,7 +7,7 @@ use btf_rs::{Btf, Type};
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// Offsets (bytes) inside `struct task_struct`, `struct signal_struct`, `struct linux_binprm`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskLayout {
     pub pid: u64,
     pub tgid: u64,

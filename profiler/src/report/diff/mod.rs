@@ -29,7 +29,7 @@ pub const METHOD_LINES: &str = "lines: sig = significant after Holm's correction
      intervals are the unadjusted 95% ones";
 
 /// One side of the comparison, as the diff shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SideFacts {
     pub path: String,
     pub command: String,
@@ -44,7 +44,7 @@ pub struct SideFacts {
 
 /// What the per-unit figures are per: chain steps when both runs are chains, else exec
 /// attempts of any outcome (so a change weighs by how often its outcome occurs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     ChainStep,
@@ -61,7 +61,7 @@ impl Unit {
 }
 
 /// One outcome's latency in A and B.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeChange {
     pub outcome: Outcome,
     pub count_a: u64,
@@ -76,7 +76,7 @@ pub struct OutcomeChange {
 }
 
 /// One latency distribution in A and B: medians and means with their changes.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct LatencyChange {
     pub median_a: Interval,
     pub median_b: Interval,
@@ -108,7 +108,7 @@ impl LatencyChange {
 }
 
 /// Where a line's figures come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LineKind {
     /// A phase (self time of its functions / samples attributed to it).
@@ -133,12 +133,12 @@ impl LineKind {
 }
 
 /// One phase or function of one outcome in A and B.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct LineChange {
     pub outcome: Outcome,
     pub kind: LineKind,
     /// `sampled` or `exact`.
-    pub source: &'static str,
+    pub source: String,
     pub name: String,
     /// Nanoseconds per attempt of the outcome.
     pub a: Interval,
@@ -156,7 +156,7 @@ pub struct LineChange {
     pub per_unit_significant: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Diff {
     pub a: SideFacts,
     pub b: SideFacts,
@@ -164,7 +164,7 @@ pub struct Diff {
     /// CPU, workload): each a sentence naming both values.
     pub warnings: Vec<String>,
     pub unit: Unit,
-    pub methods: Vec<&'static str>,
+    pub methods: Vec<String>,
     pub outcomes: Vec<OutcomeChange>,
     /// Chain step wall time (both chains): median and mean change.
     pub step: Option<LatencyChange>,
@@ -288,7 +288,7 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
         b: facts(path_b, b),
         warnings: warnings(a, b),
         unit,
-        methods: vec![METHOD_MEDIAN, METHOD_MEAN, METHOD_SAMPLED, METHOD_EXACT, METHOD_LINES],
+        methods: [METHOD_MEDIAN, METHOD_MEAN, METHOD_SAMPLED, METHOD_EXACT, METHOD_LINES].map(str::to_owned).to_vec(),
         outcomes,
         step,
         lines,
@@ -311,7 +311,7 @@ fn line(w: Weight, kind: LineKind, source: &'static str, name: &str, a: Interval
     LineChange {
         outcome,
         kind,
-        source,
+        source: source.to_owned(),
         name: name.to_owned(),
         a,
         b,
