@@ -10,7 +10,7 @@ use execprof::{
     commands::doctor,
     commands::run,
     commands::run::{ModeRequest, Outputs, RunConfig, Target},
-    launch::workload::ChainSpec,
+    model::chain::ChainSpec,
     model::failure::{Failure, code},
 };
 

@@ -6,11 +6,7 @@
 //! mapping, for one); the table shows it rather than hiding it.
 use serde::Serialize;
 
-use super::{
-    attribution::{SampledAttribution, wilson},
-    exact::ExactTiming,
-    outcome::Outcome,
-};
+use super::{attribution::SampledAttribution, exact::ExactTiming, outcome::Outcome, stats::wilson};
 
 /// Phases outside the exec path proper.
 const NOT_EXEC: &[&str] = &["tracer", "other"];

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::{
     fastpath::{OpenPart, PartTally},
     outcome::Outcome,
+    stats::wilson,
     tree::{SampledTree, TreeNode},
 };
 use crate::{
@@ -200,19 +201,6 @@ pub fn delivered_hz(outcomes: &[OutcomeAttribution]) -> Option<f64> {
     let seconds = attempt_seconds(outcomes);
     let samples: u64 = outcomes.iter().map(|o| o.samples).sum();
     (seconds > 0.0).then(|| samples as f64 / seconds)
-}
-
-/// 95% Wilson score interval for `k` successes out of `n`.
-pub fn wilson(k: u64, n: u64) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let (k, n, z) = (k as f64, n as f64, 1.96f64);
-    let p = k / n;
-    let denom = 1.0 + z * z / n;
-    let center = (p + z * z / (2.0 * n)) / denom;
-    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    ((center - half).max(0.0), (center + half).min(1.0))
 }
 
 /// Samples folded as their calls complete: per outcome, how often each distinct stack was
@@ -472,16 +460,5 @@ mod tests {
         let other = success.phases.iter().find(|p| p.phase == "other").unwrap();
         assert_eq!(other.estimate.samples, 2, "the interrupt and the stackless sample");
         assert!(success.folded.iter().any(|(s, n)| s == "bprm_mm;__x64_sys_execve;mm_alloc" && *n == 1), "{:?}", success.folded);
-    }
-
-    #[test]
-    fn wilson_interval_narrows_with_samples() {
-        let (lo, hi) = wilson(5, 10);
-        assert!(lo < 0.5 && hi > 0.5 && hi - lo > 0.5);
-        let (lo, hi) = wilson(5_000, 10_000);
-        assert!(hi - lo < 0.02);
-        assert_eq!(wilson(0, 0), (0.0, 1.0));
-        let (lo, _) = wilson(0, 100);
-        assert_eq!(lo, 0.0);
     }
 }

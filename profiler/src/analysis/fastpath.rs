@@ -18,7 +18,7 @@
 //! outcome are not independent).
 use serde::Serialize;
 
-use super::{attribution::wilson, stats::Interval};
+use super::stats::{Interval, wilson};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -21,8 +21,9 @@ use serde::Serialize;
 
 use crate::{
     analysis::phases::PhaseModel,
-    assemble::events::{Event, EventSink, ExecAttempt, ExecSyscall, ForkCall, ForkSyscall, escape_name},
+    assemble::events::{Event, EventSink, ExecAttempt, ForkCall, escape_name},
     model::meta::ExactPlan,
+    model::names::{ExecSyscall, ForkSyscall},
 };
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
@@ -279,8 +280,8 @@ pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribu
 #[cfg(test)]
 pub(crate) mod test_support {
     use crate::{
-        assemble::events::{ExecAttempt, ExecSyscall, Inside},
-        record::Name,
+        assemble::events::{ExecAttempt, Inside},
+        model::names::{ExecSyscall, Name},
     };
 
     pub fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {

@@ -3,8 +3,8 @@ use serde::Serialize;
 
 use super::stats::{Distribution, Latencies};
 use crate::{
-    assemble::events::{ExecAttempt, ForkSyscall},
-    record::Killed,
+    assemble::events::ExecAttempt,
+    model::names::{ForkSyscall, Killed},
 };
 
 /// The kernel-internal errno an exec returns when it is killed mid-way (include/linux/errno.h).

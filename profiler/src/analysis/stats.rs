@@ -129,9 +129,33 @@ impl Distribution {
     }
 }
 
+/// 95% Wilson score interval for `k` successes out of `n`.
+pub fn wilson(k: u64, n: u64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.96f64);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let center = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_interval_narrows_with_samples() {
+        let (lo, hi) = wilson(5, 10);
+        assert!(lo < 0.5 && hi > 0.5 && hi - lo > 0.5);
+        let (lo, hi) = wilson(5_000, 10_000);
+        assert!(hi - lo < 0.02);
+        assert_eq!(wilson(0, 0), (0.0, 1.0));
+        let (lo, _) = wilson(0, 100);
+        assert_eq!(lo, 0.0);
+    }
 
     /// A seeded generator for simulations (splitmix64), no dependency needed.
     pub(crate) struct Rng(pub u64);

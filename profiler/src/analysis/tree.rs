@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::{
-    attribution::wilson,
+    stats::wilson,
     stats::{Interval, Moments},
 };
 

@@ -2,9 +2,8 @@
 //! attempts and fork-family calls whole (enter to exit, with the samples and probed calls
 //! taken inside them), tasks starting and ending, off-CPU intervals, `main` reached.
 //! Times are CLOCK_MONOTONIC nanoseconds.
-use serde::Serialize;
 
-use crate::record::{Killed, Name};
+use crate::model::names::{ExecSyscall, ForkSyscall, Killed, Name};
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
 /// Samples and probed calls are tied to their call by it, never by (process, time).
@@ -52,13 +51,6 @@ pub struct Inside {
     pub probed: Vec<ProbedCall>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecSyscall {
-    Execve,
-    Execveat,
-}
-
 /// A fork-family syscall (clone, clone3, fork, vfork) of the traced tree, timed like an exec
 /// attempt: the cost of creating a process beside the cost of exec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,26 +71,6 @@ pub struct ForkCall {
 impl ForkCall {
     pub fn duration_ns(&self) -> u64 {
         self.exit_ns.saturating_sub(self.enter_ns)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ForkSyscall {
-    Clone,
-    Clone3,
-    Fork,
-    Vfork,
-}
-
-impl ForkSyscall {
-    pub fn label(self) -> &'static str {
-        match self {
-            ForkSyscall::Clone => "clone",
-            ForkSyscall::Clone3 => "clone3",
-            ForkSyscall::Fork => "fork",
-            ForkSyscall::Vfork => "vfork",
-        }
     }
 }
 

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 
 use crate::{
     assemble::events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
-    record::{Body, Family, Head, Killed, Name, Record, TracedSyscall},
+    model::names::{Family, Killed, Name, TracedSyscall},
+    record::{Body, Head, Record},
 };
 
 /// What could not be joined, in the order the report lists them.
@@ -380,7 +381,7 @@ mod tests {
         let clone3 = TracedSyscall::Clone3;
         let (events, _) = assemble([enter(100, 100, clone3, (1, 0)), exit(900, 100, clone3, 77, (4, 0), None)]);
         let [Event::ForkCall(s)] = &events[..] else { panic!("{events:?}") };
-        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (crate::assemble::events::ForkSyscall::Clone3, 77, 800, Some(3)));
+        assert_eq!((s.syscall, s.ret, s.duration_ns(), s.minor_faults), (crate::model::names::ForkSyscall::Clone3, 77, 800, Some(3)));
     }
 
     #[test]
@@ -472,7 +473,7 @@ mod tests {
     fn a_successful_execveat_may_exit_as_execve() {
         let execveat = TracedSyscall::Execveat;
         let (events, unjoined) = assemble([enter(20, 100, execveat, (0, 0)), exit(30, 100, EXECVE, 0, (0, 0), None)]);
-        assert_eq!(only_exec(&events).syscall, crate::assemble::events::ExecSyscall::Execveat);
+        assert_eq!(only_exec(&events).syscall, crate::model::names::ExecSyscall::Execveat);
         assert_eq!(unjoined, Unjoined::default());
     }
 

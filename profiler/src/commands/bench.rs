@@ -9,7 +9,8 @@ use crate::{
     assemble::Assembler,
     assemble::events::{Event, EventSink, ForkCall},
     launch::child::SuspendedChild,
-    launch::workload::{ChainSpec, ChainWorkload},
+    launch::workload::ChainWorkload,
+    model::chain::ChainSpec,
     report::human_ns,
 };
 

@@ -6,70 +6,12 @@ use std::{ffi::OsString, os::unix::fs::PermissionsExt as _, path::PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use crate::launch::child::Command;
+use crate::{launch::child::Command, model::chain::ChainSpec};
 
 static CHAIN_EXE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/execprof-chain"));
 pub const CHAIN_NAME: &str = "execprof-chain";
 /// The chain's switch for the user-space lookup before each exec (`first` or `exec`).
 pub const LOOKUP_VAR: &str = "EXECPROF_CHAIN_LOOKUP";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ChainSpec {
-    pub steps: u32,
-    /// PATH directories searched (and missed, ENOENT) before the one holding the program.
-    pub misses: u32,
-    /// execve by absolute path instead of the PATH search: no ENOENT at all.
-    pub direct: bool,
-    /// Extra environment variables (`x1=...`, as in the published "64 extra" runs).
-    pub env_vars: u32,
-    /// Bytes of each extra variable's value (0: the published `xN=N`).
-    pub env_size: u32,
-    /// Extra arguments after the step count, passed along unchanged.
-    pub args: u32,
-    /// Bytes of each extra argument.
-    pub arg_size: u32,
-    /// Look each PATH candidate up from user space before exec'ing it (Some(true)), or say
-    /// so explicitly with the plain chain (Some(false)): both carry the same environment
-    /// variable, so the two compare like with like. None: the published chain.
-    #[serde(default)]
-    pub lookup_first: Option<bool>,
-}
-
-impl ChainSpec {
-    pub const DEFAULT_STEPS: u32 = 10_000;
-    pub const DEFAULT_MISSES: u32 = 6;
-
-    pub fn new(steps: u32, misses: u32) -> Self {
-        Self { steps, misses, direct: false, env_vars: 0, env_size: 0, args: 0, arg_size: 8, lookup_first: None }
-    }
-
-    /// ENOENT attempts per step.
-    pub fn misses_per_step(&self) -> u32 {
-        if self.direct { 0 } else { self.misses }
-    }
-
-    pub fn describe(&self) -> String {
-        let mut d = format!("{} steps, ", self.steps);
-        if self.direct {
-            d.push_str("execve by absolute path (no PATH search)");
-        } else {
-            d.push_str(&format!("{} missed PATH directories per step", self.misses));
-        }
-        if self.env_vars > 0 {
-            d.push_str(&format!(", {} extra env vars", self.env_vars));
-            if self.env_size > 0 {
-                d.push_str(&format!(" of {} bytes", self.env_size));
-            }
-        }
-        if self.args > 0 {
-            d.push_str(&format!(", {} extra args of {} bytes", self.args, self.arg_size));
-        }
-        if self.lookup_first == Some(true) {
-            d.push_str(", each candidate looked up with access(2) before exec");
-        }
-        d
-    }
-}
 
 /// The filesystem under `path` when it is one that drops a missing name's dentry at once
 /// (tmpfs, ramfs: `always_delete_dentry`), so that no lookup of a missing name is cached.

@@ -4,7 +4,7 @@
 //! of a recording depend on this module only; the loader fills these types in.
 use serde::{Deserialize, Serialize};
 
-use crate::launch::workload::ChainSpec;
+use crate::model::chain::ChainSpec;
 
 /// Facts about the kernel a run ran on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,10 +6,10 @@
 use anyhow::{Result, bail};
 use profiler_common::{
     MarkRecord, PathRecord, ProbedCallRecord, RecordHeader, SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord,
-    TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags, traced_syscall,
+    TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags,
 };
 
-use crate::assemble::events::{ExecSyscall, ForkSyscall};
+use crate::model::names::{Killed, Name, TracedSyscall};
 
 /// What every record carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,91 +23,14 @@ pub struct Head {
     pub cpu: u32,
 }
 
-/// A file name as the kernel sent it: raw bytes (not necessarily UTF-8), at most 255 bytes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Name {
-    pub bytes: Vec<u8>,
-    pub truncated: bool,
-    pub unreadable: bool,
-}
-
-/// Which traced syscall (codes from `profiler_common::traced_syscall`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TracedSyscall {
-    Execve,
-    Execveat,
-    Clone,
-    Clone3,
-    Fork,
-    Vfork,
-}
-
-impl TracedSyscall {
-    pub fn code(self) -> u32 {
-        match self {
-            TracedSyscall::Execve => traced_syscall::EXECVE,
-            TracedSyscall::Execveat => traced_syscall::EXECVEAT,
-            TracedSyscall::Clone => traced_syscall::CLONE,
-            TracedSyscall::Clone3 => traced_syscall::CLONE3,
-            TracedSyscall::Fork => traced_syscall::FORK,
-            TracedSyscall::Vfork => traced_syscall::VFORK,
-        }
-    }
-
-    pub fn from_code(c: u32) -> Option<Self> {
-        Some(match c {
-            traced_syscall::EXECVE => TracedSyscall::Execve,
-            traced_syscall::EXECVEAT => TracedSyscall::Execveat,
-            traced_syscall::CLONE => TracedSyscall::Clone,
-            traced_syscall::CLONE3 => TracedSyscall::Clone3,
-            traced_syscall::FORK => TracedSyscall::Fork,
-            traced_syscall::VFORK => TracedSyscall::Vfork,
-            _ => return None,
-        })
-    }
-
-    /// Exec or fork family, with the syscall within it.
-    pub fn family(self) -> Family {
-        match self {
-            TracedSyscall::Execve => Family::Exec(ExecSyscall::Execve),
-            TracedSyscall::Execveat => Family::Exec(ExecSyscall::Execveat),
-            TracedSyscall::Clone => Family::Fork(ForkSyscall::Clone),
-            TracedSyscall::Clone3 => Family::Fork(ForkSyscall::Clone3),
-            TracedSyscall::Fork => Family::Fork(ForkSyscall::Fork),
-            TracedSyscall::Vfork => Family::Fork(ForkSyscall::Vfork),
-        }
-    }
-
-    pub fn is_exec(self) -> bool {
-        matches!(self.family(), Family::Exec(_))
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    Exec(ExecSyscall),
-    Fork(ForkSyscall),
-}
-
-/// Why a failed exec's thread was dying when the call returned: it did not fail on its own,
-/// whatever errno it returned (an argument copy cut short returns E2BIG or EFAULT).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Killed {
-    /// SIGKILL pending (the process was being killed).
-    BySignal,
-    /// Another thread of the process was exec'ing: its exec won and killed this thread.
-    ByOtherThreadsExec,
-}
-
-impl Killed {
-    fn from_flags(flags: u32) -> Option<Self> {
-        if flags & record_flags::KILLED_BY_OTHER_THREADS_EXEC != 0 {
-            Some(Killed::ByOtherThreadsExec)
-        } else if flags & record_flags::KILLED != 0 {
-            Some(Killed::BySignal)
-        } else {
-            None
-        }
+/// The kernel's kill flags on a failed exec's exit record.
+fn killed_from_flags(flags: u32) -> Option<Killed> {
+    if flags & record_flags::KILLED_BY_OTHER_THREADS_EXEC != 0 {
+        Some(Killed::ByOtherThreadsExec)
+    } else if flags & record_flags::KILLED != 0 {
+        Some(Killed::BySignal)
+    } else {
+        None
     }
 }
 
@@ -190,7 +113,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record> {
                 ret: r.ret,
                 faults: faults(r.flags, r.min_flt, r.maj_flt),
                 name: failed_exec.then(|| name(&r.filename, r.filename_len, r.flags)),
-                killed: if failed_exec { Killed::from_flags(r.flags) } else { None },
+                killed: if failed_exec { killed_from_flags(r.flags) } else { None },
             }
         }
         kind::NO_RETURN | kind::LOADED => {
@@ -246,7 +169,10 @@ fn name(bytes: &[u8], len: u32, flags: u32) -> Name {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profiler_common::limits::{FILENAME_CAP, MAX_FRAMES};
+    use profiler_common::{
+        limits::{FILENAME_CAP, MAX_FRAMES},
+        traced_syscall,
+    };
 
     fn bytes_of<T>(v: &T) -> Vec<u8> {
         // SAFETY: test-only view of a padding-free repr(C) record.

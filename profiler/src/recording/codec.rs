@@ -2,7 +2,10 @@
 
 use super::MAX_INTERNED;
 use super::varint::{Cursor, delta32, delta64, put_varint, undelta32, undelta64, unzigzag, zigzag};
-use crate::record::{Body, Head, Killed, Name, Record, TracedSyscall};
+use crate::{
+    model::names::{Killed, Name, TracedSyscall},
+    record::{Body, Head, Record},
+};
 use std::collections::HashMap;
 
 /// Tag byte: kind in the low nibble, "head same as before" in bit 4, three kind-specific flags.

@@ -5,7 +5,10 @@ use super::error::ReadError;
 use super::frame::{FrameHeader, FrameKind, Packer, Unpacker};
 use super::reader::RecordingReader;
 use super::{FILE_HEADER_LEN, FRAME_HEADER_LEN};
-use crate::record::{Body, Head, Name, Record, TracedSyscall};
+use crate::{
+    model::names::{Name, TracedSyscall},
+    record::{Body, Head, Record},
+};
 use std::io;
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;

@@ -5,7 +5,10 @@ mod round_trip;
 
 use super::damage::frame_spans;
 use super::*;
-use crate::record::{Body, Head, Killed, Name, Record, TracedSyscall};
+use crate::{
+    model::names::{Killed, Name, TracedSyscall},
+    record::{Body, Head, Record},
+};
 use serde_json::json;
 
 fn name(bytes: &[u8], truncated: bool, unreadable: bool) -> Name {
