@@ -15,6 +15,10 @@ fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow!("OUT_DIR not set"))?);
     chain::build_chain(&out_dir).context("building the built-in exec-chain workload")?;
 
+    // Without the `tracer` feature (xtask reading reports) nothing loads eBPF: build none.
+    if env::var_os("CARGO_FEATURE_TRACER").is_none() {
+        return Ok(());
+    }
     println!("cargo:rerun-if-env-changed={EBPF_TOOLCHAIN_ENV}");
     let toolchain = env::var(EBPF_TOOLCHAIN_ENV).unwrap_or_else(|_| "rustc-web".to_owned());
     // aya-build passes -Z build-std=core only for nightly or RUSTC_BOOTSTRAP=1; the inner
