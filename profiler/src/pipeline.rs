@@ -1,7 +1,10 @@
 //! The one way data flows, for a live run and for a recording alike:
-//! `record → (recorder) → assembler → analyzer + trace writer`. A live run feeds it ring
-//! buffer items as they arrive; `execprof report` feeds it the records of a recording. Nothing
-//! here touches the kernel, so a replay needs no privileges.
+//! `ring buffer item → decode → record → (recorder) → assembler → sink`. A live run feeds it
+//! ring buffer items as they arrive; `execprof report` feeds it the records of a recording;
+//! `bench spawn --kernel` feeds it with a sink of its own. The driver is generic over its
+//! sink; [`RunSinks`] (the analyzer and the trace writer) is the one `run` and `report` use.
+//! A record that cannot be decoded is counted, never dropped silently. Nothing here touches
+//! the kernel, so a replay needs no privileges.
 use std::{
     collections::HashSet,
     fs::File,
@@ -27,8 +30,8 @@ pub struct OutputFile<T> {
 pub type Recorder = OutputFile<RecordingWriter<BufWriter<File>>>;
 pub type TraceOutput = OutputFile<TraceWriter<BufWriter<File>>>;
 
-/// Where assembled events go.
-struct Sinks<'a> {
+/// Where a run's assembled events go: the analysis and the Perfetto trace.
+pub struct RunSinks<'a> {
     analyzer: Analyzer<'a>,
     trace: Option<TraceOutput>,
     /// Processes of the traced tree alive, as the events tell (for stopping the tree).
@@ -36,7 +39,7 @@ struct Sinks<'a> {
     attempts: u64,
 }
 
-impl EventSink for Sinks<'_> {
+impl EventSink for RunSinks<'_> {
     fn event(&mut self, event: &Event) {
         match event {
             Event::Exec(_) => self.attempts += 1,
@@ -55,9 +58,9 @@ impl EventSink for Sinks<'_> {
     }
 }
 
-pub struct Pipeline<'a> {
+pub struct Pipeline<S> {
     assembler: Assembler,
-    sinks: Sinks<'a>,
+    sink: S,
     recorder: Option<Recorder>,
     /// The first error writing the recording; recording stops there, the rest goes on.
     recorder_error: Option<String>,
@@ -65,7 +68,22 @@ pub struct Pipeline<'a> {
     first_decode_error: Option<String>,
 }
 
-/// What a finished pipeline hands back.
+/// The pipeline `run` and `report` drive.
+pub type RunPipeline<'a> = Pipeline<RunSinks<'a>>;
+
+/// What any pipeline leaves when its stream ends.
+pub struct Drained<S> {
+    pub sink: S,
+    pub unjoined: Unjoined,
+    /// Ring buffer items that could not be decoded, and the first one's error.
+    pub undecodable: u64,
+    pub first_decode_error: Option<String>,
+    /// Still open: the caller writes the run's end into it.
+    pub recorder: Option<Recorder>,
+    pub recorder_error: Option<String>,
+}
+
+/// What a finished run pipeline hands back.
 pub struct Finished {
     pub analysis: Analysis,
     pub unjoined: Unjoined,
@@ -79,17 +97,9 @@ pub struct Finished {
     pub output_errors: Vec<String>,
 }
 
-impl<'a> Pipeline<'a> {
-    /// `launched`: the process the run starts (alive until its exit arrives).
-    pub fn new(ctx: AnalysisContext<'a>, trace: Option<TraceOutput>, recorder: Option<Recorder>, launched: Option<u32>) -> Self {
-        Self {
-            assembler: Assembler::new(),
-            sinks: Sinks { analyzer: Analyzer::new(ctx), trace, alive: launched.into_iter().collect(), attempts: 0 },
-            recorder,
-            recorder_error: None,
-            undecodable: 0,
-            first_decode_error: None,
-        }
+impl<S: EventSink> Pipeline<S> {
+    pub fn with_sink(sink: S, recorder: Option<Recorder>) -> Self {
+        Self { assembler: Assembler::new(), sink, recorder, recorder_error: None, undecodable: 0, first_decode_error: None }
     }
 
     /// One ring buffer item, as the kernel sent it.
@@ -109,7 +119,7 @@ impl<'a> Pipeline<'a> {
         {
             self.stop_recording(e);
         }
-        self.assembler.push(r, &mut self.sinks);
+        self.assembler.push(r, &mut self.sink);
     }
 
     fn stop_recording(&mut self, e: std::io::Error) {
@@ -118,8 +128,8 @@ impl<'a> Pipeline<'a> {
         }
     }
 
-    /// Closes the recording's current frame and flushes the trace, so that what was recorded
-    /// so far survives if execprof is killed. The live loop calls it about once a second.
+    /// Closes the recording's current frame, so that what was recorded so far survives if
+    /// execprof is killed. The live loop calls it about once a second.
     pub fn checkpoint(&mut self) {
         if let Some(rec) = &mut self.recorder
             && let Err(e) = rec.writer.flush_frame()
@@ -128,34 +138,59 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// Ends the stream: calls still open are counted as unjoined.
+    pub fn drain(mut self) -> Drained<S> {
+        let unjoined = self.assembler.finish(&mut self.sink);
+        Drained {
+            sink: self.sink,
+            unjoined,
+            undecodable: self.undecodable,
+            first_decode_error: self.first_decode_error,
+            recorder: self.recorder,
+            recorder_error: self.recorder_error,
+        }
+    }
+}
+
+impl<'a> RunPipeline<'a> {
+    /// `launched`: the process the run starts (alive until its exit arrives).
+    pub fn new(ctx: AnalysisContext<'a>, trace: Option<TraceOutput>, recorder: Option<Recorder>, launched: Option<u32>) -> Self {
+        let sinks = RunSinks { analyzer: Analyzer::new(ctx), trace, alive: launched.into_iter().collect(), attempts: 0 };
+        Self::with_sink(sinks, recorder)
+    }
+
     /// Exec attempts completed so far.
     pub fn attempts(&self) -> u64 {
-        self.sinks.attempts
+        self.sink.attempts
     }
 
     /// Traced processes alive, as far as the records tell.
     pub fn alive(&self) -> Vec<u32> {
-        self.sinks.alive.iter().copied().collect()
+        self.sink.alive.iter().copied().collect()
     }
 
-    /// Ends the stream. `symbols` names the stacks' addresses (from the kernel live, from the
-    /// recording in a replay).
-    pub fn finish(mut self, symbols: impl FnOnce(&[u64]) -> SymbolTable) -> Finished {
-        let unjoined = self.assembler.finish(&mut self.sinks);
-        let table = symbols(&self.sinks.analyzer.stack_addresses());
-        let mut output_errors: Vec<String> = self.recorder_error.into_iter().collect();
-        if let Some(t) = self.sinks.trace
+    /// Ends the stream and the analysis. `symbols` names the stacks' addresses (from the
+    /// kernel live, from the recording in a replay).
+    pub fn finish(self, symbols: impl FnOnce(&[u64]) -> SymbolTable) -> Finished {
+        let d = self.drain();
+        let table = symbols(&d.sink.analyzer.stack_addresses());
+        let mut output_errors: Vec<String> = d.recorder_error.into_iter().collect();
+        if let Some(t) = d.sink.trace
             && let Err(e) = t.writer.finish().and_then(|mut w| w.flush())
         {
             output_errors.push(format!("writing the trace {} failed: {e}", t.path.display()));
         }
         Finished {
-            analysis: self.sinks.analyzer.finish(&table),
-            unjoined,
+            analysis: d.sink.analyzer.finish(&table),
+            unjoined: d.unjoined,
             symbols: table,
-            undecodable: self.undecodable,
-            first_decode_error: self.first_decode_error,
-            recorder: self.recorder,
+            undecodable: d.undecodable,
+            first_decode_error: d.first_decode_error,
+            recorder: d.recorder,
             output_errors,
         }
     }

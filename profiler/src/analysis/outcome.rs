@@ -48,6 +48,19 @@ impl Outcome {
         if a.ret != 0 && a.killed.is_some() { Outcome::Abandoned } else { Outcome::of(a.ret) }
     }
 
+    /// The name the JSON and the command line (`diff --outcome`) use; None for fork calls.
+    pub fn key(self) -> Option<&'static str> {
+        Some(match self {
+            Outcome::Success => "success",
+            Outcome::Enoent => "enoent",
+            Outcome::Eacces => "eacces",
+            Outcome::Enoexec => "enoexec",
+            Outcome::Other => "other",
+            Outcome::Abandoned => "abandoned",
+            Outcome::Fork(_) => return None,
+        })
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Outcome::Success => "success",
@@ -229,6 +242,14 @@ impl SplitTally {
 mod tests {
     use super::*;
     use crate::analysis::test_support::attempt;
+
+    #[test]
+    fn keys_are_the_names_the_json_uses() {
+        for o in Outcome::ALL {
+            assert_eq!(serde_json::to_value(o).unwrap(), serde_json::json!(o.key().unwrap()));
+        }
+        assert_eq!(Outcome::Fork(ForkSyscall::Vfork).key(), None);
+    }
 
     #[test]
     fn classifies_errnos() {

@@ -1,4 +1,6 @@
 //! Command-line types (clap only); `config` turns them into what the core uses.
+pub mod config;
+
 use std::{ffi::OsString, path::PathBuf};
 
 use clap::{Args, Parser, Subcommand};
@@ -231,17 +233,7 @@ impl clap::ValueEnum for crate::analysis::outcome::Outcome {
     }
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        use crate::analysis::outcome::Outcome;
-        let name = match self {
-            Outcome::Success => "success",
-            Outcome::Enoent => "enoent",
-            Outcome::Eacces => "eacces",
-            Outcome::Enoexec => "enoexec",
-            Outcome::Other => "other",
-            Outcome::Abandoned => "abandoned",
-            Outcome::Fork(_) => return None,
-        };
-        Some(clap::builder::PossibleValue::new(name))
+        self.key().map(clap::builder::PossibleValue::new)
     }
 }
 

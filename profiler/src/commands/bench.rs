@@ -6,12 +6,13 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 
 use crate::{
-    assemble::Assembler,
     assemble::events::{Event, EventSink, ForkCall},
     launch::child::SuspendedChild,
     launch::workload::ChainWorkload,
     model::chain::ChainSpec,
+    pipeline::Pipeline,
     report::human_ns,
+    source::live::drain,
 };
 
 /// One round: wall time from release to reap, and the children's CPU time (getrusage).
@@ -120,32 +121,25 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
     tracer.trace_process(std::process::id())?;
     let ring = tracer.take_ring()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut assembler = Assembler::new();
-    let mut sink = ForkCallsOf { tgid: std::process::id(), calls: Vec::new() };
+    let mut pipeline = Pipeline::with_sink(ForkCallsOf { tgid: std::process::id(), calls: Vec::new() }, None);
     let result = runtime.block_on(async {
         let mut ring = crate::source::live::watch(ring)?;
         let mut task = tokio::task::spawn_blocking(work);
         let mut poll = tokio::time::interval(std::time::Duration::from_millis(10));
-        let mut drain = |ring: &mut aya::maps::RingBuf<aya::maps::MapData>| {
-            while let Some(item) = ring.next() {
-                if let Ok(r) = crate::record::decode(&item) {
-                    assembler.push(r, &mut sink);
-                }
-            }
-        };
         loop {
             tokio::select! {
                 done = &mut task => {
-                    drain(ring.get_mut());
+                    drain(ring.get_mut(), &mut pipeline);
                     break done.map_err(|e| anyhow::anyhow!("the benchmark thread failed: {e}"))?;
                 }
-                _ = poll.tick() => drain(ring.get_mut()),
+                _ = poll.tick() => drain(ring.get_mut(), &mut pipeline),
             }
         }
     })?;
-    let unjoined = assembler.finish(&mut sink);
-    let lost = tracer.losses()?.with_unjoined(&unjoined).total();
-    Ok((result, sink.calls, lost))
+    let d = pipeline.drain();
+    // What could not be decoded is lost like what the kernel dropped: counted, never skipped.
+    let lost = tracer.losses()?.with_unjoined(&d.unjoined).total() + d.undecodable;
+    Ok((result, d.sink.calls, lost))
 }
 
 /// Per method: the benchmark's own spawn-call time beside the kernel's syscall time for the
@@ -196,11 +190,24 @@ pub fn driver_vs_kernel(report: &crate::commands::spawn::SpawnReport, calls: &[F
     o
 }
 
-pub fn spawn(args: &crate::cli::BenchSpawnArgs) -> Result<()> {
+/// `execprof bench spawn`: what to run and how.
+#[derive(Clone, Debug)]
+pub struct SpawnConfig {
+    /// Empty: all four.
+    pub methods: Vec<crate::commands::spawn::Method>,
+    /// Parent memory mapped first, and its shape (spawntime.c -n, -r, -d).
+    pub mem: u64,
+    pub fragment: bool,
+    pub dirty: bool,
+    /// Spawns per method (at least 1).
+    pub iterations: u32,
+    pub json: Option<std::path::PathBuf>,
+    /// Also trace the spawn syscalls in the kernel.
+    pub kernel: bool,
+}
+
+pub fn spawn(args: &SpawnConfig) -> Result<()> {
     use crate::commands::spawn::{self, MemoryShape, Method};
-    if args.iterations == 0 {
-        return Err(crate::model::failure::Failure::usage("--iterations must be at least 1").into());
-    }
     let methods: Vec<Method> = if args.methods.is_empty() { Method::ALL.to_vec() } else { args.methods.clone() };
     // The child is the built-in chain binary in its "stamp" role: no libc start-up, so its
     // first instruction reads the clock.

@@ -18,13 +18,30 @@ use crate::{
     model::failure::{Failure, code},
     model::meta::{ExitStatus, LossCounters, RunEnd, RunMeta},
     recording::{RecordingReader, RecordingWriter},
-    report::human_ns,
+    report::{RunReport, human_ns},
 };
 
-/// Options of `run` that belong to the whole repeated run, not to each child run.
-const OWN_WITH_VALUE: &[&str] =
-    &["--repeat", "--vs", "--vs-output", "--setup", "--vs-setup", "--output", "-o", "--json", "--trace", "--folded"];
-const OWN_FLAGS: &[&str] = &["--tree", "--fast-path"];
+/// What `--repeat`, `--vs` and their companions asked for.
+#[derive(Clone, Debug, Default)]
+pub struct RepeatConfig {
+    pub repeats: Option<u32>,
+    /// Side B's options (shell words), e.g. `--misses 1` or `-- ./t2 100000`.
+    pub vs: Option<String>,
+    pub vs_output: Option<PathBuf>,
+    pub setup: Option<String>,
+    pub vs_setup: Option<String>,
+    /// The options of `run` that belong to the whole repeated run (the CLI layer lists them
+    /// from its own definitions): left out of each child run's command line.
+    pub own: Vec<OwnOption>,
+}
+
+/// One option of the command line, as `--long`, `-s` and whether a value follows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnOption {
+    pub long: String,
+    pub short: Option<char>,
+    pub takes_value: bool,
+}
 
 #[derive(Debug)]
 pub struct Side {
@@ -47,11 +64,11 @@ impl Plan {
     /// From execprof's own command line (`args` without the program name).
     pub fn new(
         args: &[OsString],
-        r: &crate::cli::RepeatArgs,
+        r: &RepeatConfig,
         output: Option<&Path>,
         outputs: crate::commands::run::Outputs,
     ) -> Result<Self, Failure> {
-        let repeats = r.repeat.unwrap_or(1);
+        let repeats = r.repeats.unwrap_or(1);
         if !(1..=1000).contains(&repeats) {
             return Err(Failure::usage("--repeat must be between 1 and 1000"));
         }
@@ -61,7 +78,7 @@ impl Plan {
         if r.vs.is_none() && (r.vs_output.is_some() || r.vs_setup.is_some()) {
             return Err(Failure::usage("--vs-output and --vs-setup describe side B: give B's options with --vs '...'"));
         }
-        let (head, command) = split_command(&strip_own(args));
+        let (head, command) = split_command(&strip_own(args, &r.own));
         let mut sides = vec![Side { label: "A", args: join(&head, &[], &command), setup: r.setup.clone(), output: output.to_owned() }];
         if let Some(vs) = &r.vs {
             let Some(vs_output) = &r.vs_output else {
@@ -82,7 +99,7 @@ impl Plan {
 }
 
 /// The command line without the options the repeated run keeps for itself.
-fn strip_own(args: &[OsString]) -> Vec<OsString> {
+fn strip_own(args: &[OsString], own: &[OwnOption]) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -92,14 +109,17 @@ fn strip_own(args: &[OsString]) -> Vec<OsString> {
             break;
         }
         let name = a.split_once('=').map_or(a.as_ref(), |(n, _)| n);
-        if OWN_WITH_VALUE.contains(&name) {
-            i += if a.contains('=') { 1 } else { 2 };
-            continue;
+        let matched = own.iter().find(|o| {
+            name.strip_prefix("--") == Some(o.long.as_str()) || o.short.is_some_and(|c| name.len() == 2 && name == format!("-{c}"))
+        });
+        match matched {
+            Some(o) if o.takes_value => i += if a.contains('=') { 1 } else { 2 },
+            Some(_) => i += 1,
+            None => {
+                out.push(args[i].clone());
+                i += 1;
+            }
         }
-        if !OWN_FLAGS.contains(&name) {
-            out.push(args[i].clone());
-        }
-        i += 1;
     }
     out
 }
@@ -185,27 +205,25 @@ pub struct RepeatFigures {
     pub outcomes: Vec<(String, u64, f64, f64)>,
 }
 
+/// A child run's figures, read back through its report's type.
 fn figures(repeat: u32, json: &Path) -> Result<RepeatFigures> {
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json)?)?;
-    let outcomes = v["analysis"]["outcomes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|o| o["count"].as_u64() > Some(0))
+    let text = std::fs::read_to_string(json).with_context(|| format!("reading {}", json.display()))?;
+    let report: RunReport = serde_json::from_str(&text).with_context(|| format!("{}: not an execprof report", json.display()))?;
+    let a = &report.analysis;
+    let outcomes = a
+        .outcomes
+        .iter()
+        .filter(|o| o.count > 0)
         .map(|o| {
-            (
-                o["outcome"].as_str().unwrap_or("?").to_owned(),
-                o["count"].as_u64().unwrap_or(0),
-                o["latency"]["p50_ns"].as_f64().unwrap_or(0.0),
-                o["latency"]["mean_ns"].as_f64().unwrap_or(0.0),
-            )
+            let (p50, mean) = o.latency.as_ref().map_or((0.0, 0.0), |l| (l.p50_ns as f64, l.mean_ns));
+            (o.outcome.key().unwrap_or("?").to_owned(), o.count, p50, mean)
         })
         .collect();
     Ok(RepeatFigures {
         repeat,
-        wall_ns: v["command_wall_ns"].as_u64().unwrap_or(0),
-        attempts: v["analysis"]["attempts"].as_u64().unwrap_or(0),
-        step_p50_ns: v["analysis"]["chain"]["wall_ns"]["p50_ns"].as_f64(),
+        wall_ns: report.command_wall_ns,
+        attempts: a.attempts,
+        step_p50_ns: a.chain.as_ref().map(|c| c.wall_ns.p50_ns as f64),
         outcomes,
     })
 }
@@ -441,6 +459,15 @@ fn os(v: &[&str]) -> Vec<OsString> {
 mod tests {
     use super::*;
 
+    /// The options the CLI layer names as the repeated run's own.
+    fn own() -> Vec<OwnOption> {
+        let o = |long: &str, short: Option<char>, takes_value: bool| OwnOption { long: long.into(), short, takes_value };
+        let mut v: Vec<OwnOption> =
+            ["repeat", "vs", "vs-output", "setup", "vs-setup", "json", "trace", "folded"].iter().map(|l| o(l, None, true)).collect();
+        v.extend([o("output", Some('o'), true), o("tree", None, false), o("fast-path", None, false)]);
+        v
+    }
+
     fn outs() -> crate::commands::run::Outputs {
         crate::commands::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false }
     }
@@ -455,12 +482,13 @@ mod tests {
     #[test]
     fn sides_share_as_options_and_b_overrides() {
         let args = os(&["-v", "run", "--steps", "100", "--repeat", "3", "--vs=--misses 1", "--vs-output", "b.ep", "-o", "a.ep", "--tree"]);
-        let r = crate::cli::RepeatArgs {
-            repeat: Some(3),
+        let r = RepeatConfig {
+            repeats: Some(3),
             vs: Some("--misses 1".into()),
             vs_output: Some("b.ep".into()),
             setup: Some("true".into()),
-            vs_setup: None,
+            own: own(),
+            ..Default::default()
         };
         let plan = Plan::new(&args, &r, Some(Path::new("a.ep")), outs()).unwrap();
         assert_eq!(plan.repeats, 3);
@@ -469,12 +497,12 @@ mod tests {
         assert_eq!(plan.sides[0].setup.as_deref(), Some("true"));
         // Another command for B; A's command stays A's.
         let args = os(&["run", "--repeat", "2", "--vs", "-- /bin/false", "--vs-output", "b", "-o", "a", "--", "/bin/true", "x"]);
-        let r = crate::cli::RepeatArgs {
-            repeat: Some(2),
+        let r = RepeatConfig {
+            repeats: Some(2),
             vs: Some("-- /bin/false".into()),
             vs_output: Some("b".into()),
-            setup: None,
-            vs_setup: None,
+            own: own(),
+            ..Default::default()
         };
         let plan = Plan::new(&args, &r, Some(Path::new("a")), outs()).unwrap();
         assert_eq!(plan.sides[0].args, os(&["run", "--", "/bin/true", "x"]));
@@ -483,9 +511,9 @@ mod tests {
 
     #[test]
     fn missing_outputs_are_usage_errors() {
-        let r = crate::cli::RepeatArgs { repeat: Some(2), vs: None, vs_output: None, setup: None, vs_setup: None };
+        let r = RepeatConfig { repeats: Some(2), own: own(), ..Default::default() };
         assert!(Plan::new(&os(&["run"]), &r, None, outs()).unwrap_err().message.contains("--output"));
-        let r = crate::cli::RepeatArgs { repeat: None, vs: Some("--misses 1".into()), vs_output: None, setup: None, vs_setup: None };
+        let r = RepeatConfig { vs: Some("--misses 1".into()), own: own(), ..Default::default() };
         assert!(Plan::new(&os(&["run"]), &r, Some(Path::new("a")), outs()).unwrap_err().message.contains("--vs-output"));
     }
 }

@@ -24,7 +24,7 @@ use crate::{
     model::chain::ChainSpec,
     model::failure::{Failure, code},
     model::meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
-    pipeline::{Finished, OutputFile, Pipeline, Recorder, TraceOutput},
+    pipeline::{Finished, OutputFile, Recorder, RunPipeline, TraceOutput},
     recording::{RecordingReader, RecordingWriter},
     render::perfetto::TraceWriter,
     report::export,
@@ -132,7 +132,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         None => None,
     };
     let trace = open_trace(cfg.outputs.trace.as_deref(), &meta)?;
-    let mut pipeline = Pipeline::new(ctx, trace, recorder, Some(child.pid()));
+    let mut pipeline = RunPipeline::new(ctx, trace, recorder, Some(child.pid()));
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
@@ -233,7 +233,7 @@ fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
     let model = PhaseModel::builtin()?;
     let ctx = AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref() };
     let trace = open_trace(trace, &meta)?;
-    let mut pipeline = Pipeline::new(ctx, trace, None, None);
+    let mut pipeline = RunPipeline::new(ctx, trace, None, None);
     let mut records = 0u64;
     while let Some(r) = reader.next_record().map_err(|e| bad(e.to_string()))? {
         records += 1;

@@ -21,10 +21,11 @@ use tokio::{
 };
 
 use crate::{
+    assemble::events::EventSink,
     kernel::tracer::{EbpfLog, Tracer},
     launch::child::RunningChild,
     model::meta::ExitStatus,
-    pipeline::Pipeline,
+    pipeline::{Pipeline, RunPipeline},
 };
 
 /// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a
@@ -101,7 +102,8 @@ pub fn group(n: u64) -> String {
     out
 }
 
-fn drain(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline<'_>) {
+/// Everything the ring buffer holds now, into the pipeline.
+pub fn drain<S: EventSink>(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline<S>) {
     while let Some(item) = ring.next() {
         pipeline.item(&item);
     }
@@ -148,7 +150,7 @@ pub struct Feeds {
 pub async fn trace(
     tracer: &Tracer,
     feeds: Feeds,
-    pipeline: &mut Pipeline<'_>,
+    pipeline: &mut RunPipeline<'_>,
     mut child: RunningChild,
     released: Instant,
     progress: &mut Progress,
@@ -265,7 +267,7 @@ pub async fn trace(
 }
 
 /// The traced processes to signal: the command and every process the records say is alive.
-fn tree(pipeline: &Pipeline<'_>, child: &RunningChild) -> Vec<u32> {
+fn tree(pipeline: &RunPipeline<'_>, child: &RunningChild) -> Vec<u32> {
     let mut pids = pipeline.alive();
     pids.push(child.pid() as u32);
     pids.sort_unstable();

@@ -1,0 +1,171 @@
+//! The only place clap's types become the core's plain configuration: every command takes
+//! these, never a clap struct.
+use clap::Args as _;
+
+use super::{BenchSpawnArgs, ChainArgs, ModeArg, OutputArgs, RepeatArgs, RunArgs};
+use crate::{
+    commands::{
+        bench::SpawnConfig,
+        repeat::{OwnOption, RepeatConfig},
+        run::{ModeRequest, Outputs, RunConfig, Target},
+    },
+    model::{chain::ChainSpec, failure::Failure},
+};
+
+/// Linux refuses an argument or environment string over 128 KiB, and the whole over a
+/// quarter of the stack limit; stay well inside.
+const MAX_ARG_BYTES: u64 = 1 << 20;
+
+pub fn chain_spec(a: &ChainArgs) -> Result<ChainSpec, Failure> {
+    let mut spec = ChainSpec::new(a.steps.unwrap_or(ChainSpec::DEFAULT_STEPS), a.misses.unwrap_or(ChainSpec::DEFAULT_MISSES));
+    spec.direct = a.direct;
+    spec.env_vars = a.env_vars.unwrap_or(0);
+    spec.env_size = a.env_size.unwrap_or(0);
+    spec.args = a.args.unwrap_or(0);
+    spec.arg_size = a.arg_size.unwrap_or(8);
+    spec.lookup_first = a.lookup_first.then_some(true);
+    if a.lookup_first && a.direct {
+        return Err(Failure::usage("--direct does no PATH search, so there is nothing to look up first; drop one of them"));
+    }
+    if spec.misses > 64 {
+        return Err(Failure::usage("--misses must be at most 64"));
+    }
+    if spec.direct && a.misses.is_some() {
+        return Err(Failure::usage("--direct does no PATH search, so --misses has no effect; drop one of them"));
+    }
+    if spec.env_size > 128 << 10 || spec.arg_size > 128 << 10 {
+        return Err(Failure::usage("--env-size and --arg-size must be at most 131072 (Linux's limit per string)"));
+    }
+    let total = u64::from(spec.env_vars) * (u64::from(spec.env_size.max(8)) + 8) + u64::from(spec.args) * (u64::from(spec.arg_size) + 1);
+    if total > MAX_ARG_BYTES {
+        return Err(Failure::usage(format!(
+            "the extra arguments and environment add up to {total} bytes; keep them under {MAX_ARG_BYTES}"
+        )));
+    }
+    Ok(spec)
+}
+
+/// `execprof run` (without --repeat/--vs).
+pub fn run_config(args: RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
+    let ring_bytes = args.ring_mib.checked_mul(1 << 20).filter(|b| b.is_power_of_two() && *b >= 4096).ok_or_else(|| {
+        Failure::usage(format!("--ring-mib {} is not a power of two between 1 and 2048; try --ring-mib 16", args.ring_mib))
+    })?;
+    let target = if args.command.is_empty() {
+        Target::Chain(chain_spec(&args.chain)?)
+    } else if args.chain.any_given() {
+        return Err(Failure::usage("the chain options (--steps, --misses, --direct, --env-*, --args, --arg-size) shape the built-in workload and cannot be used with a command").into());
+    } else {
+        Target::Command(args.command)
+    };
+    if args.outputs.folded.is_some() && args.sample_hz == 0 {
+        return Err(Failure::usage("--folded needs samples; drop --sample-hz 0").into());
+    }
+    let mode = match args.mode {
+        ModeArg::Auto => ModeRequest::Auto,
+        ModeArg::Exact => ModeRequest::Exact,
+        ModeArg::Sampled => ModeRequest::Sampled,
+    };
+    if let Some(limit) = max_sample_rate()
+        && args.sample_hz > limit
+    {
+        return Err(Failure::usage(format!(
+            "--sample-hz {} is above this kernel's limit, kernel.perf_event_max_sample_rate = {limit}; use at most {limit}, or raise the limit (sysctl -w kernel.perf_event_max_sample_rate=N)",
+            args.sample_hz
+        ))
+        .into());
+    }
+    if mode == ModeRequest::Sampled && args.sample_hz == 0 {
+        return Err(Failure::usage("--mode sampled needs samples; drop --sample-hz 0").into());
+    }
+    Ok(RunConfig {
+        target,
+        outputs: outputs(args.outputs),
+        recording: args.output,
+        progress: args.progress,
+        probe_costs: args.probe_costs,
+        sample_hz: args.sample_hz,
+        mode,
+        ring_bytes,
+        verbose,
+    })
+}
+
+/// The kernel's ceiling on perf sampling rates (it lowers it by itself when sampling
+/// interrupts run long); None where it cannot be read.
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").ok()?.trim().parse().ok()
+}
+
+pub fn outputs(a: OutputArgs) -> Outputs {
+    Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree, fast_path: a.fast_path }
+}
+
+/// `execprof run --repeat/--vs ...`: the repeated run's own options, and which options of the
+/// command line are its own (to leave out of each child run's), as clap defines them.
+pub fn repeat_config(args: &RunArgs) -> RepeatConfig {
+    let r = &args.repeat;
+    RepeatConfig {
+        repeats: r.repeat,
+        vs: r.vs.clone(),
+        vs_output: r.vs_output.clone(),
+        setup: r.setup.clone(),
+        vs_setup: r.vs_setup.clone(),
+        own: own_options(),
+    }
+}
+
+/// Options of `run` that belong to the whole repeated run, not to each child run: the repeat
+/// options, the outputs (the merged report's or the diff's) and `--output`. Read from clap's
+/// own definitions, so no second list of flag names exists.
+fn own_options() -> Vec<OwnOption> {
+    let ids: Vec<String> = [RepeatArgs::augment_args(clap::Command::new("r")), OutputArgs::augment_args(clap::Command::new("o"))]
+        .iter()
+        .flat_map(|c| c.get_arguments().map(|a| a.get_id().to_string()).collect::<Vec<_>>())
+        .chain(["output".to_owned()])
+        .collect();
+    RunArgs::augment_args(clap::Command::new("run"))
+        .get_arguments()
+        .filter(|a| ids.iter().any(|id| id == a.get_id().as_str()))
+        .filter_map(|a| {
+            Some(OwnOption { long: a.get_long()?.to_owned(), short: a.get_short(), takes_value: a.get_action().takes_values() })
+        })
+        .collect()
+}
+
+/// `execprof bench spawn`.
+pub fn spawn_config(a: &BenchSpawnArgs) -> Result<SpawnConfig, Failure> {
+    if a.iterations == 0 {
+        return Err(Failure::usage("--iterations must be at least 1"));
+    }
+    Ok(SpawnConfig {
+        methods: a.methods.clone(),
+        mem: a.mem,
+        fragment: a.fragment,
+        dirty: a.dirty,
+        iterations: a.iterations,
+        json: a.json.clone(),
+        kernel: a.kernel,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repeated_runs_own_options_come_from_clap() {
+        let own = own_options();
+        let find = |l: &str| own.iter().find(|o| o.long == l);
+        for l in ["repeat", "vs", "vs-output", "setup", "vs-setup", "output", "json", "trace", "folded"] {
+            assert!(find(l).is_some_and(|o| o.takes_value), "--{l}: {own:?}");
+        }
+        for l in ["tree", "fast-path"] {
+            assert!(find(l).is_some_and(|o| !o.takes_value), "--{l}: {own:?}");
+        }
+        assert_eq!(find("output").and_then(|o| o.short), Some('o'));
+        // What each child run needs stays on its command line.
+        for l in ["steps", "misses", "mode", "sample-hz", "ring-mib", "progress"] {
+            assert!(find(l).is_none(), "--{l} must reach the child runs");
+        }
+    }
+}
