@@ -7,21 +7,26 @@
 //! `launch` (the traced command, the built-in chain) beside the sources. A recording
 //! (`recording`) replays through the same `pipeline` as a live run. Without the `tracer`
 //! feature the library is that pipeline alone, with no eBPF and no kernel access.
+//!
+//! Public: what the `execprof` binary, the integration tests and xtask use (the commands and
+//! their configuration, the report model with the analysis it holds, recordings); the rest
+//! is `pub(crate)`.
+#![warn(unreachable_pub)]
 pub mod analysis;
-pub mod assemble;
+pub(crate) mod assemble;
 #[cfg(feature = "tracer")]
 pub mod cli;
 #[cfg(feature = "tracer")]
 pub mod commands;
 #[cfg(feature = "tracer")]
-pub mod kernel;
-pub mod launch;
+pub(crate) mod kernel;
+pub(crate) mod launch;
 pub mod model;
-pub mod pipeline;
-pub mod record;
+pub(crate) mod pipeline;
+pub(crate) mod record;
 pub mod recording;
-pub mod render;
+pub(crate) mod render;
 pub mod report;
 #[cfg(feature = "tracer")]
-pub mod source;
+pub(crate) mod source;
 pub mod testing;

@@ -22,16 +22,16 @@ use crate::{
 };
 
 /// An output file written as the run goes on, remembered with its path so an error can name it.
-pub struct OutputFile<T> {
+pub(crate) struct OutputFile<T> {
     pub path: PathBuf,
     pub writer: T,
 }
 
-pub type Recorder = OutputFile<RecordingWriter<BufWriter<File>>>;
-pub type TraceOutput = OutputFile<TraceWriter<BufWriter<File>>>;
+pub(crate) type Recorder = OutputFile<RecordingWriter<BufWriter<File>>>;
+pub(crate) type TraceOutput = OutputFile<TraceWriter<BufWriter<File>>>;
 
 /// Where a run's assembled events go: the analysis and the Perfetto trace.
-pub struct RunSinks<'a> {
+pub(crate) struct RunSinks<'a> {
     analyzer: Analyzer<'a>,
     trace: Option<TraceOutput>,
     /// Processes of the traced tree alive, as the events tell (for stopping the tree).
@@ -58,7 +58,7 @@ impl EventSink for RunSinks<'_> {
     }
 }
 
-pub struct Pipeline<S> {
+pub(crate) struct Pipeline<S> {
     assembler: Assembler,
     sink: S,
     recorder: Option<Recorder>,
@@ -69,10 +69,10 @@ pub struct Pipeline<S> {
 }
 
 /// The pipeline `run` and `report` drive.
-pub type RunPipeline<'a> = Pipeline<RunSinks<'a>>;
+pub(crate) type RunPipeline<'a> = Pipeline<RunSinks<'a>>;
 
 /// What any pipeline leaves when its stream ends.
-pub struct Drained<S> {
+pub(crate) struct Drained<S> {
     pub sink: S,
     pub unjoined: Unjoined,
     /// Ring buffer items that could not be decoded, and the first one's error.
@@ -84,7 +84,7 @@ pub struct Drained<S> {
 }
 
 /// What a finished run pipeline hands back.
-pub struct Finished {
+pub(crate) struct Finished {
     pub analysis: Analysis,
     pub unjoined: Unjoined,
     /// Names of every address in the run's stacks (what a recording keeps).
@@ -98,12 +98,12 @@ pub struct Finished {
 }
 
 impl<S: EventSink> Pipeline<S> {
-    pub fn with_sink(sink: S, recorder: Option<Recorder>) -> Self {
+    pub(crate) fn with_sink(sink: S, recorder: Option<Recorder>) -> Self {
         Self { assembler: Assembler::new(), sink, recorder, recorder_error: None, undecodable: 0, first_decode_error: None }
     }
 
     /// One ring buffer item, as the kernel sent it.
-    pub fn item(&mut self, bytes: &[u8]) {
+    pub(crate) fn item(&mut self, bytes: &[u8]) {
         match record::decode(bytes) {
             Ok(r) => self.record(r),
             Err(e) => {
@@ -113,7 +113,7 @@ impl<S: EventSink> Pipeline<S> {
         }
     }
 
-    pub fn record(&mut self, r: Record) {
+    pub(crate) fn record(&mut self, r: Record) {
         if let Some(rec) = &mut self.recorder
             && let Err(e) = rec.writer.push(&r)
         {
@@ -130,7 +130,7 @@ impl<S: EventSink> Pipeline<S> {
 
     /// Closes the recording's current frame, so that what was recorded so far survives if
     /// execprof is killed. The live loop calls it about once a second.
-    pub fn checkpoint(&mut self) {
+    pub(crate) fn checkpoint(&mut self) {
         if let Some(rec) = &mut self.recorder
             && let Err(e) = rec.writer.flush_frame()
         {
@@ -138,12 +138,8 @@ impl<S: EventSink> Pipeline<S> {
         }
     }
 
-    pub fn sink(&self) -> &S {
-        &self.sink
-    }
-
     /// Ends the stream: calls still open are counted as unjoined.
-    pub fn drain(mut self) -> Drained<S> {
+    pub(crate) fn drain(mut self) -> Drained<S> {
         let unjoined = self.assembler.finish(&mut self.sink);
         Drained {
             sink: self.sink,
@@ -158,24 +154,24 @@ impl<S: EventSink> Pipeline<S> {
 
 impl<'a> RunPipeline<'a> {
     /// `launched`: the process the run starts (alive until its exit arrives).
-    pub fn new(ctx: AnalysisContext<'a>, trace: Option<TraceOutput>, recorder: Option<Recorder>, launched: Option<u32>) -> Self {
+    pub(crate) fn new(ctx: AnalysisContext<'a>, trace: Option<TraceOutput>, recorder: Option<Recorder>, launched: Option<u32>) -> Self {
         let sinks = RunSinks { analyzer: Analyzer::new(ctx), trace, alive: launched.into_iter().collect(), attempts: 0 };
         Self::with_sink(sinks, recorder)
     }
 
     /// Exec attempts completed so far.
-    pub fn attempts(&self) -> u64 {
+    pub(crate) fn attempts(&self) -> u64 {
         self.sink.attempts
     }
 
     /// Traced processes alive, as far as the records tell.
-    pub fn alive(&self) -> Vec<u32> {
+    pub(crate) fn alive(&self) -> Vec<u32> {
         self.sink.alive.iter().copied().collect()
     }
 
     /// Ends the stream and the analysis. `symbols` names the stacks' addresses (from the
     /// kernel live, from the recording in a replay).
-    pub fn finish(self, symbols: impl FnOnce(&[u64]) -> SymbolTable) -> Finished {
+    pub(crate) fn finish(self, symbols: impl FnOnce(&[u64]) -> SymbolTable) -> Finished {
         let d = self.drain();
         let table = symbols(&d.sink.analyzer.stack_addresses());
         let mut output_errors: Vec<String> = d.recorder_error.into_iter().collect();
@@ -198,7 +194,7 @@ impl<'a> RunPipeline<'a> {
 
 impl Recorder {
     /// Writes the symbol table and the run's end; returns the recording's size.
-    pub fn close(self, symbols: &SymbolTable, end: &serde_json::Value) -> Result<WriteStats, String> {
+    pub(crate) fn close(self, symbols: &SymbolTable, end: &serde_json::Value) -> Result<WriteStats, String> {
         self.writer
             .finish(&symbols.entries(), end)
             .map_err(|e| format!("writing the recording {} failed: {e}; it is incomplete", self.path.display()))

@@ -7,7 +7,7 @@ use crate::model::names::{ExecSyscall, ForkSyscall, Killed, Name};
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
 /// Samples and probed calls are tied to their call by it, never by (process, time).
-pub type CallId = u64;
+pub(crate) type CallId = u64;
 
 /// One `execve`/`execveat` attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub enum Event {
 }
 
 /// Where events go: the analysis, the trace writer, tests.
-pub trait EventSink {
+pub(crate) trait EventSink {
     fn event(&mut self, event: &Event);
 }
 
@@ -163,7 +163,7 @@ impl EventSink for Vec<Event> {
 /// A name for the terminal: valid UTF-8 as it is, but control characters and bytes that are
 /// not UTF-8 as `\xNN` (and a backslash as `\\`), so nothing reaches the terminal raw and two
 /// different byte strings never print alike.
-pub fn escape_name(bytes: &[u8]) -> String {
+pub(crate) fn escape_name(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {

@@ -8,7 +8,7 @@
 //! Each call gets an id; samples and probed calls taken on its thread while it is open are
 //! kept with it and leave with it. Pieces that cannot be joined are counted, never guessed at.
 //! Memory follows the calls open at once, not the length of the run.
-pub mod events;
+pub(crate) mod events;
 use std::collections::HashMap;
 
 use crate::{
@@ -55,7 +55,7 @@ struct Open {
 }
 
 #[derive(Default)]
-pub struct Assembler {
+pub(crate) struct Assembler {
     open: HashMap<u32, Open>,
     /// Per thread, samples taken while no call was open, held until the thread's next
     /// record says what they were: the enter probe's own work just before a call's first
@@ -66,12 +66,12 @@ pub struct Assembler {
 }
 
 impl Assembler {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Takes the next record; hands what it completes to `out`.
-    pub fn push(&mut self, record: Record, out: &mut impl EventSink) {
+    pub(crate) fn push(&mut self, record: Record, out: &mut impl EventSink) {
         let h = record.head;
         if matches!(record.body, Body::SyscallEnter { .. })
             && let Some(samples) = self.pending.remove(&h.pid)
@@ -193,7 +193,7 @@ impl Assembler {
 
     /// Ends the stream: calls still open are counted, and what was taken inside them is
     /// handed on as orphans.
-    pub fn finish(mut self, out: &mut impl EventSink) -> Unjoined {
+    pub(crate) fn finish(mut self, out: &mut impl EventSink) -> Unjoined {
         self.unjoined.enter_without_exit += self.open.len() as u64;
         let mut pending: Vec<(u32, Vec<Sample>)> = self.pending.drain().collect();
         pending.sort_by_key(|(pid, _)| *pid);
@@ -206,11 +206,6 @@ impl Assembler {
             orphan_inside(o.inside, out);
         }
         self.unjoined
-    }
-
-    /// Calls open right now (for progress).
-    pub fn open_calls(&self) -> usize {
-        self.open.len()
     }
 }
 
@@ -282,7 +277,8 @@ fn joined(o: Open, h: Head, exit: Exit) -> Event {
 }
 
 /// Joins a whole stream (tests and offline use).
-pub fn assemble(records: impl IntoIterator<Item = Record>) -> (Vec<Event>, Unjoined) {
+#[cfg(test)]
+pub(crate) fn assemble(records: impl IntoIterator<Item = Record>) -> (Vec<Event>, Unjoined) {
     let mut a = Assembler::new();
     let mut out = Vec::new();
     for r in records {

@@ -47,14 +47,14 @@ impl MachineFacts {
 }
 
 /// The highest process id plus one (`/proc/sys/kernel/pid_max`).
-pub fn pid_max() -> anyhow::Result<u32> {
+pub(crate) fn pid_max() -> anyhow::Result<u32> {
     use anyhow::Context as _;
     let text = std::fs::read_to_string("/proc/sys/kernel/pid_max").context("reading /proc/sys/kernel/pid_max")?;
     text.trim().parse().with_context(|| format!("/proc/sys/kernel/pid_max holds {text:?}, not a number"))
 }
 
 /// Mounts a kernel pseudo filesystem (tracefs, securityfs) at its standard place.
-pub fn mount_pseudo_fs(fstype: &std::ffi::CStr, target: &std::ffi::CStr) -> anyhow::Result<()> {
+pub(crate) fn mount_pseudo_fs(fstype: &std::ffi::CStr, target: &std::ffi::CStr) -> anyhow::Result<()> {
     // SAFETY: valid C strings; no data argument.
     let r = unsafe { libc::mount(c"nodev".as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
     if r != 0 {
@@ -72,7 +72,7 @@ pub fn mount_pseudo_fs(fstype: &std::ffi::CStr, target: &std::ffi::CStr) -> anyh
 
 /// The lockdown mode lives in securityfs, which some systems do not mount; `doctor` mounts it
 /// (as root) so it can say which mode is active.
-pub fn ensure_securityfs() {
+pub(crate) fn ensure_securityfs() {
     if !std::path::Path::new("/sys/kernel/security/lockdown").exists()
         && let Err(e) = mount_pseudo_fs(c"securityfs", c"/sys/kernel/security")
     {

@@ -19,16 +19,16 @@ use serde::Serialize;
 use crate::analysis::phases::{self, PhaseModel};
 
 /// Where the kernel exposes its symbol table.
-pub const KALLSYMS_PATH: &str = "/proc/kallsyms";
+pub(crate) const KALLSYMS_PATH: &str = "/proc/kallsyms";
 
 /// Where the kernel exposes its own BTF.
-pub const VMLINUX_BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const VMLINUX_BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
 
 /// kallsyms carries no symbol sizes, so a symbol is assumed to extend to the
 /// next symbol of the same module.  The last symbol of vmlinux or of a module
 /// has no such bound; beyond this distance an address is more likely to be in
 /// unsymbolized memory than in that function, and is reported as unknown.
-pub const MAX_TAIL_SYMBOL_SIZE: u64 = 64 * 1024;
+pub(crate) const MAX_TAIL_SYMBOL_SIZE: u64 = 64 * 1024;
 
 #[derive(Clone, Debug)]
 struct Symbol {
@@ -228,7 +228,7 @@ impl KernelSymbols {
 
 /// Whether a raw symbol name is (part of) a `.cold` fragment, e.g.
 /// `foo.cold`, `foo.isra.0.cold`, `foo.cold.3`.
-pub fn is_cold_name(raw: &str) -> bool {
+pub(crate) fn is_cold_name(raw: &str) -> bool {
     raw.split('.').skip(1).any(|part| part == "cold")
 }
 
@@ -274,7 +274,7 @@ pub trait BtfFunctions {
 
 /// Stand-in for kernels without BTF: nothing is an fentry target.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct NoBtf;
+pub(crate) struct NoBtf;
 
 impl BtfFunctions for NoBtf {
     fn has_func(&self, _name: &str) -> bool {
@@ -283,16 +283,16 @@ impl BtfFunctions for NoBtf {
 }
 
 /// The running kernel's BTF.
-pub struct VmlinuxBtf {
+pub(crate) struct VmlinuxBtf {
     btf: btf_rs::Btf,
 }
 
 impl VmlinuxBtf {
-    pub fn load() -> Result<VmlinuxBtf> {
+    pub(crate) fn load() -> Result<VmlinuxBtf> {
         Self::from_file(Path::new(VMLINUX_BTF_PATH))
     }
 
-    pub fn from_file(path: &Path) -> Result<VmlinuxBtf> {
+    pub(crate) fn from_file(path: &Path) -> Result<VmlinuxBtf> {
         let btf = btf_rs::Btf::from_file(path).with_context(|| format!("cannot parse BTF from {}", path.display()))?;
         Ok(VmlinuxBtf { btf })
     }

@@ -4,11 +4,11 @@
 use anyhow::{Context as _, Result, anyhow, bail};
 use btf_rs::{Btf, Type};
 
-pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// Offsets (bytes) inside `struct task_struct`, `struct signal_struct`, `struct linux_binprm`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TaskLayout {
+pub(crate) struct TaskLayout {
     pub pid: u64,
     pub tgid: u64,
     pub min_flt: u64,
@@ -24,14 +24,14 @@ pub struct TaskLayout {
 }
 
 impl TaskLayout {
-    pub fn from_running_kernel() -> Result<Self> {
+    pub(crate) fn from_running_kernel() -> Result<Self> {
         let btf = Btf::from_file(VMLINUX_BTF).map_err(|e| {
             anyhow!("cannot read the kernel's BTF at {VMLINUX_BTF} ({e}); execprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")
         })?;
         Self::from_btf(&btf)
     }
 
-    pub fn from_btf(btf: &Btf) -> Result<Self> {
+    pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
         let task = |field| member_offset(btf, "task_struct", field);
         Ok(Self {
             pid: task("pid")?,
@@ -51,7 +51,7 @@ impl TaskLayout {
 
 /// Byte offset of `field` in `struct name`, looking through anonymous struct/union members
 /// (randomized or grouped layouts nest fields in them).
-pub fn member_offset(btf: &Btf, name: &str, field: &str) -> Result<u64> {
+pub(crate) fn member_offset(btf: &Btf, name: &str, field: &str) -> Result<u64> {
     let types = btf.resolve_types_by_name(name).with_context(|| format!("struct {name} is not in the kernel's BTF"))?;
     for ty in types {
         if let Type::Struct(s) = ty

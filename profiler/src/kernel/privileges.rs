@@ -7,7 +7,7 @@ const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
 /// Effective capability bits of this process, from /proc/self/status.
-pub fn effective_caps() -> u64 {
+pub(crate) fn effective_caps() -> u64 {
     std::fs::read_to_string("/proc/self/status").ok().and_then(|s| parse_cap_eff(&s)).unwrap_or(0)
 }
 
@@ -17,7 +17,7 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
 }
 
 /// The capabilities tracing needs that `caps` lacks (empty: allowed). CAP_SYS_ADMIN covers both.
-pub fn missing(caps: u64) -> Vec<&'static str> {
+pub(crate) fn missing(caps: u64) -> Vec<&'static str> {
     let has = |bit: u32| caps & (1u64 << bit) != 0;
     if has(CAP_SYS_ADMIN) {
         return Vec::new();
@@ -32,7 +32,7 @@ pub fn missing(caps: u64) -> Vec<&'static str> {
     out
 }
 
-pub fn require_tracing_privileges(what: &str) -> Result<(), Failure> {
+pub(crate) fn require_tracing_privileges(what: &str) -> Result<(), Failure> {
     let missing = missing(effective_caps());
     if missing.is_empty() {
         return Ok(());

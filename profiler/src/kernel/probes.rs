@@ -1,22 +1,17 @@
 //! The one table of every hook execprof attaches for `run`, and the attach loop that turns an
 //! optional hook's failure into a specific warning instead of an error.
 use anyhow::{Context as _, Result, anyhow};
-use aya::{
-    Ebpf,
-    programs::{RawTracePoint, TracePoint},
-};
+use aya::{Ebpf, programs::RawTracePoint};
 use profiler_common::names;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attach {
-    /// A classic tracepoint: `category:name`.
-    Tracepoint { category: &'static str, name: &'static str },
+pub(crate) enum Attach {
     /// A raw tracepoint: TP_PROTO arguments, the cheapest hook per hit.
     RawTracepoint { name: &'static str },
 }
 
 #[derive(Clone, Copy, Debug)]
-pub struct ProbeSpec {
+pub(crate) struct ProbeSpec {
     /// Program name in the eBPF object.
     pub program: &'static str,
     pub attach: Attach,
@@ -27,15 +22,14 @@ pub struct ProbeSpec {
 }
 
 impl Attach {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
-            Attach::Tracepoint { category, name } => format!("tracepoint {category}:{name}"),
             Attach::RawTracepoint { name } => format!("raw tracepoint {name}"),
         }
     }
 }
 
-pub const RUN_PROBES: &[ProbeSpec] = &[
+pub(crate) const RUN_PROBES: &[ProbeSpec] = &[
     ProbeSpec { program: names::PROG_SYS_ENTER, attach: Attach::RawTracepoint { name: "sys_enter" }, required: true, lost: "" },
     ProbeSpec { program: names::PROG_SYS_EXIT, attach: Attach::RawTracepoint { name: "sys_exit" }, required: true, lost: "" },
     ProbeSpec {
@@ -72,12 +66,12 @@ pub const RUN_PROBES: &[ProbeSpec] = &[
 
 /// What attaching the table gave: the optional probes that failed, as readable warnings.
 #[derive(Debug, Default)]
-pub struct AttachOutcome {
+pub(crate) struct AttachOutcome {
     pub attached: Vec<&'static str>,
     pub warnings: Vec<String>,
 }
 
-pub fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec]) -> Result<AttachOutcome> {
+pub(crate) fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec]) -> Result<AttachOutcome> {
     let mut outcome = AttachOutcome::default();
     for spec in probes {
         match attach_one(ebpf, spec) {
@@ -96,14 +90,9 @@ pub fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec]) -> Result<AttachOutcome
     Ok(outcome)
 }
 
-pub fn attach_one(ebpf: &mut Ebpf, spec: &ProbeSpec) -> Result<()> {
+pub(crate) fn attach_one(ebpf: &mut Ebpf, spec: &ProbeSpec) -> Result<()> {
     let program = ebpf.program_mut(spec.program).ok_or_else(|| anyhow!("program {} missing from the eBPF object", spec.program))?;
     match spec.attach {
-        Attach::Tracepoint { category, name } => {
-            let tp: &mut TracePoint = program.try_into()?;
-            tp.load().with_context(|| format!("loading {}", spec.program))?;
-            tp.attach(category, name)?;
-        }
         Attach::RawTracepoint { name } => {
             let tp: &mut RawTracePoint = program.try_into()?;
             tp.load().with_context(|| format!("loading {}", spec.program))?;

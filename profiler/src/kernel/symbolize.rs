@@ -10,7 +10,7 @@ use blazesym::{
 
 use crate::analysis::attribution::Symbolizer;
 
-pub struct KernelSymbolizer {
+pub(crate) struct KernelSymbolizer {
     inner: Blazesym,
     source: Source<'static>,
 }
@@ -18,7 +18,7 @@ pub struct KernelSymbolizer {
 impl KernelSymbolizer {
     /// Uses `/proc/kallsyms` only: its names carry the compiler suffixes (`.isra.0`) the
     /// report shows, and it needs no vmlinux image on disk.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let kernel = Kernel { kallsyms: MaybeDefault::Default, vmlinux: MaybeDefault::None, debug_syms: false, ..Kernel::default() };
         Self { inner: Blazesym::new(), source: Source::Kernel(kernel) }
     }

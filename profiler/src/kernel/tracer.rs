@@ -20,12 +20,12 @@ use crate::{
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof-ebpf"));
 
-pub struct TracerOptions {
+pub(crate) struct TracerOptions {
     pub ring_bytes: u32,
     pub verbose: bool,
 }
 
-pub struct Tracer {
+pub(crate) struct Tracer {
     ebpf: Ebpf,
     ids: Array<MapData, [u8; IDS_PER_ENTRY]>,
     tree_alive: PerCpuArray<MapData, i64>,
@@ -36,10 +36,10 @@ pub struct Tracer {
 }
 
 /// aya-log's reader of the eBPF side's log ring buffer.
-pub type EbpfLog = aya_log::EbpfLogger<&'static dyn log::Log>;
+pub(crate) type EbpfLog = aya_log::EbpfLogger<&'static dyn log::Log>;
 
 impl Tracer {
-    pub fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
+    pub(crate) fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
         let mut ebpf = load_object(layout, opts)?;
         let attach = probes::attach_all(&mut ebpf, probes)?;
         let ids = take_map(&mut ebpf, names::MAP_IDS)?;
@@ -54,14 +54,14 @@ impl Tracer {
     }
 
     /// The eBPF side's logger, when `-v` asked for one (once).
-    pub fn take_logger(&mut self) -> Option<EbpfLog> {
+    pub(crate) fn take_logger(&mut self) -> Option<EbpfLog> {
         self.logger.take()
     }
 
     /// Puts a process into the traced set: its execs and its descendants are recorded. Call
     /// it before the process runs (a suspended child, or this process before it forks): the
     /// kernel side updates the same entries as the tree forks and exits.
-    pub fn trace_process(&mut self, tgid: u32) -> Result<()> {
+    pub(crate) fn trace_process(&mut self, tgid: u32) -> Result<()> {
         let index = tgid / IDS_PER_ENTRY as u32;
         let context = || format!("adding process {tgid} to the traced set");
         let mut entry = self.ids.get(&index, 0).with_context(|| format!("{}: its id is above this kernel's pid_max", context()))?;
@@ -73,13 +73,13 @@ impl Tracer {
     }
 
     /// Number of traced processes still alive, by the kernel's own bookkeeping.
-    pub fn traced_alive(&self) -> usize {
+    pub(crate) fn traced_alive(&self) -> usize {
         self.tree_alive.get(&0, 0).map_or(0, |per_cpu| per_cpu.iter().sum::<i64>().max(0) as usize)
     }
 
     /// The kernel side's loss counters, and, read once the tree is gone, the probed calls
     /// whose return never came (a kretprobe can miss returns: their entries stay behind).
-    pub fn losses(&self) -> Result<LossCounters> {
+    pub(crate) fn losses(&self) -> Result<LossCounters> {
         let mut out = Vec::with_capacity(counter::COUNT as usize + 1);
         for (i, name) in counter::NAMES.iter().enumerate() {
             let per_cpu = self.counters.get(&(i as u32), 0).context("reading loss counters")?;
@@ -95,7 +95,7 @@ impl Tracer {
 
     /// Samples kernel stacks at `hz` on every online CPU; the program keeps only samples of
     /// traced threads inside an exec attempt.
-    pub fn start_sampling(&mut self, hz: u64) -> Result<()> {
+    pub(crate) fn start_sampling(&mut self, hz: u64) -> Result<()> {
         let cpus = online_cpus()?;
         let program: &mut PerfEvent = self
             .ebpf
@@ -121,7 +121,7 @@ impl Tracer {
     /// kprobe/kretprobe otherwise. The plan keeps the functions that attached, each with the
     /// mechanism that times it; a function that attaches neither way is left out with a
     /// warning naming it and the kernel's answer. Fails when none attaches.
-    pub fn attach_exact(&mut self, plan: &mut ExactPlan) -> Result<Vec<String>> {
+    pub(crate) fn attach_exact(&mut self, plan: &mut ExactPlan) -> Result<Vec<String>> {
         let btf = aya::Btf::from_sys_fs().ok();
         // Set once trampolines prove unusable here (refused, or not built in): why.
         let mut no_trampolines: Option<String> = if btf.is_none() { Some("no kernel BTF".into()) } else { None };
@@ -202,7 +202,7 @@ impl Tracer {
 
     /// A uprobe on `main` of `program`, so a step's time from image start to `main`
     /// (dynamic loader, libc start-up) is measured.
-    pub fn attach_main(&mut self, program: &std::path::Path) -> Result<()> {
+    pub(crate) fn attach_main(&mut self, program: &std::path::Path) -> Result<()> {
         let p: &mut aya::programs::UProbe = self
             .ebpf
             .program_mut(names::PROG_MAIN_ENTRY)
@@ -215,12 +215,12 @@ impl Tracer {
 
     /// Turns on the kernel's BPF run-time statistics for as long as the returned fd lives
     /// (BPF_ENABLE_STATS: nothing to restore afterwards). None where the kernel refuses.
-    pub fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
+    pub(crate) fn enable_run_stats() -> Option<std::os::fd::OwnedFd> {
         aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| log::debug!("BPF run-time statistics unavailable: {e}")).ok()
     }
 
     /// Runs and run time of every loaded program so far (needs [`Tracer::enable_run_stats`]).
-    pub fn program_costs(&self) -> Vec<ProgramCost> {
+    pub(crate) fn program_costs(&self) -> Vec<ProgramCost> {
         let mut costs: Vec<ProgramCost> = self
             .ebpf
             .programs()
@@ -235,18 +235,18 @@ impl Tracer {
     }
 
     /// The ring buffer the records arrive in (once).
-    pub fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
+    pub(crate) fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
         take_map(&mut self.ebpf, names::MAP_EVENTS)
     }
 
     /// Records lost so far because the ring buffer was full (cheap: one per-CPU read).
-    pub fn ring_full_so_far(&self) -> u64 {
+    pub(crate) fn ring_full_so_far(&self) -> u64 {
         self.counters.get(&counter::RING_FULL, 0).map_or(0, |per_cpu| per_cpu.iter().sum())
     }
 }
 
 /// Loads execprof's eBPF object with this kernel's struct offsets; nothing is attached yet.
-pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
+pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
     bump_memlock_rlimit();
     let tracefs = ensure_tracefs()?;
     // Without the point-of-no-return tracepoint (before 6.10) the kernel's copy of the name
@@ -273,7 +273,7 @@ pub fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
     loader.load(EBPF_OBJECT).context("loading execprof's eBPF object into the kernel")
 }
 
-pub fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
+pub(crate) fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
     let map = ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))?;
     T::try_from(map).with_context(|| format!("map {name} has an unexpected type"))
 }
@@ -291,7 +291,7 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Tracepoint ids are read from tracefs, which some systems do not mount: mount it (as root).
 /// Returns where it is.
-pub fn ensure_tracefs() -> Result<std::path::PathBuf> {
+pub(crate) fn ensure_tracefs() -> Result<std::path::PathBuf> {
     // Mounted but closed to this user (CAP_BPF and CAP_PERFMON without root): say so, rather
     // than try to mount it again.
     for p in [TRACEFS, "/sys/kernel/debug/tracing"] {
@@ -312,7 +312,7 @@ pub fn ensure_tracefs() -> Result<std::path::PathBuf> {
 }
 
 /// CPUs to sample on, from `/sys/devices/system/cpu/online` ("0-3,5").
-pub fn online_cpus() -> Result<Vec<u32>> {
+pub(crate) fn online_cpus() -> Result<Vec<u32>> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").context("reading the online CPU list")?;
     parse_cpu_list(text.trim()).ok_or_else(|| anyhow!("cannot parse the online CPU list {text:?}"))
 }

@@ -75,7 +75,7 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// A forked child blocked before exec.
-pub struct SuspendedChild {
+pub(crate) struct SuspendedChild {
     pid: libc::pid_t,
     release_fd: libc::c_int,
     status_fd: libc::c_int,
@@ -83,7 +83,7 @@ pub struct SuspendedChild {
 }
 
 impl SuspendedChild {
-    pub fn spawn(cmd: &Command) -> Result<Self> {
+    pub(crate) fn spawn(cmd: &Command) -> Result<Self> {
         // Everything the child touches is allocated before fork: after fork only
         // async-signal-safe calls are allowed.
         let program = cstring(cmd.program.as_os_str())?;
@@ -166,12 +166,12 @@ impl SuspendedChild {
         Ok(Self { pid, release_fd: release_w, status_fd: status_r, program: cmd.program.clone() })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid as u32
     }
 
     /// Lets the child exec. Returns once the exec has succeeded or failed.
-    pub fn release(self) -> Result<RunningChild, (RunningChild, Failure)> {
+    pub(crate) fn release(self) -> Result<RunningChild, (RunningChild, Failure)> {
         let running = RunningChild { pid: self.pid };
         let go = 1u8;
         // SAFETY: fds owned by self.
@@ -200,22 +200,22 @@ impl SuspendedChild {
 }
 
 /// The command after release.
-pub struct RunningChild {
+pub(crate) struct RunningChild {
     pid: libc::pid_t,
 }
 
 impl RunningChild {
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.pid
     }
 
     /// The command's status if it has ended (it is then reaped), without blocking.
-    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+    pub(crate) fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
         self.wait_flags(libc::WNOHANG)
     }
 
     /// Waits for the command.
-    pub fn wait_blocking(&mut self) -> Result<ExitStatus> {
+    pub(crate) fn wait_blocking(&mut self) -> Result<ExitStatus> {
         loop {
             if let Some(s) = self.wait_flags(0)? {
                 return Ok(s);

@@ -9,13 +9,13 @@ use anyhow::{Context as _, Result};
 use crate::{launch::child::Command, model::chain::ChainSpec};
 
 static CHAIN_EXE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/execprof-chain"));
-pub const CHAIN_NAME: &str = "execprof-chain";
+pub(crate) const CHAIN_NAME: &str = "execprof-chain";
 /// The chain's switch for the user-space lookup before each exec (`first` or `exec`).
-pub const LOOKUP_VAR: &str = "EXECPROF_CHAIN_LOOKUP";
+pub(crate) const LOOKUP_VAR: &str = "EXECPROF_CHAIN_LOOKUP";
 
 /// The filesystem under `path` when it is one that drops a missing name's dentry at once
 /// (tmpfs, ramfs: `always_delete_dentry`), so that no lookup of a missing name is cached.
-pub fn keeps_no_negative_dentries(path: &std::path::Path) -> Option<&'static str> {
+pub(crate) fn keeps_no_negative_dentries(path: &std::path::Path) -> Option<&'static str> {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;

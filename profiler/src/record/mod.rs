@@ -96,7 +96,7 @@ fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
 }
 
 /// Decodes one ring buffer item.
-pub fn decode(bytes: &[u8]) -> Result<Record> {
+pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
     let h: RecordHeader = read(bytes)?;
     let head = Head { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, cpu: h.cpu };
     let body = match h.kind {

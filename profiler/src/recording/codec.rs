@@ -10,28 +10,28 @@ use std::collections::HashMap;
 
 /// Tag byte: kind in the low nibble, "head same as before" in bit 4, three kind-specific flags.
 pub(super) mod tag {
-    pub const KIND_MASK: u8 = 0x0f;
-    pub const HEAD_SAME: u8 = 0x10;
-    pub const B0: u8 = 0x20;
-    pub const B1: u8 = 0x40;
-    pub const B2: u8 = 0x80;
-    pub const FLAGS: u8 = B0 | B1 | B2;
+    pub(crate) const KIND_MASK: u8 = 0x0f;
+    pub(crate) const HEAD_SAME: u8 = 0x10;
+    pub(crate) const B0: u8 = 0x20;
+    pub(crate) const B1: u8 = 0x40;
+    pub(crate) const B2: u8 = 0x80;
+    pub(crate) const FLAGS: u8 = B0 | B1 | B2;
 
-    pub const ENTER: u8 = 0;
-    pub const EXIT: u8 = 1;
-    pub const NO_RETURN: u8 = 2;
-    pub const LOADED: u8 = 3;
-    pub const TASK_NEW: u8 = 4;
-    pub const TASK_EXIT: u8 = 5;
-    pub const SAMPLE: u8 = 6;
-    pub const PROBED_CALL: u8 = 7;
-    pub const OFF_CPU: u8 = 8;
-    pub const MAIN: u8 = 9;
+    pub(crate) const ENTER: u8 = 0;
+    pub(crate) const EXIT: u8 = 1;
+    pub(crate) const NO_RETURN: u8 = 2;
+    pub(crate) const LOADED: u8 = 3;
+    pub(crate) const TASK_NEW: u8 = 4;
+    pub(crate) const TASK_EXIT: u8 = 5;
+    pub(crate) const SAMPLE: u8 = 6;
+    pub(crate) const PROBED_CALL: u8 = 7;
+    pub(crate) const OFF_CPU: u8 = 8;
+    pub(crate) const MAIN: u8 = 9;
     /// Not a record: clears the name table (B0) and/or the stack table (B1).
-    pub const RESET: u8 = 15;
+    pub(crate) const RESET: u8 = 15;
 
     /// The flags each kind may carry (None: no such kind). Anything else is corruption.
-    pub fn allowed_flags(kind: u8) -> Option<u8> {
+    pub(crate) fn allowed_flags(kind: u8) -> Option<u8> {
         Some(match kind {
             ENTER => B0 | B1,         // faults, syscall code byte
             EXIT => B0 | B1 | B2,     // faults, syscall code byte (with the kill bits), name
@@ -46,7 +46,7 @@ pub(super) mod tag {
     }
 
     /// The same words as `Body::kind_name`, for messages about records that did not decode.
-    pub fn name(tag: u8) -> String {
+    pub(crate) fn name(tag: u8) -> String {
         const NAMES: [&str; 10] = [
             "syscall enter",
             "syscall exit",
@@ -69,13 +69,13 @@ pub(super) mod tag {
 
 /// Head byte, present when the tag lacks HEAD_SAME: which ids are spelled out after it.
 mod head {
-    pub const PID: u8 = 0x01;
-    pub const TGID_MASK: u8 = 0x06;
-    pub const TGID_IS_PID: u8 = 0;
-    pub const TGID_IS_PREV: u8 = 1;
-    pub const TGID_EXPLICIT: u8 = 2;
-    pub const CPU: u8 = 0x08;
-    pub const ALL: u8 = PID | TGID_MASK | CPU;
+    pub(super) const PID: u8 = 0x01;
+    pub(super) const TGID_MASK: u8 = 0x06;
+    pub(super) const TGID_IS_PID: u8 = 0;
+    pub(super) const TGID_IS_PREV: u8 = 1;
+    pub(super) const TGID_EXPLICIT: u8 = 2;
+    pub(super) const CPU: u8 = 0x08;
+    pub(super) const ALL: u8 = PID | TGID_MASK | CPU;
 }
 
 /// What the previous record left behind: the bases of all deltas.

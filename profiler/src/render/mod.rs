@@ -1,2 +1,2 @@
 //! Streaming exporters written as events arrive.
-pub mod perfetto;
+pub(crate) mod perfetto;

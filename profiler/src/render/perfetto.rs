@@ -17,7 +17,7 @@ use crate::{
     model::meta::ExactPlan,
 };
 
-pub struct TraceWriter<W: Write> {
+pub(crate) struct TraceWriter<W: Write> {
     out: W,
     t0: u64,
     plan: Option<ExactPlan>,
@@ -31,7 +31,7 @@ pub struct TraceWriter<W: Write> {
 
 impl<W: Write> TraceWriter<W> {
     /// `t0`: the records' clock at time zero of the trace.
-    pub fn new(mut out: W, t0: u64, plan: Option<ExactPlan>) -> Self {
+    pub(crate) fn new(mut out: W, t0: u64, plan: Option<ExactPlan>) -> Self {
         let error = out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n").err();
         Self { out, t0, plan, wrote_any: false, threads: BTreeSet::new(), after_success: HashMap::new(), error }
     }
@@ -99,7 +99,7 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Closes the JSON (thread names last) and flushes; returns the first write error.
-    pub fn finish(mut self) -> io::Result<W> {
+    pub(crate) fn finish(mut self) -> io::Result<W> {
         for (tgid, tid) in std::mem::take(&mut self.threads) {
             self.emit(json!({"name": "thread_name", "ph": "M", "pid": tgid, "tid": tid, "args": {"name": format!("tid {tid}")}}));
         }

@@ -35,7 +35,7 @@ const POLL: Duration = Duration::from_millis(10);
 const GRACE: Duration = Duration::from_millis(500);
 
 /// How the traced command's run ended.
-pub struct LiveEnd {
+pub(crate) struct LiveEnd {
     pub status: ExitStatus,
     pub command_wall_ns: u64,
     /// Set when a signal cut the run short: which.
@@ -43,7 +43,7 @@ pub struct LiveEnd {
 }
 
 /// Progress on standard error: on a terminal always, elsewhere when asked.
-pub struct Progress {
+pub(crate) struct Progress {
     enabled: bool,
     terminal: bool,
     shown: bool,
@@ -52,7 +52,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(requested: bool) -> Self {
+    pub(crate) fn new(requested: bool) -> Self {
         let terminal = std::io::stderr().is_terminal();
         let now = Instant::now();
         Self { enabled: requested || terminal, terminal, shown: false, started: now, last: (now, 0) }
@@ -90,7 +90,7 @@ impl Progress {
 }
 
 /// 1234567 → "1,234,567".
-pub fn group(n: u64) -> String {
+pub(crate) fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
@@ -103,14 +103,14 @@ pub fn group(n: u64) -> String {
 }
 
 /// Everything the ring buffer holds now, into the pipeline.
-pub fn drain<S: EventSink>(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline<S>) {
+pub(crate) fn drain<S: EventSink>(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline<S>) {
     while let Some(item) = ring.next() {
         pipeline.item(&item);
     }
 }
 
 /// Registers an fd-backed object with the event loop.
-pub fn watch<T: std::os::fd::AsRawFd>(inner: T) -> std::io::Result<AsyncFd<T>> {
+pub(crate) fn watch<T: std::os::fd::AsRawFd>(inner: T) -> std::io::Result<AsyncFd<T>> {
     // SAFETY: every `T` used here (the ring buffer's map, an OwnedFd) owns its fd, keeps it
     // open and returns the same one for as long as it lives.
     unsafe { AsyncFd::register_with_interest(inner, tokio::io::Interest::READABLE) }.map_err(std::io::Error::from)
@@ -134,7 +134,7 @@ fn kill_all(pids: &[u32], sig: i32) {
 }
 
 /// What the loop reads from the kernel besides the command.
-pub struct Feeds {
+pub(crate) struct Feeds {
     pub ring: RingBuf<MapData>,
     /// The eBPF side's log (`-v`).
     pub logger: Option<EbpfLog>,
@@ -147,7 +147,7 @@ pub struct Feeds {
 
 /// Runs until the traced command and all its traced descendants are gone, or a signal stops
 /// them; feeds every record to `pipeline`.
-pub async fn trace(
+pub(crate) async fn trace(
     tracer: &Tracer,
     feeds: Feeds,
     pipeline: &mut RunPipeline<'_>,
@@ -279,7 +279,7 @@ fn tree(pipeline: &RunPipeline<'_>, child: &RunningChild) -> Vec<u32> {
 /// already), saying so on one line and removing `cleanup` (the built-in chain's directory).
 /// The signals are blocked in this thread, and so in every thread started after it, and
 /// taken by a thread of their own, where removing files is safe.
-pub fn exit_on_signal_while_reporting(cleanup: Vec<std::path::PathBuf>) {
+pub(crate) fn exit_on_signal_while_reporting(cleanup: Vec<std::path::PathBuf>) {
     // SAFETY: a sigset_t filled by sigemptyset/sigaddset and used by the pthread calls only.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -301,10 +301,10 @@ pub fn exit_on_signal_while_reporting(cleanup: Vec<std::path::PathBuf>) {
 }
 
 /// Says "analysing …" if making the report takes longer than a second.
-pub struct SlowNotice(Option<std::sync::mpsc::Sender<()>>);
+pub(crate) struct SlowNotice(Option<std::sync::mpsc::Sender<()>>);
 
 impl SlowNotice {
-    pub fn start(what: String) -> Self {
+    pub(crate) fn start(what: String) -> Self {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
             if rx.recv_timeout(Duration::from_secs(1)) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {

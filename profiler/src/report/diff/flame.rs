@@ -14,7 +14,7 @@ fn per_attempt(o: &OutcomeAttribution) -> BTreeMap<&str, u64> {
 }
 
 /// `stack a b` lines (inferno's differential input).
-pub fn differential_lines(a: &OutcomeAttribution, b: &OutcomeAttribution) -> Vec<String> {
+pub(super) fn differential_lines(a: &OutcomeAttribution, b: &OutcomeAttribution) -> Vec<String> {
     let (fa, fb) = (per_attempt(a), per_attempt(b));
     let mut stacks: Vec<&str> = fa.keys().chain(fb.keys()).copied().collect();
     stacks.sort_unstable();
