@@ -65,7 +65,7 @@ pub fn build_chain(out_dir: &Path) -> Result<PathBuf> {
         .arg(&out)
         .arg(&src)
         .output()
-        .with_context(|| format!("failed to run {:?}", rustc))?;
+        .with_context(|| format!("failed to run {rustc:?}"))?;
     if !output.status.success() {
         bail!("compiling {} with {:?} failed ({}):\n{}", src.display(), rustc, output.status, String::from_utf8_lossy(&output.stderr));
     }

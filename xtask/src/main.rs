@@ -31,6 +31,9 @@ enum Task {
     /// Install what building and testing execprof need (apt packages, rustup toolchain link,
     /// bpf-linker), removing nothing.
     Setup,
+    /// Check formatting, clippy (-D warnings) and the API docs (`cargo doc`, -D warnings); no
+    /// root needed once `cargo xtask setup` has run.
+    Lint,
     /// Set up, build, and run execprof on its built-in exec-chain workload.
     Run {
         /// Arguments passed to `execprof run`.
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Setup => setup(Needs::Test),
+        Task::Lint => setup(Needs::Build).and_then(|()| lint()),
         Task::Run { args } => setup(Needs::Build).and_then(|()| run_builtin(&args)),
         Task::Ci => setup(Needs::Test)
             .and_then(|()| ci())
@@ -114,14 +118,29 @@ fn ci() -> Result<()> {
         );
     }
     // Hygiene gates first: they are cheap and say exactly what to fix.
-    run(Command::new("cargo").args(["fmt", "--all", "--check"]))
-        .context("cargo fmt --check found unformatted code: run `cargo fmt --all` and commit")?;
-    run(Command::new("cargo").args(["clippy", "--release", "--all-targets", "--", "-D", "warnings"]))
-        .context("clippy found warnings: fix them (or allow one with a reason) and commit")?;
+    lint()?;
     run(Command::new("cargo").args(["build", "--release"]))?;
     // One test thread: the root tests trace real workloads and time nothing, but two chains
     // competing for two cores make their runs slow for no gain.
     run(Command::new("cargo").args(["test", "--release", "--", "--include-ignored", "--test-threads=1"]))
+}
+
+/// Formatting, clippy and the API docs, each with what to do when it fails.
+fn lint() -> Result<()> {
+    run(Command::new("cargo").args(["fmt", "--all", "--check"]))
+        .context("cargo fmt --check found unformatted code: run `cargo fmt --all` and commit")?;
+    run(Command::new("cargo").args(["clippy", "--release", "--all-targets", "--", "-D", "warnings"]))
+        .context("clippy found warnings: fix them (or allow one with a reason) and commit")?;
+    // The eBPF crate is documented by its own build (bpfel target), not here.
+    run(Command::new("cargo").env("RUSTDOCFLAGS", "-D warnings").args([
+        "doc",
+        "--release",
+        "--no-deps",
+        "--workspace",
+        "--exclude",
+        "profiler-ebpf",
+    ]))
+    .context("cargo doc found broken or private links: fix the doc comments it names and commit")
 }
 
 /// The whole test suite inside each guest kernel (see `suite.rs`).

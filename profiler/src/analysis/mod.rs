@@ -78,7 +78,7 @@ struct ForkCallTally {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FileCount {
-    /// The name as the terminal shows it (see [`escape_name`]).
+    /// The name as the terminal shows it (see `assemble::events::escape_name`).
     pub filename: String,
     /// The name's bytes, exactly, when they are not valid UTF-8 (else None).
     pub filename_bytes: Option<Vec<u8>>,
@@ -284,7 +284,7 @@ pub(crate) mod test_support {
         model::names::{ExecSyscall, Name},
     };
 
-    pub fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
+    pub(crate) fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
         ExecAttempt {
             id: enter_ns,
             pid: tgid,

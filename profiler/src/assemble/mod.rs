@@ -90,7 +90,7 @@ impl Assembler {
         match record.body {
             Body::SyscallEnter { syscall, faults } => self.syscall_enter(h, syscall, faults, out),
             Body::SyscallExit { syscall, ret, faults, name, killed } => {
-                self.syscall_exit(h, syscall, Exit { ret, faults, name, killed }, out)
+                self.syscall_exit(h, syscall, Exit { ret, faults, name, killed }, out);
             }
             Body::NoReturn { name } => {
                 if let Some(o) = self.open.get_mut(&h.pid) {

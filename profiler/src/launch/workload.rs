@@ -24,7 +24,7 @@ pub(crate) fn keeps_no_negative_dentries(path: &std::path::Path) -> Option<&'sta
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }
-    match st.f_type as i64 {
+    match st.f_type {
         TMPFS_MAGIC => Some("tmpfs"),
         RAMFS_MAGIC => Some("ramfs"),
         _ => None,
