@@ -237,6 +237,17 @@ impl clap::ValueEnum for crate::analysis::outcome::Outcome {
     }
 }
 
+/// Spawn methods on the command line (`--method posix-spawn`), by the names the JSON uses.
+impl clap::ValueEnum for crate::commands::spawn::Method {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.key()).help(self.about()))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::{analysis::stats::Distribution, launch::workload::ChainWorkload};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// fork(), then execve in the child.
@@ -29,6 +29,26 @@ pub enum Method {
 
 impl Method {
     pub const ALL: [Method; 4] = [Method::ForkExec, Method::VforkExec, Method::PosixSpawn, Method::CloneVfork];
+
+    /// The name the JSON and `--method` use.
+    pub fn key(self) -> &'static str {
+        match self {
+            Method::ForkExec => "fork-exec",
+            Method::VforkExec => "vfork-exec",
+            Method::PosixSpawn => "posix-spawn",
+            Method::CloneVfork => "clone-vfork",
+        }
+    }
+
+    /// What the method does, for `--help`.
+    pub fn about(self) -> &'static str {
+        match self {
+            Method::ForkExec => "fork(), then execve in the child",
+            Method::VforkExec => "vfork(), then execve in the child (the parent sleeps until the exec)",
+            Method::PosixSpawn => "glibc posix_spawn (clone(CLONE_VM|CLONE_VFORK) inside)",
+            Method::CloneVfork => "clone(CLONE_VM|CLONE_VFORK) on a separate stack, then execve",
+        }
+    }
 
     pub fn label(self) -> &'static str {
         match self {
@@ -352,4 +372,16 @@ pub fn render(r: &SpawnReport, traced: bool) -> String {
         "  start: spawn call → the child's first instruction (its clock read); returned: → the call returned in the parent; reaped: → waitpid returned"
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Method;
+
+    #[test]
+    fn method_keys_are_the_names_the_json_uses() {
+        for m in Method::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), serde_json::json!(m.key()));
+        }
+    }
 }
