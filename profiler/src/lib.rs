@@ -20,6 +20,7 @@ pub mod cli;
 pub mod commands;
 #[cfg(feature = "tracer")]
 pub(crate) mod kernel;
+#[cfg(feature = "tracer")]
 pub(crate) mod launch;
 pub mod model;
 pub(crate) mod pipeline;
@@ -27,6 +28,5 @@ pub(crate) mod record;
 pub mod recording;
 pub(crate) mod render;
 pub mod report;
-#[cfg(feature = "tracer")]
-pub(crate) mod source;
+pub mod source;
 pub mod testing;

@@ -5,17 +5,21 @@
 //! sink; [`RunSinks`] (the analyzer and the trace writer) is the one `run` and `report` use.
 //! A record that cannot be decoded is counted, never dropped silently. Nothing here touches
 //! the kernel, so a replay needs no privileges.
+// Ring buffer items, checkpoints and the tree's liveness are the live source's (with the
+// tracer); without it the replay uses the rest.
+#![cfg_attr(not(feature = "tracer"), allow(dead_code))]
 use std::{
     collections::HashSet,
     fs::File,
     io::{BufWriter, Write},
-    path::PathBuf,
+    path::{Path, PathBuf},
 };
 
 use crate::{
     analysis::{Analysis, AnalysisContext, Analyzer, attribution::SymbolTable},
     assemble::events::{Event, EventSink},
     assemble::{Assembler, Unjoined},
+    model::meta::RunMeta,
     record::{self, Record},
     recording::{RecordingWriter, WriteStats},
     render::perfetto::TraceWriter,
@@ -189,6 +193,17 @@ impl<'a> RunPipeline<'a> {
             recorder: d.recorder,
             output_errors,
         }
+    }
+}
+
+impl TraceOutput {
+    /// The Perfetto trace file at `path`, when one was asked for.
+    pub(crate) fn create(path: Option<&Path>, meta: &RunMeta) -> anyhow::Result<Option<Self>> {
+        use anyhow::Context as _;
+        let Some(path) = path else { return Ok(None) };
+        let file = File::create(path).with_context(|| format!("creating the trace {}", path.display()))?;
+        let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), meta.started_mono_ns, meta.exact_plan.clone());
+        Ok(Some(OutputFile { path: path.to_owned(), writer }))
     }
 }
 

@@ -131,6 +131,9 @@ fn lint() -> Result<()> {
         .context("cargo fmt --check found unformatted code: run `cargo fmt --all` and commit")?;
     run(Command::new("cargo").args(["clippy", "--release", "--all-targets", "--", "-D", "warnings"]))
         .context("clippy found warnings: fix them (or allow one with a reason) and commit")?;
+    // The library without the tracer: the pure pipeline xtask reads runs with.
+    run(Command::new("cargo").args(["clippy", "--release", "-p", "profiler", "--no-default-features", "--lib", "--", "-D", "warnings"]))
+        .context("clippy found warnings in the library built without the tracer feature: fix them and commit")?;
     // The eBPF crate is documented by its own build (bpfel target), not here.
     run(Command::new("cargo").env("RUSTDOCFLAGS", "-D warnings").args([
         "doc",

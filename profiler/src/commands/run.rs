@@ -3,7 +3,7 @@
 use std::{
     ffi::OsString,
     fs::File,
-    io::{BufReader, BufWriter},
+    io::BufWriter,
     path::{Path, PathBuf},
     time::Instant,
 };
@@ -25,11 +25,13 @@ use crate::{
     model::failure::{Failure, code},
     model::meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
     pipeline::{Finished, OutputFile, Recorder, RunPipeline, TraceOutput},
-    recording::{RecordingReader, RecordingWriter},
-    render::perfetto::TraceWriter,
+    recording::RecordingWriter,
     report::export,
     report::{self, RecordingFacts, RunReport, Source},
-    source::live::{self, Progress, SlowNotice},
+    source::{
+        live::{self, Progress, SlowNotice},
+        replay::{self, load},
+    },
 };
 
 /// How per-function time is measured.
@@ -131,7 +133,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         Some(path) => Some(create_recording(path, &meta)?),
         None => None,
     };
-    let trace = open_trace(cfg.outputs.trace.as_deref(), &meta)?;
+    let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), &meta)?;
     let mut pipeline = RunPipeline::new(ctx, trace, recorder, Some(child.pid()));
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
@@ -209,57 +211,12 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     Ok(0)
 }
 
-/// A recording read through the pipeline.
-struct Loaded {
-    meta: RunMeta,
-    end: RunEnd,
-    finished: Finished,
-    facts: RecordingFacts,
-}
-
-/// Reads a recording through the same pipeline as a live run (writing a trace if asked);
-/// a bad file is a [`code::BAD_RECORDING`] failure naming what and where.
-fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
-    let bad = |e: String| Failure::new(code::BAD_RECORDING, format!("{}: {e}", path.display()));
-    let file = File::open(path).map_err(|e| bad(format!("cannot open it ({e})")))?;
-    let bytes = file.metadata().map_or(0, |m| m.len());
-    let mut reader = RecordingReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| bad(e.to_string()))?;
-    let meta: RunMeta = serde_json::from_value(reader.meta().clone()).map_err(|e| {
-        bad(format!(
-            "its run metadata does not read as this execprof's ({e}); it was written by execprof {}",
-            reader.meta()["execprof_version"]
-        ))
-    })?;
-    let model = PhaseModel::builtin()?;
-    let ctx = AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref() };
-    let trace = open_trace(trace, &meta)?;
-    let mut pipeline = RunPipeline::new(ctx, trace, None, None);
-    let mut records = 0u64;
-    while let Some(r) = reader.next_record().map_err(|e| bad(e.to_string()))? {
-        records += 1;
-        pipeline.record(r);
-    }
-    let trailer = reader.finish().map_err(|e| bad(e.to_string()))?;
-    let end: RunEnd =
-        serde_json::from_value(trailer.end).map_err(|e| bad(format!("its end record does not read as this execprof's ({e})")))?;
-    let table = SymbolTable(trailer.symbols.into_iter().collect());
-    let finished = pipeline.finish(|_| table);
-    let facts = RecordingFacts { path: path.display().to_string(), bytes, records };
-    Ok(Loaded { meta, end, finished, facts })
-}
-
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
 pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, shown: &crate::report::diff::Shown) -> Result<i32> {
     let outputs =
         Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
-    let report_of = |path: &Path| -> Result<RunReport> {
-        let started = Instant::now();
-        let l = load(path, None)?;
-        let source = Source::Replay { recording: l.facts, ready_ms: started.elapsed().as_millis() as u64 };
-        Ok(RunReport::new(l.meta, l.end, l.finished.analysis, &l.finished.unjoined, source))
-    };
-    let (ra, rb) = (report_of(a)?, report_of(b)?);
+    let (ra, rb) = (replay::report(a)?, replay::report(b)?);
     let (pa, pb) = (a.display().to_string(), b.display().to_string());
     let d = crate::report::diff::compare(&pa, &ra, &pb, &rb);
     print!("{}", crate::report::diff::render(&d, shown));
@@ -395,13 +352,6 @@ fn create_recording(path: &Path, meta: &RunMeta) -> Result<Recorder> {
     let writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &meta)
         .with_context(|| format!("writing the recording {}", path.display()))?;
     Ok(OutputFile { path: path.to_owned(), writer })
-}
-
-fn open_trace(path: Option<&Path>, meta: &RunMeta) -> Result<Option<TraceOutput>> {
-    let Some(path) = path else { return Ok(None) };
-    let file = File::create(path).with_context(|| format!("creating the trace {}", path.display()))?;
-    let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), meta.started_mono_ns, meta.exact_plan.clone());
-    Ok(Some(OutputFile { path: path.to_owned(), writer }))
 }
 
 /// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.

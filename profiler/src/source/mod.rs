@@ -1,3 +1,5 @@
-//! Where records come from: the live ring buffer (`live`). A recording is read back by
-//! `crate::recording` and fed to the same pipeline.
+//! Where records come from: the live ring buffer (`live`, with the tracer) and a recording
+//! read back (`replay`). Both hand records to the same pipeline.
+#[cfg(feature = "tracer")]
 pub(crate) mod live;
+pub mod replay;
