@@ -12,6 +12,7 @@
 //! their configuration, the report model with the analysis it holds, recordings); the rest
 //! is `pub(crate)`.
 #![warn(unreachable_pub)]
+#![warn(missing_docs)]
 pub mod analysis;
 pub(crate) mod assemble;
 #[cfg(feature = "tracer")]

@@ -11,25 +11,38 @@ use super::{attribution::SampledAttribution, exact::ExactTiming, outcome::Outcom
 /// Phases outside the exec path proper.
 const NOT_EXEC: &[&str] = &["tracer", "other"];
 
+/// One phase's share of exec-phase time in exact mode beside its share of exec-phase samples.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PhaseAgreement {
+    /// Phase name.
     pub phase: String,
+    /// Fraction (0 to 1) of exact mode's exec-phase time per attempt spent in this phase.
     pub exact_share: f64,
+    /// Fraction (0 to 1) of exec-phase samples in this phase.
     pub sampled_share: f64,
+    /// Lower end of the sampled share's 95% Wilson interval.
     pub sampled_low: f64,
+    /// Upper end of the sampled share's 95% Wilson interval.
     pub sampled_high: f64,
+    /// Exec-phase samples in this phase.
     pub samples: u64,
+    /// Whether the exact share lies within the sampled share's interval.
     pub agree: bool,
 }
 
+/// The phase agreement for one outcome that both modes measured.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeAgreement {
+    /// The outcome compared.
     pub outcome: Outcome,
     /// Exec-phase samples behind the sampled shares.
     pub samples: u64,
+    /// One row per exec phase that sampling saw.
     pub phases: Vec<PhaseAgreement>,
 }
 
+/// Compares exact and sampled phase shares, per outcome both have; outcomes without exec-phase
+/// samples or exact time are left out.
 pub fn compare(exact: &ExactTiming, sampled: &SampledAttribution) -> Vec<OutcomeAgreement> {
     let mut out = Vec::new();
     for e in &exact.outcomes {

@@ -42,6 +42,7 @@ impl SymbolTable {
         Self(addrs.iter().zip(names).filter_map(|(&a, n)| Some((a, n?))).collect())
     }
 
+    /// The table's (address, name) pairs in address order, as a recording stores them.
     pub fn entries(&self) -> Vec<(u64, String)> {
         self.0.iter().map(|(&a, n)| (a, n.clone())).collect()
     }
@@ -56,17 +57,24 @@ impl Symbolizer for SymbolTable {
 /// Below this many samples a line's share is shown but flagged as weakly supported.
 pub const MIN_SAMPLES: u64 = 30;
 
+/// A sampled share with its 95% Wilson interval, and that share as time per attempt.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Estimate {
+    /// Samples counted for this line.
     pub samples: u64,
     /// Of the outcome's samples.
     pub share: f64,
+    /// Lower end of the share's 95% Wilson interval.
     pub share_low: f64,
+    /// Upper end of the share's 95% Wilson interval.
     pub share_high: f64,
     /// share × the outcome's exact mean latency, with the interval scaled the same way.
     pub ns_per_attempt: f64,
+    /// Lower end of `ns_per_attempt`'s interval, in ns per attempt.
     pub ns_per_attempt_low: f64,
+    /// Upper end of `ns_per_attempt`'s interval, in ns per attempt.
     pub ns_per_attempt_high: f64,
+    /// Fewer than [`MIN_SAMPLES`] samples: the share is shown but weakly supported.
     pub few_samples: bool,
 }
 
@@ -87,28 +95,38 @@ impl Estimate {
     }
 }
 
+/// One kernel function's share of a phase's samples.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FunctionLine {
     /// The kernel's own name, suffix kept (`do_execveat_common.isra.0`).
     pub function: String,
+    /// The function's samples and estimated time per attempt.
     pub estimate: Estimate,
 }
 
+/// One phase's share of an outcome's samples, with the functions that decided it.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PhaseLine {
+    /// Phase id from the phase model (`args`, `open`, ...).
     pub phase: String,
+    /// Human-readable phase label from the phase model, for reports.
     pub label: String,
+    /// The phase's samples and estimated time per attempt.
     pub estimate: Estimate,
     /// Functions that decided this phase's samples, most samples first.
     pub functions: Vec<FunctionLine>,
 }
 
+/// Sampled attribution of one outcome's exec time to phases and functions.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeAttribution {
+    /// The outcome these attempts ended with.
     pub outcome: Outcome,
+    /// Completed exec attempts with this outcome.
     pub attempts: u64,
     /// Exact mean latency of this outcome's attempts (tracepoints).
     pub mean_ns: f64,
+    /// Samples attributed to this outcome's attempts.
     pub samples: u64,
     /// In exec order; phases without samples included, so "not seen" is visible.
     pub phases: Vec<PhaseLine>,
@@ -130,10 +148,14 @@ pub struct OutcomeAttribution {
 /// Functions on fewer of the stacks than this are left out of [`OutcomeAttribution::on_stack`].
 pub const CALLERS_MIN_SHARE: f64 = 0.005;
 
+/// One function's time on the sampled stacks of an outcome.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FunctionTotals {
+    /// The kernel's own name, suffix kept.
     pub function: String,
+    /// Samples with the function anywhere on the stack, as share and time per attempt.
     pub inclusive: Estimate,
+    /// Samples with the function innermost (its own work), as share and time per attempt (JSON field `self`).
     #[serde(rename = "self")]
     pub own: Estimate,
 }
@@ -151,12 +173,14 @@ pub const ADEQUACY_TARGET: f64 = 0.10;
 pub struct Adequacy {
     /// Half the interval's width over the share, for the worst phase.
     pub widest_relative: f64,
+    /// The share of that worst phase.
     pub phase_share: f64,
     /// Samples needed ÷ samples taken, for ±10%.
     pub samples_factor: f64,
 }
 
 impl Adequacy {
+    /// The advice for these phases, or None when every phase of at least 5% is within ±25%.
     pub fn of(phases: &[PhaseLine]) -> Option<Self> {
         let (rel, share) = phases
             .iter()
@@ -171,8 +195,10 @@ impl Adequacy {
     }
 }
 
+/// The sampled attribution of a run: sample accounting and one attribution per outcome.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SampledAttribution {
+    /// Samples the kernel delivered during the run, used or not.
     pub samples: u64,
     /// Samples whose attempt was never recorded (its exit was lost): counted, not used.
     pub samples_without_attempt: u64,
@@ -188,6 +214,7 @@ pub struct SampledAttribution {
     /// Samples attributed per second of measured exec-attempt time: the rate the kernel
     /// delivered (per CPU), to set beside the one asked for. None without attempt time.
     pub delivered_hz: Option<f64>,
+    /// One attribution per outcome that had samples.
     pub outcomes: Vec<OutcomeAttribution>,
 }
 

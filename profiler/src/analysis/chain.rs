@@ -15,11 +15,16 @@ use serde::Serialize;
 use super::stats::{Distribution, Latencies};
 use crate::assemble::events::{ExecAttempt, MainEntry, OffCpu};
 
+/// One step of an exec chain: from one successful exec's end to the next's in the same process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ChainStep {
+    /// The process (thread-group id) the step ran in.
     pub tgid: u32,
+    /// When the step began: the previous successful exec's end (kernel monotonic clock, ns).
     pub start_ns: u64,
+    /// When the step ended: this step's successful exec's end (kernel monotonic clock, ns).
     pub end_ns: u64,
+    /// Failed exec attempts inside the step.
     pub failed_attempts: u32,
     /// Kernel time in the step's failed attempts.
     pub failed_ns: u64,
@@ -36,6 +41,7 @@ pub struct ChainStep {
 }
 
 impl ChainStep {
+    /// The step's length, end minus start, in ns.
     pub fn wall_ns(&self) -> u64 {
         self.end_ns - self.start_ns
     }
@@ -51,21 +57,30 @@ impl ChainStep {
     }
 }
 
+/// Exec-chain steps of a run, summarized: each part's distribution per chain step, in ns.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ChainSummary {
     /// Processes with at least one step.
     pub processes: u64,
+    /// Chain steps measured, over all processes.
     pub steps: u64,
+    /// Step length, per chain step.
     pub wall_ns: Distribution,
+    /// Kernel time in failed attempts, per chain step.
     pub failed_ns: Distribution,
+    /// Kernel time in the successful exec, per chain step.
     pub exec_ns: Distribution,
+    /// What the measured parts leave unexplained (user space, untraced syscalls), per chain step.
     pub rest_ns: Distribution,
     /// Successful exec before / after the point of no return, where the kernel reports it.
     pub exec_before_ns: Option<Distribution>,
+    /// Of the successful exec, the part after the point of no return, per chain step.
     pub exec_after_ns: Option<Distribution>,
     /// Present when a uprobe on `main` saw the steps' images start.
     pub startup_ns: Option<Distribution>,
+    /// Off-CPU time outside the exec attempts and start-up, per chain step.
     pub off_cpu_ns: Distribution,
+    /// Mean failed exec attempts per chain step.
     pub failed_attempts_per_step: f64,
     /// Steps whose measured parts add up to more than their wall time (overlapping windows
     /// the sweep could not separate): their rest is counted as 0, and this says how often.
@@ -108,6 +123,8 @@ pub struct ChainTracker {
 }
 
 impl ChainTracker {
+    /// Adds one exec attempt: a failed one joins its process's open step; a successful one
+    /// closes that step and opens the next.
     pub fn attempt(&mut self, a: &ExecAttempt) {
         let p = self.processes.entry(a.tgid).or_default();
         if a.ret != 0 {
@@ -128,6 +145,7 @@ impl ChainTracker {
         p.open = Some(OpenStep { start_ns: a.exit_ns, ..OpenStep::default() });
     }
 
+    /// Adds a uprobe hit on `main`: the first one after the open step's start is its start-up end.
     pub fn main(&mut self, m: &MainEntry) {
         if let Some(open) = self.processes.get_mut(&m.tgid).and_then(|p| p.open.as_mut())
             && open.main_ns.is_none()
@@ -137,6 +155,8 @@ impl ChainTracker {
         }
     }
 
+    /// Adds an off-CPU interval to the steps of its process it overlaps (the open one and the one
+    /// before, still waiting for late intervals).
     pub fn off_cpu(&mut self, o: &OffCpu) {
         let Some(p) = self.processes.get_mut(&o.tgid) else { return };
         if let Some(closed) = &mut p.closed
@@ -158,6 +178,7 @@ impl ChainTracker {
         }
     }
 
+    /// Closes every process's steps and summarizes them; None when no step completed.
     pub fn summary(mut self) -> Option<ChainSummary> {
         let mut left: Vec<(u32, Process)> = self.processes.drain().collect();
         left.sort_by_key(|(tgid, _)| *tgid);

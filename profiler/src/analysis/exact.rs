@@ -13,11 +13,16 @@ use super::{
 };
 use crate::{analysis::phases::PhaseModel, assemble::events::ProbedCall, model::meta::ExactPlan};
 
+/// Exact timing of one probed kernel function within one outcome's attempts.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FunctionTiming {
+    /// The kernel's own name, suffix kept.
     pub function: String,
+    /// The phase the phase model puts the function in; None when it names none.
     pub phase: Option<String>,
+    /// Calls of the function in this outcome's attempts.
     pub calls: u64,
+    /// Mean calls per attempt of the outcome.
     pub calls_per_attempt: f64,
     /// Time from entry to return, per call.
     pub inclusive_ns: Distribution,
@@ -26,28 +31,39 @@ pub struct FunctionTiming {
     /// Per attempt of the outcome (every call in it, 0 where it was not called), with a 95%
     /// interval over attempts: inclusive and self time.
     pub inclusive_per_attempt: Interval,
+    /// Self time per attempt of the outcome (0 where not called), with its 95% interval over attempts.
     pub self_per_attempt: Interval,
     /// The probed function that called it most often (None: called from the syscall itself).
     pub parent: Option<String>,
 }
 
+/// Exact time of one phase within one outcome's attempts, rolled up from its functions' self times.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PhaseTiming {
+    /// Phase id from the phase model.
     pub phase: String,
+    /// Human-readable phase label from the phase model.
     pub label: String,
     /// Self time of the phase's probed functions, per attempt.
     pub ns_per_attempt: f64,
+    /// Fraction of the outcome's mean attempt latency (`ns_per_attempt` over `mean_ns`).
     pub share: f64,
     /// `ns_per_attempt` with its 95% interval over attempts.
     pub per_attempt: Interval,
 }
 
+/// Exact timing of one outcome's attempts: per function, per phase, and as a call tree.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeTiming {
+    /// The outcome these attempts ended with.
     pub outcome: Outcome,
+    /// Completed exec attempts with this outcome.
     pub attempts: u64,
+    /// Mean latency of these attempts, in ns (tracepoints).
     pub mean_ns: f64,
+    /// Probed functions called in these attempts, in phase order, then most total time first.
     pub functions: Vec<FunctionTiming>,
+    /// Phases with any self time, in exec order.
     pub phases: Vec<PhaseTiming>,
     /// The call tree from probe nesting, rooted at the syscall (its self time: outside every
     /// probed function).
@@ -58,12 +74,16 @@ pub struct OutcomeTiming {
     pub unprobed_ns_per_attempt: f64,
 }
 
+/// The exact-mode result of a run: the probed functions and one timing per outcome.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ExactTiming {
+    /// Raw kernel names of the functions probed (the exact plan's order).
     pub probed: Vec<String>,
+    /// Probed calls reported, used or not.
     pub calls: u64,
     /// Calls that could not be tied to a recorded attempt: counted, not used.
     pub calls_without_attempt: u64,
+    /// One timing per outcome that had attempts.
     pub outcomes: Vec<OutcomeTiming>,
 }
 
@@ -165,6 +185,8 @@ impl ExactTally {
         self.without_attempt += 1;
     }
 
+    /// Turns the folded calls into per-outcome timings, with names and phases from `plan` and
+    /// `model`; outcomes without attempts are left out.
     pub fn finish(mut self, outcomes: &Outcomes, plan: &ExactPlan, model: &PhaseModel) -> ExactTiming {
         let name = |slot: u32| plan.function_of(slot).map_or("?", |f| f.function.as_str());
         let mut out = Vec::new();

@@ -20,19 +20,28 @@ use serde::Serialize;
 
 use super::stats::{Interval, wilson};
 
+/// Where in the exec path a sampled stack was, for the fast-path verdict (JSON: snake_case).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OpenPart {
+    /// Copying the program's name from user space (`getname*`, `strncpy_from_user`).
     NameCopy,
+    /// The path walk of the program's own open (`link_path_walk`, the last component's lookup).
     PathWalk,
+    /// Allocating and releasing the struct file of the program's open, memcg charging included.
     FileAllocFree,
+    /// The rest of the program's own open (`do_filp_open`, `path_openat`).
     OpenRest,
+    /// Allocating and freeing the bprm and its mm.
     BprmAllocFree,
+    /// execprof's own probes.
     Tracer,
+    /// Everything else: syscall entry, mm, arguments, the binary's loading.
     Rest,
 }
 
 impl OpenPart {
+    /// Every part, in the order the verdict's tables list them.
     pub const ALL: [OpenPart; 7] = [
         OpenPart::NameCopy,
         OpenPart::PathWalk,
@@ -43,6 +52,7 @@ impl OpenPart {
         OpenPart::Rest,
     ];
 
+    /// Human-readable name of the part, with the kernel functions it stands for.
     pub fn label(self) -> &'static str {
         match self {
             OpenPart::NameCopy => "name copy (getname, strncpy_from_user)",
@@ -133,9 +143,13 @@ fn base(name: &str) -> &str {
 /// One part's time per attempt of an outcome.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PartTime {
+    /// The part.
     pub part: OpenPart,
+    /// The part's human-readable label ([`OpenPart::label`]).
     pub label: String,
+    /// Samples of the outcome in this part.
     pub samples: u64,
+    /// Time in this part per attempt of the outcome, in ns, with its 95% interval.
     pub per_attempt: Interval,
     /// Under a double lookup: saved (failed attempts) or paid again (successes).
     pub changes: bool,
@@ -148,6 +162,7 @@ pub struct PartTally {
 }
 
 impl PartTally {
+    /// Counts `n` samples in `part`.
     pub fn add(&mut self, part: OpenPart, n: u64) {
         *self.counts.entry(part).or_default() += n;
     }
@@ -182,18 +197,27 @@ pub fn repeated_by_double_lookup(p: OpenPart) -> bool {
     p == OpenPart::PathWalk
 }
 
+/// The fast-path verdict: what a double lookup would save per failed attempt, add per
+/// successful exec, and the net per chain step.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FastPathVerdict {
     /// Failed PATH lookups (ENOENT) and successful execs measured.
     pub failed_attempts: u64,
+    /// Successful execs measured.
     pub successes: u64,
+    /// Samples taken in the failed attempts.
     pub failed_samples: u64,
+    /// Samples taken in the successful execs.
     pub success_samples: u64,
     /// Failed attempts per successful exec: per chain step in the chain.
     pub failed_per_success: f64,
+    /// Mean latency of a failed attempt, in ns.
     pub failed_mean_ns: f64,
+    /// Mean latency of a successful exec, in ns.
     pub success_mean_ns: f64,
+    /// Time per failed attempt in each part, every part listed.
     pub failed_parts: Vec<PartTime>,
+    /// Time per successful exec in each part, every part listed.
     pub success_parts: Vec<PartTime>,
     /// Saved per failed attempt.
     pub saved_per_failure: Interval,

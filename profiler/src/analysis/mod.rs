@@ -26,11 +26,17 @@ use crate::{
     model::names::{ExecSyscall, ForkSyscall},
 };
 
+/// Everything the analysis found in one run: the report's `analysis` section.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Analysis {
+    /// Exec attempts completed (all outcomes).
     pub attempts: u64,
+    /// One summary per exec outcome, every outcome listed (empty ones with count 0).
     pub outcomes: Vec<outcome::OutcomeSummary>,
+    /// Successful execs split at the point of no return; None without successes.
     pub success_split: Option<outcome::SuccessSplit>,
+    /// Exec-chain steps (successful exec to successful exec in one process); None when no step
+    /// completed.
     pub chain: Option<chain::ChainSummary>,
     /// What a double lookup would save and cost (sampled mode, with failed lookups and
     /// successes): `--fast-path`.
@@ -45,8 +51,11 @@ pub struct Analysis {
     pub agreement: Vec<agreement::OutcomeAgreement>,
     /// Processes seen in the traced tree (the launched one plus every forked process).
     pub processes: u64,
+    /// Threads created in the traced tree (not counting processes).
     pub threads_created: u64,
+    /// Attempts whose file name was cut at the kernel side's buffer size.
     pub filenames_truncated: u64,
+    /// Attempts whose file name could not be read from user memory.
     pub filenames_unreadable: u64,
     /// Attempts through `execveat` (the rest went through `execve`).
     pub execveat_attempts: u64,
@@ -58,14 +67,21 @@ pub struct Analysis {
     pub files_not_listed: u64,
 }
 
+/// At most this many exec'd file names are listed in [`Analysis::files`].
 pub const MAX_FILES: usize = 100;
 
+/// The fork-family calls of one syscall made in the traced tree.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ForkCallSummary {
+    /// The fork-family syscall.
     pub syscall: ForkSyscall,
+    /// Calls made.
     pub count: u64,
+    /// Calls that returned an error.
     pub failed: u64,
+    /// Call latency, per call.
     pub latency: stats::Distribution,
+    /// Mean minor page faults per call, over the calls whose faults were countable; None when none were.
     pub minor_faults_per_call: Option<f64>,
 }
 
@@ -76,13 +92,16 @@ struct ForkCallTally {
     minor_faults: (u64, u64),
 }
 
+/// How often one file name was exec'd.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FileCount {
     /// The name as the terminal shows it (see `assemble::events::escape_name`).
     pub filename: String,
     /// The name's bytes, exactly, when they are not valid UTF-8 (else None).
     pub filename_bytes: Option<Vec<u8>>,
+    /// Exec attempts of this name.
     pub attempts: u64,
+    /// Of those, successful execs.
     pub successes: u64,
 }
 
@@ -90,9 +109,11 @@ pub struct FileCount {
 /// mode which function each probe slot holds.
 #[derive(Clone, Copy)]
 pub struct AnalysisContext<'a> {
+    /// How functions map to phases.
     pub model: &'a PhaseModel,
     /// Set when samples were taken (sampled attribution runs).
     pub sampled: bool,
+    /// In exact mode, which function each probe slot holds; None otherwise.
     pub exact: Option<&'a ExactPlan>,
 }
 
@@ -146,6 +167,7 @@ impl EventSink for Analyzer<'_> {
 }
 
 impl<'a> Analyzer<'a> {
+    /// An analyzer with nothing folded yet (the launched process counted as the first process).
     pub fn new(ctx: AnalysisContext<'a>) -> Self {
         Self {
             ctx,
@@ -196,6 +218,7 @@ impl<'a> Analyzer<'a> {
         self.samples.addresses()
     }
 
+    /// Ends the run: attributes the samples with names from `symbols` and returns the analysis.
     pub fn finish(self, symbols: &dyn attribution::Symbolizer) -> Analysis {
         let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, counts } = self;
         let fork_stats = |s: ForkSyscall| fork_calls.get(&s).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()));

@@ -17,6 +17,7 @@ const DIP: f64 = 0.6;
 /// The least weight of a mode.
 const MIN_WEIGHT: f64 = 0.05;
 
+/// One mode of a latency distribution: where values pile up, and how many of them.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct LatencyMode {
     /// Where the density peaks.

@@ -10,12 +10,17 @@ use crate::{
 /// The kernel-internal errno an exec returns when it is killed mid-way (include/linux/errno.h).
 const ERESTARTNOINTR: i64 = 513;
 
+/// How an exec attempt ended (JSON: lowercase), or a fork-family call analysed alongside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
+    /// The exec succeeded: the new image runs.
     Success,
+    /// ENOENT: no such file (the usual miss of a PATH lookup).
     Enoent,
+    /// EACCES: permission denied, or not a regular executable file.
     Eacces,
+    /// ENOEXEC: no binary format handler recognised the file.
     Enoexec,
     /// Any other errno.
     Other,
@@ -29,9 +34,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every exec outcome, in the order reports list them (fork calls not included).
     pub const ALL: [Outcome; 6] =
         [Outcome::Success, Outcome::Enoent, Outcome::Eacces, Outcome::Enoexec, Outcome::Other, Outcome::Abandoned];
 
+    /// The outcome of an exec return value (0 or a negated errno), without kill information.
     pub fn of(ret: i64) -> Self {
         match ret {
             0 => Outcome::Success,
@@ -61,6 +68,7 @@ impl Outcome {
         })
     }
 
+    /// Human-readable name for reports (`ENOENT`, `clone (fork)`).
     pub fn label(self) -> &'static str {
         match self {
             Outcome::Success => "success",
@@ -79,13 +87,18 @@ impl Outcome {
     }
 }
 
+/// Latency and faults of the exec attempts that ended one way.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeSummary {
+    /// The outcome.
     pub outcome: Outcome,
+    /// Exec attempts with this outcome.
     pub count: u64,
+    /// Latency per attempt; None without attempts.
     pub latency: Option<Distribution>,
     /// Mean minor / major faults per attempt, over the attempts whose faults were countable.
     pub minor_faults_per_attempt: Option<f64>,
+    /// Mean major page faults per attempt, over the attempts whose faults were countable.
     pub major_faults_per_attempt: Option<f64>,
     /// For `Other` and `Abandoned`: each errno and its count, most frequent first.
     pub errnos: Vec<(i64, u64)>,
@@ -110,6 +123,7 @@ pub struct KilledCounts {
 /// One outcome's figures, folded as attempts arrive.
 #[derive(Clone, Debug, Default)]
 pub struct OutcomeTally {
+    /// Latency per attempt of this outcome, in ns.
     pub latency: Latencies,
     minor: (u64, u64),
     major: (u64, u64),
@@ -149,6 +163,7 @@ pub struct Outcomes {
 }
 
 impl Outcomes {
+    /// Adds one completed exec attempt under its outcome (and to the split when it succeeded).
     pub fn add(&mut self, a: &ExecAttempt) {
         self.by.entry(Outcome::of_attempt(a)).or_default().add(a);
         if a.ret == 0 {
@@ -166,6 +181,7 @@ impl Outcomes {
         self.by.get(&outcome).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()))
     }
 
+    /// One summary per exec outcome in [`Outcome::ALL`], outcomes without attempts included.
     pub fn summaries(&self) -> Vec<OutcomeSummary> {
         let empty = OutcomeTally::default();
         Outcome::ALL
@@ -189,6 +205,7 @@ impl Outcomes {
             .collect()
     }
 
+    /// The successful execs' split at the point of no return; None without successes.
     pub fn success_split(&self) -> Option<SuccessSplit> {
         self.split.summary()
     }
@@ -199,7 +216,9 @@ impl Outcomes {
 /// the old mm and builds the new image.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SuccessSplit {
+    /// Time from syscall entry to the point of no return, per successful exec.
     pub before_ns: Distribution,
+    /// Time from the point of no return to the syscall's return, per successful exec.
     pub after_ns: Distribution,
     /// Of `after`: from the point of no return to the new image in place (`sched_process_exec`).
     pub to_loaded_ns: Option<Distribution>,

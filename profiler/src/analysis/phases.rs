@@ -104,6 +104,7 @@ impl PhaseId {
 /// One declared phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Phase {
+    /// Position in exec order.
     pub id: PhaseId,
     /// Short identifier used in the data file and machine-readable output.
     pub name: String,
@@ -119,7 +120,12 @@ pub struct Phase {
 pub enum FrameClass {
     /// The function belongs to a phase; `weak` helpers only decide when no
     /// strong frame is on the stack.
-    Phase { phase: PhaseId, weak: bool },
+    Phase {
+        /// The phase the function is listed under.
+        phase: PhaseId,
+        /// Listed as a weak helper (generic code that decides only without a strong frame).
+        weak: bool,
+    },
     /// Interrupt/scheduler/tracing work: the whole sample is `other`.
     Async,
     /// Fault handling: transparent, charged to the phase that faulted.
@@ -139,13 +145,25 @@ pub enum FrameClass {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttributionReason {
     /// A tracing-overhead frame at this index sent the sample to `tracer`.
-    Overhead { frame: usize },
+    Overhead {
+        /// Index of the deciding frame in the stack (leaf first).
+        frame: usize,
+    },
     /// An async frame at this index forced `other`.
-    Async { frame: usize },
+    Async {
+        /// Index of the deciding frame in the stack (leaf first).
+        frame: usize,
+    },
     /// The innermost strong phase frame at this index decided.
-    Strong { frame: usize },
+    Strong {
+        /// Index of the deciding frame in the stack (leaf first).
+        frame: usize,
+    },
     /// No strong frame; the innermost weak frame at this index decided.
-    Weak { frame: usize },
+    Weak {
+        /// Index of the deciding frame in the stack (leaf first).
+        frame: usize,
+    },
     /// Nothing in the stack maps to a phase.
     Fallback,
 }
@@ -153,7 +171,9 @@ pub enum AttributionReason {
 /// Result of [`PhaseModel::attribute`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attribution {
+    /// The phase the sample goes to.
     pub phase: PhaseId,
+    /// Which frame decided, and why.
     pub reason: AttributionReason,
 }
 
@@ -225,20 +245,22 @@ impl PhaseModel {
         &self.phases
     }
 
+    /// The phase with this id.
     pub fn phase(&self, id: PhaseId) -> &Phase {
         &self.phases[id.index()]
     }
 
+    /// The id of the phase named `name` (its short identifier), if declared.
     pub fn phase_by_name(&self, name: &str) -> Option<PhaseId> {
         self.phases.iter().find(|p| p.name == name).map(|p| p.id)
     }
 
-    /// The fallback phase.
     /// The phase of execprof's own probes, when the model declares it.
     pub fn tracer(&self) -> Option<PhaseId> {
         self.tracer
     }
 
+    /// The fallback phase (`other`): where samples go that no frame maps to a phase.
     pub fn other(&self) -> PhaseId {
         self.other
     }

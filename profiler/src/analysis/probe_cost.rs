@@ -18,9 +18,12 @@ use super::{Analysis, outcome::Outcome};
 use crate::model::meta::{ExactPlan, Mechanism, ProgramCost};
 use profiler_common::names;
 
+/// The estimated probe time inside one outcome's attempts.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeProbeCost {
+    /// The outcome.
     pub outcome: Outcome,
+    /// Measured mean latency of its attempts, in ns, probes included.
     pub mean_ns: f64,
     /// Estimated probe time inside one attempt's window.
     pub probe_ns_per_attempt: f64,
@@ -28,9 +31,12 @@ pub struct OutcomeProbeCost {
     pub mean_without_probes_ns: f64,
 }
 
+/// What execprof's eBPF programs cost in a run, and how much of each outcome's latency is theirs.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ProbeCost {
+    /// Each program's runs and run time, from the kernel's BPF statistics.
     pub programs: Vec<ProgramCost>,
+    /// Probe time per attempt, per outcome with attempts.
     pub outcomes: Vec<OutcomeProbeCost>,
 }
 
@@ -38,6 +44,8 @@ fn ns_per_run(costs: &[ProgramCost], program: &str) -> f64 {
     costs.iter().find(|c| c.program == program).map_or(0.0, ProgramCost::ns_per_run)
 }
 
+/// The probe-cost estimate for the analysis `a` from the programs' `costs` (`plan`: exact
+/// mode's probes); None when the kernel reported no costs.
 pub fn estimate(costs: &[ProgramCost], a: &Analysis, plan: Option<&ExactPlan>) -> Option<ProbeCost> {
     if costs.is_empty() {
         return None;

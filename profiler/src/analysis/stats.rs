@@ -7,21 +7,31 @@ use serde::Serialize;
 /// 1.96: the two-sided 95% normal quantile, used by every interval here.
 pub const Z95: f64 = 1.959_964;
 
+/// Summary of a latency distribution, as the report's JSON holds it (all times in ns).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Distribution {
+    /// Values summarized (attempts, steps or calls, depending on what was measured).
     pub count: u64,
+    /// Smallest value.
     pub min_ns: u64,
+    /// Median, to the histogram's 0.1% precision.
     pub p50_ns: u64,
     /// Distribution-free 95% interval of the median: the order statistics at ranks
     /// n/2 ∓ 1.96·√n/2 (binomial normal approximation), read from the histogram.
     pub p50_low_ns: u64,
+    /// Upper end of the median's 95% interval (see `p50_low_ns`).
     pub p50_high_ns: u64,
+    /// 90th percentile (nearest rank).
     pub p90_ns: u64,
+    /// 99th percentile (nearest rank).
     pub p99_ns: u64,
+    /// Largest value (exact).
     pub max_ns: u64,
+    /// Arithmetic mean (exact: from the sum, not the histogram).
     pub mean_ns: f64,
     /// Standard deviation (from the histogram, to its precision).
     pub stddev_ns: f64,
+    /// Sum of all values (saturates at `u64::MAX`).
     pub total_ns: u64,
 }
 
@@ -42,12 +52,14 @@ impl Default for Latencies {
 }
 
 impl Latencies {
+    /// An empty set of values.
     pub fn new() -> Self {
         // 3 significant digits with auto-resize cannot fail to build.
         let hist = Histogram::new(3).expect("3 significant digits is a valid HDR precision");
         Self { hist, count: 0, min: u64::MAX, max: 0, sum: 0 }
     }
 
+    /// Adds one value, in ns.
     pub fn record(&mut self, ns: u64) {
         // Auto-resizing: only a value beyond what any histogram can hold fails, and is then
         // kept at the largest one (min, max and sum stay exact).
@@ -60,10 +72,12 @@ impl Latencies {
         self.sum += u128::from(ns);
     }
 
+    /// Values recorded so far.
     pub fn count(&self) -> u64 {
         self.count
     }
 
+    /// Exact arithmetic mean in ns; 0 for no values.
     pub fn mean(&self) -> f64 {
         if self.count == 0 { 0.0 } else { self.sum as f64 / self.count as f64 }
     }
@@ -281,12 +295,14 @@ pub(crate) mod tests {
 /// interval (normal approximation: the means here are over thousands of attempts).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Moments {
+    /// Units added (or padded to with `pad_to`).
     pub n: u64,
     sum: f64,
     sum_sq: f64,
 }
 
 impl Moments {
+    /// Adds one unit's value.
     pub fn add(&mut self, x: f64) {
         self.n += 1;
         self.sum += x;
@@ -299,6 +315,7 @@ impl Moments {
         self.n = self.n.max(n);
     }
 
+    /// The mean over the `n` units with its 95% interval; the default (all zero) for no units.
     pub fn interval(&self) -> Interval {
         if self.n == 0 {
             return Interval::default();
@@ -313,12 +330,16 @@ impl Moments {
 /// A figure with its 95% interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Interval {
+    /// The estimate.
     pub value: f64,
+    /// Lower end of the 95% interval.
     pub low: f64,
+    /// Upper end of the 95% interval.
     pub high: f64,
 }
 
 impl Interval {
+    /// `value` ± 1.96 standard errors.
     pub fn normal(value: f64, standard_error: f64) -> Self {
         Interval { value, low: value - Z95 * standard_error, high: value + Z95 * standard_error }
     }
@@ -338,6 +359,7 @@ impl Interval {
         self.low > 0.0 || self.high < 0.0
     }
 
+    /// The interval multiplied by `k` (ends swapped for negative `k`, so `low` stays the lower).
     pub fn scaled(&self, k: f64) -> Interval {
         let (a, b) = (self.low * k, self.high * k);
         Interval { value: self.value * k, low: a.min(b), high: a.max(b) }

@@ -20,8 +20,10 @@ pub const COLLAPSE_BELOW: f64 = 0.01;
 /// below them.
 pub const ENTRY_FRAMES: &[&str] = &["entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "x64_sys_call"];
 
+/// One node of a call tree rooted at the syscall; times in ns per attempt with 95% intervals.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TreeNode {
+    /// The kernel function (the root: the attempt itself, e.g. `success attempt`).
     pub function: String,
     /// Per attempt, callees included.
     pub inclusive: Interval,

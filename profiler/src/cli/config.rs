@@ -16,6 +16,8 @@ use crate::{
 /// quarter of the stack limit; stay well inside.
 const MAX_ARG_BYTES: u64 = 1 << 20;
 
+/// The built-in chain's shape from its options, defaults filled in; a usage error for
+/// contradictory or oversized options.
 pub fn chain_spec(a: &ChainArgs) -> Result<ChainSpec, Failure> {
     let mut spec = ChainSpec::new(a.steps.unwrap_or(ChainSpec::DEFAULT_STEPS), a.misses.unwrap_or(ChainSpec::DEFAULT_MISSES));
     spec.direct = a.direct;
@@ -96,6 +98,7 @@ fn max_sample_rate() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").ok()?.trim().parse().ok()
 }
 
+/// What a report writes besides the terminal text, from its output options.
 pub fn outputs(a: OutputArgs) -> Outputs {
     Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree, fast_path: a.fast_path }
 }

@@ -5,6 +5,7 @@ use std::{ffi::OsString, path::PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
+/// The `execprof` command line.
 #[derive(Debug, Parser)]
 #[command(name = "execprof", version, about = "Where the kernel spends exec time: traces every execve of a process tree")]
 #[command(args_override_self = true)]
@@ -12,10 +13,12 @@ pub struct Cli {
     /// Show more: eBPF verifier statistics, eBPF-side diagnostics, debug logs.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// execprof's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run COMMAND (or the built-in exec chain) and trace every exec attempt of its process tree.
@@ -32,6 +35,7 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
+/// The benchmarks `bench` runs.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Linus's exec chain (the built-in workload of `run`), timed by execprof's own clock.
@@ -41,6 +45,7 @@ pub enum BenchCommand {
     Spawn(BenchSpawnArgs),
 }
 
+/// Options of `bench spawn`.
 #[derive(Debug, Args)]
 pub struct BenchSpawnArgs {
     /// Spawn methods to run (repeat the option; default: all four).
@@ -85,8 +90,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)).ok_or_else(|| format!("`{s}` is not a size like 4096, 200M or 1G"))
 }
 
+/// Options of `bench chain`.
 #[derive(Debug, Args)]
 pub struct BenchChainArgs {
+    /// The chain's shape.
     #[command(flatten)]
     pub chain: ChainArgs,
     /// Also write every round's times as JSON to FILE.
@@ -129,6 +136,7 @@ pub struct ChainArgs {
 }
 
 impl ChainArgs {
+    /// Whether any chain option was given (they shape the built-in chain, so a COMMAND excludes them).
     pub fn any_given(&self) -> bool {
         self.steps.is_some()
             || self.misses.is_some()
@@ -166,11 +174,13 @@ pub struct OutputArgs {
     pub folded: Option<PathBuf>,
 }
 
+/// Options of `report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A recording written by `execprof run --output FILE`.
     #[arg(value_name = "RECORDING")]
     pub recording: PathBuf,
+    /// What to write besides the terminal report.
     #[command(flatten)]
     pub outputs: OutputArgs,
 }
@@ -199,11 +209,13 @@ pub struct RepeatArgs {
 }
 
 impl RepeatArgs {
+    /// Whether any repeat or A/B option was given (the run is then a repeated one).
     pub fn any_given(&self) -> bool {
         self.repeat.is_some() || self.vs.is_some() || self.vs_output.is_some() || self.setup.is_some() || self.vs_setup.is_some()
     }
 }
 
+/// Options of `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The baseline recording (`execprof run --output A`).
@@ -248,8 +260,10 @@ impl clap::ValueEnum for crate::commands::spawn::Method {
     }
 }
 
+/// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// What to write besides the terminal report.
     #[command(flatten)]
     pub outputs: OutputArgs,
     /// Record the run to FILE as it goes (compact, versioned; `execprof report FILE` replays it).
@@ -263,6 +277,7 @@ pub struct RunArgs {
     /// cost the traced workload ~4% (every program run reads the clock twice more).
     #[arg(long)]
     pub probe_costs: bool,
+    /// The built-in chain's shape (without a COMMAND).
     #[command(flatten)]
     pub chain: ChainArgs,
     /// Per-function timing: exact (fentry/fexit on exec-path functions, kprobes where there is
@@ -277,20 +292,26 @@ pub struct RunArgs {
     /// Ring buffer size in MiB (a power of two); raise it if the report shows "ring buffer full".
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub ring_mib: u32,
-    /// The command to trace, after `--`. Without it, the built-in exec chain runs.
+    /// Repeated and A/B runs.
     #[command(flatten)]
     pub repeat: RepeatArgs,
+    /// The command to trace, after `--`. Without it, the built-in exec chain runs.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
+/// How per-function time is measured (`--mode`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum ModeArg {
+    /// Exact where the kernel allows it, plus sampling; sampled otherwise.
     Auto,
+    /// Entry/return probes on the exec-path functions: fentry/fexit, kprobes where there is no BTF.
     Exact,
+    /// Kernel-stack samples only.
     Sampled,
 }
 
+/// Options of `doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Also write the findings as JSON to FILE.

@@ -18,8 +18,11 @@ use crate::{
 /// One round: wall time from release to reap, and the children's CPU time (getrusage).
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ChainRound {
+    /// Wall time of the round, from the chain's release to its reap, in ns.
     pub wall_ns: u64,
+    /// User CPU time of the chain's processes in the round, in ns.
     pub user_ns: u64,
+    /// System CPU time of the chain's processes in the round, in ns.
     pub sys_ns: u64,
 }
 
@@ -31,6 +34,7 @@ fn children_cpu_ns() -> (u64, u64) {
     (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
+/// Runs the chain once, untraced, and times it.
 pub fn run_chain_once(workload: &ChainWorkload) -> Result<ChainRound> {
     let before = children_cpu_ns();
     let child = SuspendedChild::spawn(&workload.command())?;
@@ -197,15 +201,19 @@ pub struct SpawnConfig {
     pub methods: Vec<crate::commands::spawn::Method>,
     /// Parent memory mapped first, and its shape (spawntime.c -n, -r, -d).
     pub mem: u64,
+    /// Mapped as alternating read-only/read-write pages.
     pub fragment: bool,
+    /// The writable pages touched first.
     pub dirty: bool,
     /// Spawns per method (at least 1).
     pub iterations: u32,
+    /// Also write the results as JSON to this file.
     pub json: Option<std::path::PathBuf>,
     /// Also trace the spawn syscalls in the kernel.
     pub kernel: bool,
 }
 
+/// `execprof bench spawn`: times each method and prints (and optionally writes) the results.
 pub fn spawn(args: &SpawnConfig) -> Result<()> {
     use crate::commands::spawn::{self, MemoryShape, Method};
     let methods: Vec<Method> = if args.methods.is_empty() { Method::ALL.to_vec() } else { args.methods.clone() };

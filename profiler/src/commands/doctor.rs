@@ -32,24 +32,37 @@ use crate::{
 /// The exec-path function the kernel-function mechanisms are tried on.
 const TRY_FUNCTION: &str = "do_open_execat";
 
+/// One thing `doctor` tried, and how it went.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Check {
+    /// What was tried (a mechanism, or a probe `run` attaches).
     pub name: String,
+    /// Whether it worked.
     pub ok: bool,
+    /// What happened: what it attached to, or the error.
     pub detail: String,
 }
 
+/// What `doctor` found: what this machine lets execprof attach, and what `run` would do here.
 #[derive(Debug, Serialize)]
 pub struct DoctorReport {
+    /// The kernel `doctor` ran on.
     pub kernel: KernelInfo,
+    /// Capabilities execprof lacks (CAP_BPF, CAP_PERFMON); empty when it has them all.
     pub missing_capabilities: Vec<&'static str>,
+    /// Each attach mechanism (tracepoints, sampling, kprobes, fentry, uprobes), tried and triggered.
     pub mechanisms: Vec<Check>,
+    /// Each probe `run` attaches, tried; empty when the mechanisms could not be tried.
     pub run_probes: Vec<Check>,
+    /// The phase model's exec-path functions: whether this kernel has them, and how they can be probed.
     pub functions: Vec<ProbePresence>,
+    /// Why the function list could not be made, when it could not.
     pub functions_error: Option<String>,
+    /// What `run` would do here, one sentence per aspect.
     pub plan: Vec<String>,
 }
 
+/// `execprof doctor`: tries every mechanism, prints the findings and writes them to `json` if given.
 pub fn doctor(json: Option<&Path>) -> Result<()> {
     let missing = privileges::missing(privileges::effective_caps());
     if missing.is_empty() {
@@ -296,6 +309,7 @@ fn plan(mechanisms: &[Check], run_probes: &[Check]) -> Vec<String> {
     plan
 }
 
+/// The findings as the terminal shows them.
 pub fn render(r: &DoctorReport) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();

@@ -24,11 +24,15 @@ use crate::{
 /// What `--repeat`, `--vs` and their companions asked for.
 #[derive(Clone, Debug, Default)]
 pub struct RepeatConfig {
+    /// Runs per side (`--repeat`); None: one.
     pub repeats: Option<u32>,
     /// Side B's options (shell words), e.g. `--misses 1` or `-- ./t2 100000`.
     pub vs: Option<String>,
+    /// Where side B's recording goes (`--vs-output`).
     pub vs_output: Option<PathBuf>,
+    /// Shell command run before each of A's runs (`--setup`).
     pub setup: Option<String>,
+    /// Shell command run before each of B's runs (`--vs-setup`).
     pub vs_setup: Option<String>,
     /// The options of `run` that belong to the whole repeated run (the CLI layer lists them
     /// from its own definitions): left out of each child run's command line.
@@ -38,23 +42,33 @@ pub struct RepeatConfig {
 /// One option of the command line, as `--long`, `-s` and whether a value follows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnOption {
+    /// The long form, with its dashes (`--repeat`).
     pub long: String,
+    /// The short form, if it has one.
     pub short: Option<char>,
+    /// Whether the option's value follows it as the next word.
     pub takes_value: bool,
 }
 
+/// One side of a repeated run: how each of its runs is started and where its runs are merged.
 #[derive(Debug)]
 pub struct Side {
+    /// `A` or `B`.
     pub label: &'static str,
     /// `execprof` arguments for one run of this side (global options, `run`, its options).
     pub args: Vec<OsString>,
+    /// Shell command run before each of the side's runs.
     pub setup: Option<String>,
+    /// The recording the side's runs are merged into.
     pub output: PathBuf,
 }
 
+/// What a repeated run does: the sides, interleaved, each run `repeats` times.
 #[derive(Debug)]
 pub struct Plan {
+    /// Runs per side.
     pub repeats: u32,
+    /// One side (`A`), or two with `--vs` (`A`, `B`).
     pub sides: Vec<Side>,
     /// One side: the merged report's outputs. Two sides: --json and --folded of the diff.
     pub outputs: crate::commands::run::Outputs,
@@ -196,8 +210,11 @@ pub fn shell_words(s: &str) -> Result<Vec<String>, String> {
 /// One traced run's figures, for the spread between repeats.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RepeatFigures {
+    /// Which run of its side this was, from 1.
     pub repeat: u32,
+    /// The traced command's wall time, in ns.
     pub wall_ns: u64,
+    /// Exec attempts completed in the run.
     pub attempts: u64,
     /// Median chain step wall time (chains only).
     pub step_p50_ns: Option<f64>,

@@ -45,14 +45,18 @@ pub enum ModeRequest {
     Sampled,
 }
 
+/// What `run` traces.
 pub enum Target {
+    /// This command line (program and arguments), run as given.
     Command(Vec<OsString>),
+    /// The built-in exec chain, of this shape.
     Chain(ChainSpec),
 }
 
 /// Files a report can write besides the terminal output.
 #[derive(Clone, Debug, Default)]
 pub struct Outputs {
+    /// The report as JSON goes here.
     pub json: Option<PathBuf>,
     /// Perfetto-loadable trace file.
     pub trace: Option<PathBuf>,
@@ -64,18 +68,25 @@ pub struct Outputs {
     pub fast_path: bool,
 }
 
+/// Everything `execprof run` needs, from its command line.
 pub struct RunConfig {
+    /// What to trace.
     pub target: Target,
+    /// What to write besides the terminal report.
     pub outputs: Outputs,
     /// Recording written as the run goes.
     pub recording: Option<PathBuf>,
+    /// Print progress once a second even when standard error is not a terminal.
     pub progress: bool,
     /// Keep the kernel's BPF run-time statistics on during the run (`--probe-costs`).
     pub probe_costs: bool,
     /// cpu-clock sampling rate per CPU; 0 = no per-function attribution.
     pub sample_hz: u64,
+    /// How per-function time is measured.
     pub mode: ModeRequest,
+    /// Size of the kernel-to-user ring buffer, in bytes (a power of two).
     pub ring_bytes: u32,
+    /// Debug logs and eBPF-side diagnostics.
     pub verbose: bool,
 }
 

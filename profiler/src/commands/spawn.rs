@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::{analysis::stats::Distribution, launch::workload::ChainWorkload};
 
+/// How `bench spawn` starts its child (`--method`; JSON: kebab-case).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
@@ -28,6 +29,7 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every method, in the order results are listed.
     pub const ALL: [Method; 4] = [Method::ForkExec, Method::VforkExec, Method::PosixSpawn, Method::CloneVfork];
 
     /// The name the JSON and `--method` use.
@@ -50,6 +52,7 @@ impl Method {
         }
     }
 
+    /// Human-readable name for the results table (`fork+exec`).
     pub fn label(self) -> &'static str {
         match self {
             Method::ForkExec => "fork+exec",
@@ -60,15 +63,21 @@ impl Method {
     }
 }
 
+/// The parent's memory before it spawns (spawntime.c's -n, -r, -d).
 #[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 pub struct MemoryShape {
+    /// Bytes of extra memory mapped in the parent.
     pub bytes: u64,
+    /// Mapped as alternating read-only/read-write pages, one mapping each.
     pub fragment: bool,
+    /// The writable pages touched, so the memory is really there.
     pub dirty: bool,
 }
 
+/// One spawn method's timings over the iterations, in ns per spawn.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct MethodResult {
+    /// The method.
     pub method: Method,
     /// Spawn call start → the child's first instruction.
     pub child_start_ns: Distribution,
@@ -81,10 +90,14 @@ pub struct MethodResult {
     pub calls: Vec<(u64, u64)>,
 }
 
+/// The results of one `bench spawn`.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SpawnReport {
+    /// The parent's memory shape.
     pub shape: MemoryShape,
+    /// Spawns per method.
     pub iterations: u32,
+    /// One result per method run, in the order asked.
     pub results: Vec<MethodResult>,
 }
 
@@ -269,6 +282,8 @@ fn spawn(method: Method, spec: &ChildSpec, clone_stack: &mut [u8]) -> Result<lib
     Ok(pid)
 }
 
+/// Times each of `methods` `iterations` times from a parent shaped as `shape`, spawning the
+/// chain's program (`child`) as the tiny child.
 pub fn run(methods: &[Method], shape: MemoryShape, iterations: u32, child: &ChainWorkload) -> Result<SpawnReport> {
     // The shared page the child stamps (spawntime.c uses a tmpfile on fd 3).
     // SAFETY: memfd_create with a valid name.
@@ -333,6 +348,8 @@ pub fn run(methods: &[Method], shape: MemoryShape, iterations: u32, child: &Chai
     Ok(SpawnReport { shape, iterations, results })
 }
 
+/// The results as the terminal shows them; `traced`: the spawn syscalls were traced meanwhile
+/// (the heading says so).
 pub fn render(r: &SpawnReport, traced: bool) -> String {
     use std::fmt::Write as _;
 

@@ -13,6 +13,8 @@ use crate::{
 const SKIP: &[&str] = &["__x64_sys_execve", "__x64_sys_execveat"];
 
 impl ExactPlan {
+    /// The plan for this kernel: the phase model's probe candidates found in kallsyms, one slot per
+    /// address, at most `max_slots` slots (the rest listed as over capacity).
     pub fn resolve(model: &PhaseModel, symbols: &KernelSymbols, max_slots: u32) -> Self {
         let mut plan = ExactPlan::default();
         for name in model.probe_candidates() {

@@ -2,6 +2,7 @@
 use crate::model::meta::{KernelInfo, MachineFacts};
 
 impl KernelInfo {
+    /// Facts about the kernel execprof runs on (uname, BTF, lockdown).
     pub fn current() -> Self {
         // SAFETY: utsname is plain data filled by the kernel.
         let mut uts: libc::utsname = unsafe { std::mem::zeroed() };

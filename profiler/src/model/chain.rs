@@ -2,8 +2,10 @@
 //! PATH misses, environment and argument sizes). Written into every recording's metadata;
 //! `launch::workload` turns it into a command.
 
+/// The shape of one built-in exec chain: how many steps, and what each step's exec carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChainSpec {
+    /// Successful execs in the chain (chain steps).
     pub steps: u32,
     /// PATH directories searched (and missed, ENOENT) before the one holding the program.
     pub misses: u32,
@@ -25,9 +27,12 @@ pub struct ChainSpec {
 }
 
 impl ChainSpec {
+    /// Steps when none are given.
     pub const DEFAULT_STEPS: u32 = 10_000;
+    /// Missed PATH directories per step when none are given.
     pub const DEFAULT_MISSES: u32 = 6;
 
+    /// A chain of `steps` steps, each missing `misses` PATH directories, with no extras.
     pub fn new(steps: u32, misses: u32) -> Self {
         Self { steps, misses, direct: false, env_vars: 0, env_size: 0, args: 0, arg_size: 8, lookup_first: None }
     }
@@ -37,6 +42,7 @@ impl ChainSpec {
         if self.direct { 0 } else { self.misses }
     }
 
+    /// One-line description for reports (`10000 steps, 6 missed PATH directories per step`).
     pub fn describe(&self) -> String {
         let mut d = format!("{} steps, ", self.steps);
         if self.direct {

@@ -23,20 +23,26 @@ pub mod code {
 /// An error with the exit code it deserves and a message that says what to do next.
 #[derive(Debug)]
 pub struct Failure {
+    /// The exit code (one of [`code`]).
     pub code: i32,
+    /// What went wrong and what to do next, shown to the user as is.
     pub message: String,
 }
 
 impl Failure {
+    /// A failure with this exit code and message.
     pub fn new(code: i32, message: impl Into<String>) -> Self {
         Self { code, message: message.into() }
     }
+    /// A bad command line ([`code::USAGE`]).
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(code::USAGE, message)
     }
+    /// The command `name` was not found ([`code::NOT_FOUND`], as a shell).
     pub fn not_found(name: &OsStr) -> Self {
         Self::new(code::NOT_FOUND, format!("{}: command not found; check the name or give its full path", name.to_string_lossy()))
     }
+    /// The file at `path` exists but cannot be executed, for reason `why` ([`code::NOT_EXECUTABLE`]).
     pub fn not_executable(path: &Path, why: &str) -> Self {
         Self::new(code::NOT_EXECUTABLE, format!("{}: cannot execute ({why}); check its permissions (chmod +x) and format", path.display()))
     }

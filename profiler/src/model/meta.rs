@@ -9,8 +9,11 @@ use crate::model::chain::ChainSpec;
 /// Facts about the kernel a run ran on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelInfo {
+    /// The kernel release (`uname -r`), e.g. `6.18.0-1-amd64`.
     pub release: String,
+    /// The machine architecture (`uname -m`), e.g. `x86_64`.
     pub machine: String,
+    /// Whether the kernel exposes its BTF (`/sys/kernel/btf/vmlinux`).
     pub btf: bool,
     /// The active lockdown mode (`none`, `integrity`, `confidentiality`), when readable.
     pub lockdown: Option<String>,
@@ -30,6 +33,7 @@ impl KernelInfo {
 pub struct MachineFacts {
     /// The CPU model (`/proc/cpuinfo`), e.g. "AMD EPYC 7B13".
     pub cpu_model: String,
+    /// Online CPUs.
     pub cpus: u32,
     /// Whether the kernel has kprobes (a kprobe PMU).
     pub kprobes: bool,
@@ -45,7 +49,9 @@ pub struct MachineFacts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "kind", content = "value")]
 pub enum ExitStatus {
+    /// Exited with this code.
     Code(i32),
+    /// Killed by this signal number.
     Signal(i32),
 }
 
@@ -78,10 +84,12 @@ pub struct LossCounters(pub Vec<(String, u64)>);
 pub const ENTRIES_WITHOUT_RETURN: &str = "probed entry without return";
 
 impl LossCounters {
+    /// All losses together, kernel and user space.
     pub fn total(&self) -> u64 {
         self.0.iter().map(|(_, n)| n).sum()
     }
 
+    /// Appends the pieces user space could not join (the assembler's counters) to the kernel's.
     pub fn with_unjoined(mut self, unjoined: &crate::assemble::Unjoined) -> Self {
         self.0.extend(unjoined.as_losses().iter().map(|&(name, n)| (name.to_owned(), n)));
         self
@@ -97,11 +105,13 @@ impl LossCounters {
 /// One exec-path function under exact mode's probes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbedFunction {
+    /// Probe slot: the index the eBPF side reports the call under.
     pub slot: u32,
     /// Canonical name (no compiler suffix): what the report groups by.
     pub function: String,
     /// The kernel's name for the attached symbol.
     pub raw_name: String,
+    /// Address of the attached symbol (kernel address space).
     pub address: u64,
     /// Attached by address because the name is ambiguous.
     pub by_address: bool,
@@ -122,6 +132,7 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
+    /// Human-readable mechanism for reports (`fentry/fexit`, `kprobe/kretprobe`).
     pub fn label(self) -> &'static str {
         match self {
             Mechanism::Fentry => "fentry/fexit",
@@ -194,20 +205,27 @@ impl Mode {
 /// Everything known about a run before its first record: the head of a recording.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMeta {
+    /// The execprof version that made the run (the crate version).
     pub execprof_version: String,
     /// The command line as given (the built-in chain's generated one when it ran).
     pub command: Vec<String>,
+    /// Path of the executable that ran (after the `PATH` search).
     pub program: String,
     /// Set when the built-in exec chain ran.
     pub chain: Option<ChainSpec>,
+    /// The kernel the run ran on.
     pub kernel: KernelInfo,
+    /// Facts about the machine that change exec cost or what can be measured.
     pub machine: MachineFacts,
+    /// How functions were timed.
     pub mode: Mode,
     /// cpu-clock samples per second per CPU; 0: none.
     pub sample_hz: u64,
     /// Exact mode's probes, when it ran.
     pub exact_plan: Option<ExactPlan>,
+    /// Size of the kernel-to-user ring buffer, in bytes.
     pub ring_bytes: u32,
+    /// Warnings raised while attaching (probes that could not attach, counts not taken).
     pub warnings: Vec<String>,
     /// Why image-start-to-main is not measured, when it is not.
     pub startup_note: Option<String>,
@@ -223,6 +241,7 @@ pub struct RunMeta {
 /// How a run ended: the tail of a recording.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEnd {
+    /// How the traced command ended.
     pub exit_status: ExitStatus,
     /// From release of the command to its exit.
     pub command_wall_ns: u64,
@@ -230,6 +249,7 @@ pub struct RunEnd {
     pub kernel_losses: LossCounters,
     /// Records user space could not decode (a version mismatch): not in the recording.
     pub undecodable_records: u64,
+    /// The first undecodable record's error, when there was one.
     pub first_decode_error: Option<String>,
     /// Set when the run was cut short (a signal reached execprof): why.
     pub partial: Option<String>,
@@ -242,12 +262,16 @@ pub struct RunEnd {
 /// One eBPF program's runs and run time during a run (`bpf_prog_info.run_cnt/run_time_ns`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramCost {
+    /// Program name, as execprof's eBPF object names it.
     pub program: String,
+    /// Times the program ran during the run.
     pub runs: u64,
+    /// Total run time of the program, in ns.
     pub run_ns: u64,
 }
 
 impl ProgramCost {
+    /// Mean run time per run, in ns; 0 when it never ran.
     pub fn ns_per_run(&self) -> f64 {
         if self.runs == 0 { 0.0 } else { self.run_ns as f64 / self.runs as f64 }
     }

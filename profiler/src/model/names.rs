@@ -7,23 +7,33 @@ use serde::Serialize;
 /// A file name as the kernel sent it: raw bytes (not necessarily UTF-8), at most 255 bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Name {
+    /// The bytes read, without the terminating NUL.
     pub bytes: Vec<u8>,
+    /// The name was longer than the kernel side keeps (`limits::FILENAME_CAP`).
     pub truncated: bool,
+    /// The kernel side could not read it (a fault reading user memory): `bytes` is empty.
     pub unreadable: bool,
 }
 
 /// Which traced syscall (codes from `profiler_common::traced_syscall`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TracedSyscall {
+    /// execve(2).
     Execve,
+    /// execveat(2): a dirfd-relative name, or an fd with `AT_EMPTY_PATH`.
     Execveat,
+    /// clone(2).
     Clone,
+    /// clone3(2).
     Clone3,
+    /// fork(2).
     Fork,
+    /// vfork(2).
     Vfork,
 }
 
 impl TracedSyscall {
+    /// Its code on the wire (`profiler_common::traced_syscall`).
     pub fn code(self) -> u32 {
         match self {
             TracedSyscall::Execve => traced_syscall::EXECVE,
@@ -35,6 +45,7 @@ impl TracedSyscall {
         }
     }
 
+    /// The syscall a wire code names; None for a code this execprof does not know.
     pub fn from_code(c: u32) -> Option<Self> {
         Some(match c {
             traced_syscall::EXECVE => TracedSyscall::Execve,
@@ -59,14 +70,18 @@ impl TracedSyscall {
         }
     }
 
+    /// An exec attempt rather than a fork-family call.
     pub fn is_exec(self) -> bool {
         matches!(self.family(), Family::Exec(_))
     }
 }
 
+/// What the assembler makes of a traced syscall: an exec attempt or a fork-family call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
+    /// An exec attempt.
     Exec(ExecSyscall),
+    /// A fork-family call (a process or thread created).
     Fork(ForkSyscall),
 }
 
@@ -80,23 +95,32 @@ pub enum Killed {
     ByOtherThreadsExec,
 }
 
+/// Which exec syscall an attempt made (JSON: `execve`, `execveat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecSyscall {
+    /// execve(2).
     Execve,
+    /// execveat(2).
     Execveat,
 }
 
+/// Which fork-family syscall a call made (JSON: `clone`, `clone3`, `fork`, `vfork`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ForkSyscall {
+    /// clone(2).
     Clone,
+    /// clone3(2).
     Clone3,
+    /// fork(2).
     Fork,
+    /// vfork(2).
     Vfork,
 }
 
 impl ForkSyscall {
+    /// The syscall's name, as the report prints it.
     pub fn label(self) -> &'static str {
         match self {
             ForkSyscall::Clone => "clone",

@@ -47,6 +47,7 @@ impl ReadError {
         ReadError { source: Some(Arc::new(e)), ..Self::new(ReadErrorKind::Io, offset, "read failed") }
     }
 
+    /// What kind of damage or failure this is.
     pub fn kind(&self) -> ReadErrorKind {
         self.kind
     }

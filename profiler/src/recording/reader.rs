@@ -11,7 +11,9 @@ use std::io::{self, Read};
 /// SYMBOLS and END: what follows the records.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trailer {
+    /// The run's symbol table: (kernel address, name) pairs, in address order.
     pub symbols: Vec<(u64, String)>,
+    /// The END frame's JSON: how the run ended (a [`crate::model::meta::RunEnd`]).
     pub end: serde_json::Value,
 }
 
@@ -84,6 +86,7 @@ impl<R: Read> RecordingReader<R> {
         Ok(reader)
     }
 
+    /// The META frame's JSON: the run's metadata (a [`crate::model::meta::RunMeta`]).
     pub fn meta(&self) -> &serde_json::Value {
         &self.meta
     }

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 pub struct WriteStats {
     /// Bytes written to the output, headers included.
     pub bytes: u64,
+    /// Records written.
     pub records: u64,
 }
 
@@ -46,6 +47,7 @@ impl<W: Write> RecordingWriter<W> {
         })
     }
 
+    /// Encodes one record into the open RECORDS frame, writing the frame out once it is full.
     pub fn push(&mut self, r: &Record) -> io::Result<()> {
         self.usable()?;
         self.encoder.encode(r, &mut self.streams);

@@ -30,30 +30,50 @@ pub const SCHEMA_VERSION: u32 = 2;
 pub enum Source {
     /// Traced now; `recording` is where the records were also written; `ready_ms`: from the
     /// end of the traced tree to the report.
-    Live { recording: Option<RecordingFacts>, ready_ms: u64 },
+    Live {
+        /// The recording written alongside, when one was.
+        recording: Option<RecordingFacts>,
+        /// From the end of the traced tree to the report, in ms.
+        ready_ms: u64,
+    },
     /// Replayed from a recording in `ready_ms`.
-    Replay { recording: RecordingFacts, ready_ms: u64 },
+    Replay {
+        /// The recording read.
+        recording: RecordingFacts,
+        /// From opening the recording to the report, in ms.
+        ready_ms: u64,
+    },
 }
 
+/// The recording a report was written to or read from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct RecordingFacts {
+    /// The recording's path, as given.
     pub path: String,
+    /// The recording's size, in bytes.
     pub bytes: u64,
+    /// Records it holds.
     pub records: u64,
 }
 
+/// One run's report: what `--json` writes and the terminal rendering shows.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct RunReport {
+    /// The JSON schema's version ([`SCHEMA_VERSION`]).
     pub schema_version: u32,
     /// What ran and how it was traced (as the recording's head has it), at the top level of
     /// the JSON.
     #[serde(flatten)]
     pub meta: RunMeta,
+    /// How the traced command ended.
     pub exit_status: ExitStatus,
     /// From release of the command to its exit.
     pub command_wall_ns: u64,
+    /// Everything the analysis found.
     pub analysis: Analysis,
+    /// Loss counters: the kernel's, then the pieces user space could not join.
     pub losses: LossCounters,
+    /// Records user space could not decode (a version mismatch).
     pub undecodable_records: u64,
     /// False when anything was lost or the run was cut short: the figures are then not the
     /// whole run's.
@@ -66,10 +86,12 @@ pub struct RunReport {
     pub attempts_affected: u64,
     /// Set when the run was cut short: why.
     pub partial: Option<String>,
+    /// How the report was made: live or from a recording.
     pub source: Source,
 }
 
 impl RunReport {
+    /// The report of a run from its metadata, how it ended and its analysis.
     pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
         let losses = end.kernel_losses.with_unjoined(unjoined);
         let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
@@ -153,6 +175,7 @@ fn dist_cells(d: &Distribution) -> String {
     format!("{:>9} {:>24} {:>9} {:>9} {:>9} {:>9}", c(d.min_ns), median, c(d.p90_ns), c(d.p99_ns), c(d.max_ns), human_ns(d.mean_ns))
 }
 
+/// The report as the terminal shows it.
 pub fn render(r: &RunReport) -> String {
     let mut o = String::new();
     render_header(&mut o, r);

@@ -21,24 +21,35 @@ use crate::{
 /// How each kind of figure is compared: printed with the diff and kept in its JSON.
 pub const METHOD_MEDIAN: &str = "difference of medians, 95% Price–Bonett interval (each median's variance from its \
      distribution-free order-statistic interval): suits skewed latency distributions";
+/// How mean latencies are compared.
 pub const METHOD_MEAN: &str = "difference of means, 95% Welch interval (normal approximation)";
+/// How sampled phase and function lines are compared.
 pub const METHOD_SAMPLED: &str =
     "sampled: per attempt = Wilson 95% share of the outcome's samples × its measured mean; the two sides' intervals combined in quadrature";
+/// How exact phase and function lines are compared.
 pub const METHOD_EXACT: &str = "exact: mean per attempt over attempts, 95% normal interval; the two sides combined in quadrature";
+/// How lines are tested for significance.
 pub const METHOD_LINES: &str = "lines: sig = significant after Holm's correction over all lines (family-wise 5%), from normal p-values; \
      intervals are the unadjusted 95% ones";
 
 /// One side of the comparison, as the diff shows it.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SideFacts {
+    /// The recording's path, as given.
     pub path: String,
+    /// The traced command line, joined with spaces.
     pub command: String,
+    /// The kernel release the run ran on.
     pub kernel: String,
+    /// `exact`, `exact+sampled`, `sampled` or `none` (see [`crate::model::meta::Mode`]).
     pub functions_mode: String,
+    /// cpu-clock samples per second per CPU; 0: none.
     pub sample_hz: u64,
+    /// Exec attempts completed (all outcomes).
     pub attempts: u64,
     /// Chain steps, when the run was the built-in chain.
     pub steps: Option<u64>,
+    /// False when the run lost records or was cut short.
     pub complete: bool,
 }
 
@@ -47,11 +58,14 @@ pub struct SideFacts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
+    /// Per chain step of the built-in chain.
     ChainStep,
+    /// Per exec attempt, of any outcome.
     ExecAttempt,
 }
 
 impl Unit {
+    /// How the unit reads in the diff's headings (`per chain step`).
     pub fn label(self) -> &'static str {
         match self {
             Unit::ChainStep => "per chain step",
@@ -63,12 +77,17 @@ impl Unit {
 /// One outcome's latency in A and B.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeChange {
+    /// The outcome.
     pub outcome: Outcome,
+    /// Attempts with this outcome in A.
     pub count_a: u64,
+    /// Attempts with this outcome in B.
     pub count_b: u64,
     /// Attempts of this outcome per unit.
     pub per_unit_a: f64,
+    /// Attempts of this outcome per unit in B.
     pub per_unit_b: f64,
+    /// Median and mean latency per attempt on both sides (flattened into this JSON object).
     #[serde(flatten)]
     pub latency: LatencyChange,
     /// Kernel time of this outcome per unit: B − A (how often × how long).
@@ -78,11 +97,17 @@ pub struct OutcomeChange {
 /// One latency distribution in A and B: medians and means with their changes.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct LatencyChange {
+    /// A's median latency, in ns, with its order-statistic interval.
     pub median_a: Interval,
+    /// B's median latency, in ns, with its order-statistic interval.
     pub median_b: Interval,
+    /// B − A of the medians, in ns, with its Price–Bonett interval.
     pub median_change: Interval,
+    /// A's mean latency, in ns, with its normal interval.
     pub mean_a: Interval,
+    /// B's mean latency, in ns, with its normal interval.
     pub mean_b: Interval,
+    /// B − A of the means, in ns, with its Welch interval.
     pub mean_change: Interval,
     /// The medians differ (the Price–Bonett interval excludes zero).
     pub significant: bool,
@@ -122,6 +147,7 @@ pub enum LineKind {
 }
 
 impl LineKind {
+    /// Short name of the kind in the diff's table (`phase`, `decides`, `inclusive`, `self`).
     pub fn label(self) -> &'static str {
         match self {
             LineKind::Phase => "phase",
@@ -135,14 +161,19 @@ impl LineKind {
 /// One phase or function of one outcome in A and B.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct LineChange {
+    /// The outcome whose attempts the line is about.
     pub outcome: Outcome,
+    /// What the line measures.
     pub kind: LineKind,
     /// `sampled` or `exact`.
     pub source: String,
+    /// The phase id or kernel function name.
     pub name: String,
     /// Nanoseconds per attempt of the outcome.
     pub a: Interval,
+    /// The same for B.
     pub b: Interval,
+    /// B − A per attempt of the outcome, in ns.
     pub change: Interval,
     /// Nanoseconds per unit: B − A, weighed by how often the outcome occurs on each side.
     pub per_unit_change: Interval,
@@ -151,20 +182,27 @@ pub struct LineChange {
     /// The change per attempt is significant after Holm's correction over all lines (at most
     /// a 5% chance of any false positive among them).
     pub significant: bool,
+    /// Two-sided p-value of no change per unit (normal approximation).
     pub per_unit_p_value: f64,
     /// The same for the change per unit (it moves with how often the outcome occurs too).
     pub per_unit_significant: bool,
 }
 
+/// The comparison of two recordings: what `diff` prints and writes as JSON.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Diff {
+    /// Recording A (the baseline).
     pub a: SideFacts,
+    /// Recording B (compared with A).
     pub b: SideFacts,
     /// What differs between the runs besides what was meant to (kernel, mode, probes, rate,
     /// CPU, workload): each a sentence naming both values.
     pub warnings: Vec<String>,
+    /// What the per-unit figures are per.
     pub unit: Unit,
+    /// How each kind of figure was compared (the `METHOD_*` texts).
     pub methods: Vec<String>,
+    /// Per outcome seen on both sides: latency and kernel time per unit.
     pub outcomes: Vec<OutcomeChange>,
     /// Chain step wall time (both chains): median and mean change.
     pub step: Option<LatencyChange>,
@@ -232,6 +270,8 @@ fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
     w
 }
 
+/// Compares report `b` (from `path_b`) with report `a` (from `path_a`): per outcome, per
+/// phase and function line, and per chain step when both are chains.
 pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff {
     let unit = if a.analysis.chain.is_some() && b.analysis.chain.is_some() { Unit::ChainStep } else { Unit::ExecAttempt };
     let units = |r: &RunReport| match unit {

@@ -35,6 +35,7 @@ fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
+/// The diff as the terminal shows it, with the phase and function lines `shown` selects.
 pub fn render(d: &Diff, shown: &Shown) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "execprof diff — B compared with A (change = B − A)");
