@@ -172,7 +172,7 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
     for b in bins {
         std::fs::create_dir_all(stage.join(b.dir.strip_prefix("/").unwrap_or(&b.dir)))?;
     }
-    for data in ["profiler/tests/fixtures", "profiler/src/snapshots", "benches/seed", "README.md"] {
+    for data in ["profiler/tests/fixtures", "profiler/src/report/snapshots", "benches/seed", "README.md"] {
         let from = root.join(data);
         let to = place(&from)?;
         run(Command::new("cp").arg("-a").arg(&from).arg(&to))?;
