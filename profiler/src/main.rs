@@ -48,7 +48,7 @@ fn main() {
                 Some(f) => (f.code, f.message.clone()),
                 None => (code::ERROR, format!("{err:#}")),
             };
-            eprintln!("execprof: {msg}");
+            eprintln!("execprof: {}", execprof::model::names::terminal_safe(&msg));
             status
         }
     };

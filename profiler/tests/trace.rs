@@ -109,6 +109,29 @@ fn missing_command_exits_127_like_a_shell() {
 
 #[test]
 #[ignore = "needs root"]
+fn hostile_names_reach_the_terminal_escaped_and_shell_quoted() {
+    require_root!();
+    use std::os::unix::ffi::OsStrExt as _;
+    let hostile = std::ffi::OsStr::from_bytes(b"x\nFAKE\x1b[31m\xff");
+    // The command header: one line, no control byte, pasteable back into a shell.
+    let out = execprof().args(["run", "--sample-hz", "0", "--", "/bin/sh", "-c", "true", "sh"]).arg(hostile).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let header = stdout.lines().find(|l| l.starts_with("command ")).expect("a command line in the report");
+    // (The recording keeps the command as text: a byte that is not UTF-8 shows as U+FFFD.)
+    assert_eq!(header, "command   /bin/sh -c true sh $'x\\x0aFAKE\\x1b[31m\u{fffd}'", "{stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("FAKE")), "{stdout}");
+    assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b), "an escape byte reached the terminal");
+    // The launch error for a command that is not there.
+    let out = execprof().arg("run").arg("--").arg(hostile).output().unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("execprof: $'x\\x0aFAKE\\x1b[31m\\xff': command not found"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs root"]
 fn non_executable_file_exits_126() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();

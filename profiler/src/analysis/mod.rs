@@ -21,8 +21,9 @@ use serde::Serialize;
 
 use crate::{
     analysis::phases::PhaseModel,
-    assemble::events::{Event, EventSink, ExecAttempt, ForkCall, escape_name},
+    assemble::events::{Event, EventSink, ExecAttempt, ForkCall},
     model::meta::ExactPlan,
+    model::names::escape_name,
     model::names::{ExecSyscall, ForkSyscall},
 };
 
@@ -95,7 +96,7 @@ struct ForkCallTally {
 /// How often one file name was exec'd.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FileCount {
-    /// The name as the terminal shows it (see `assemble::events::escape_name`).
+    /// The name as the terminal shows it (see [`crate::model::names::escape_name`]).
     pub filename: String,
     /// The name's bytes, exactly, when they are not valid UTF-8 (else None).
     pub filename_bytes: Option<Vec<u8>>,

@@ -3,6 +3,8 @@
 //! taken inside them), tasks starting and ending, off-CPU intervals, `main` reached.
 //! Times are CLOCK_MONOTONIC nanoseconds.
 
+#[cfg(test)]
+use crate::model::names::escape_name;
 use crate::model::names::{ExecSyscall, ForkSyscall, Killed, Name};
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
@@ -159,33 +161,6 @@ impl EventSink for Vec<Event> {
         self.push(event.clone());
     }
 }
-
-/// A name for the terminal: valid UTF-8 as it is, but control characters and bytes that are
-/// not UTF-8 as `\xNN` (and a backslash as `\\`), so nothing reaches the terminal raw and two
-/// different byte strings never print alike.
-pub(crate) fn escape_name(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                c if c.is_control() => {
-                    let mut buf = [0; 4];
-                    for b in c.encode_utf8(&mut buf).bytes() {
-                        let _ = write!(out, "\\x{b:02x}");
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

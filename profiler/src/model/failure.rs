@@ -1,6 +1,8 @@
 //! The fixed set of exit codes and the one error type that carries a code to `main`.
 //! Library code returns errors; only `main` turns them into an exit.
-use std::{ffi::OsStr, fmt, path::Path};
+use std::{ffi::OsStr, fmt, os::unix::ffi::OsStrExt as _, path::Path};
+
+use crate::model::names::shell_quote;
 
 /// Exit codes execprof itself uses (the traced command's own non-zero status passes through).
 pub mod code {
@@ -40,11 +42,14 @@ impl Failure {
     }
     /// The command `name` was not found ([`code::NOT_FOUND`], as a shell).
     pub fn not_found(name: &OsStr) -> Self {
-        Self::new(code::NOT_FOUND, format!("{}: command not found; check the name or give its full path", name.to_string_lossy()))
+        Self::new(code::NOT_FOUND, format!("{}: command not found; check the name or give its full path", shell_quote(name.as_bytes())))
     }
     /// The file at `path` exists but cannot be executed, for reason `why` ([`code::NOT_EXECUTABLE`]).
     pub fn not_executable(path: &Path, why: &str) -> Self {
-        Self::new(code::NOT_EXECUTABLE, format!("{}: cannot execute ({why}); check its permissions (chmod +x) and format", path.display()))
+        Self::new(
+            code::NOT_EXECUTABLE,
+            format!("{}: cannot execute ({why}); check its permissions (chmod +x) and format", shell_quote(path.as_os_str().as_bytes())),
+        )
     }
 }
 

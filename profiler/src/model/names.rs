@@ -130,3 +130,117 @@ impl ForkSyscall {
         }
     }
 }
+
+/// A name for the terminal: valid UTF-8 as it is, but control characters and bytes that are
+/// not UTF-8 as `\xNN` (and a backslash as `\\`), so nothing reaches the terminal raw and two
+/// different byte strings never print alike.
+pub fn escape_name(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => {
+                    let mut buf = [0; 4];
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        let _ = write!(out, "\\x{b:02x}");
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+/// One argument as a shell reads it back: as is when it holds only characters no shell
+/// treats specially, in single quotes when it is printable text, and in `$'...'` with `\xHH`
+/// escapes when it holds control characters or bytes that are not UTF-8, so that a name can
+/// neither forge a line nor drive the terminal, and pasting the command runs the same argv.
+pub fn shell_quote(arg: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
+    if !arg.is_empty() && arg.iter().all(|&b| plain(b)) {
+        return String::from_utf8_lossy(arg).into_owned();
+    }
+    match std::str::from_utf8(arg) {
+        Ok(text) if !text.chars().any(char::is_control) => format!("'{}'", text.replace('\'', "'\\''")),
+        _ => {
+            let mut out = String::from("$'");
+            for chunk in arg.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    match c {
+                        '\\' => out.push_str("\\\\"),
+                        '\'' => out.push_str("\\'"),
+                        c if c.is_control() => {
+                            let mut buf = [0; 4];
+                            for b in c.encode_utf8(&mut buf).bytes() {
+                                let _ = write!(out, "\\x{b:02x}");
+                            }
+                        }
+                        c => out.push(c),
+                    }
+                }
+                for b in chunk.invalid() {
+                    let _ = write!(out, "\\x{b:02x}");
+                }
+            }
+            out.push('\'');
+            out
+        }
+    }
+}
+
+/// A command line as a shell reads it back (each argument [`shell_quote`]d).
+pub fn shell_command(args: &[String]) -> String {
+    args.iter().map(|a| shell_quote(a.as_bytes())).collect::<Vec<_>>().join(" ")
+}
+
+/// A message for the terminal: control characters other than newline and tab shown as
+/// `\xHH`, so that a name inside it cannot drive the terminal.
+pub fn terminal_safe(message: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            let mut buf = [0; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting_reads_back_as_the_same_argv() {
+        assert_eq!(shell_quote(b"/bin/sh"), "/bin/sh");
+        assert_eq!(shell_quote(b"a b"), "'a b'");
+        assert_eq!(shell_quote(b"it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(b""), "''");
+        assert_eq!(shell_quote(b"x\nFAKE\x1b[31m"), "$'x\\x0aFAKE\\x1b[31m'");
+        assert_eq!(shell_quote(b"\xff'\\"), "$'\\xff\\'\\\\'");
+        assert_eq!(shell_command(&["sh".into(), "-c".into(), "echo $HOME".into()]), "sh -c 'echo $HOME'");
+        // Nothing printed can carry a newline or an escape byte.
+        for arg in [&b"a\nb"[..], b"\x1b]0;title\x07", b"\r"] {
+            let q = shell_quote(arg);
+            assert!(!q.bytes().any(|b| b.is_ascii_control()), "{q:?}");
+        }
+    }
+
+    #[test]
+    fn terminal_safe_keeps_lines_and_escapes_control_bytes() {
+        assert_eq!(terminal_safe("a\nb\tc"), "a\nb\tc");
+        assert_eq!(terminal_safe("x\x1b[2Jy\r"), "x\\x1b[2Jy\\x0d");
+    }
+}

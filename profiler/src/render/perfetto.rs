@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use crate::{
     analysis::outcome::Outcome,
-    assemble::events::{Event, EventSink, ExecAttempt, escape_name},
+    assemble::events::{Event, EventSink, ExecAttempt},
     model::meta::ExactPlan,
+    model::names::escape_name,
 };
 
 pub(crate) struct TraceWriter<W: Write> {

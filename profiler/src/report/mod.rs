@@ -18,6 +18,7 @@ use crate::{
     },
     assemble::Unjoined,
     model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta},
+    model::names::{escape_name, shell_command},
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
@@ -212,10 +213,10 @@ fn render_header(o: &mut String, r: &RunReport) {
     let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.meta.execprof_version);
     match &r.meta.chain {
         Some(c) => {
-            let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), r.meta.program);
+            let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), escape_name(r.meta.program.as_bytes()));
         }
         None => {
-            let _ = writeln!(o, "command   {}", r.meta.command.join(" "));
+            let _ = writeln!(o, "command   {}", shell_command(&r.meta.command));
         }
     }
     let _ = writeln!(

@@ -213,7 +213,7 @@ pub struct Diff {
 fn facts(path: &str, r: &RunReport) -> SideFacts {
     SideFacts {
         path: path.to_owned(),
-        command: r.meta.command.join(" "),
+        command: crate::model::names::shell_command(&r.meta.command),
         kernel: r.meta.kernel.release.clone(),
         functions_mode: r.meta.mode.functions_mode.clone(),
         sample_hz: r.meta.sample_hz,

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::{Diff, LineChange, Unit};
 use crate::analysis::outcome::Outcome;
+use crate::model::names::terminal_safe;
 use crate::{
     analysis::stats::Interval,
     report::{human_ns, signed_ci},
@@ -44,17 +45,17 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
         let _ = writeln!(
             o,
             "{side}  {}: {} exec attempts{steps}; kernel {}, {} mode, {} Hz{}",
-            f.path,
+            terminal_safe(&f.path),
             f.attempts,
-            f.kernel,
+            terminal_safe(&f.kernel),
             f.functions_mode,
             f.sample_hz,
             if f.complete { "" } else { "; INCOMPLETE" }
         );
-        let _ = writeln!(o, "   command: {}", f.command);
+        let _ = writeln!(o, "   command: {}", terminal_safe(&f.command));
     }
     for w in &d.warnings {
-        let _ = writeln!(o, "warning: {w}");
+        let _ = writeln!(o, "warning: {}", terminal_safe(w));
     }
     let unit = d.unit.label();
     let _ = writeln!(o);
