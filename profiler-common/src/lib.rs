@@ -67,19 +67,7 @@ pub mod limits {
     pub const DEFAULT_RING_BYTES: u32 = 8 << 20;
 }
 
-/// The record kinds, the one list of them: `kind::*`, the recording's tags and the kind names
-/// are generated from it, and the decoder's and assembler's handlers are named after it, so
-/// the lists cannot drift apart.
-///
-/// The naming rule, so one name can be grepped across the crates: a kind `X_Y` is sent as
-/// `XYRecord` (with [`WireRecord::KIND`] `kind::X_Y`), decodes to `Body::XY`, and the decoder
-/// and the assembler handle it in functions named `x_y`. "Syscall" is a traced syscall (exec
-/// or fork family) entering or exiting; "task" is a thread or process starting or ending; a
-/// "probed call" is one call of a kernel function under exact mode's entry/return probes.
-///
-/// Columns: the constant, the number the kernel sends in [`RecordHeader::kind`], the tag a
-/// recording file stores, the name messages use, and the record struct. The tag is a second
-/// numbering because recordings already written store it: it cannot follow the kernel's.
+// The table of record kinds: its rule and columns are on `RECORD_KINDS`, which it generates.
 macro_rules! record_kinds {
     ($($(#[$doc:meta])* $constant:ident = $kind:literal, tag $tag:literal, $name:literal, $record:ident;)*) => {
         /// What a record is; the first field of every record (see [`crate::RECORD_KINDS`]).
@@ -97,7 +85,21 @@ macro_rules! record_kinds {
             $(pub const $constant: u8 = $tag;)*
         }
 
-        /// Every record kind, in recording tag order.
+        /// The record kinds, the one list of them: `kind::*`, the recording's tags and the kind names
+        /// are generated from it, and the decoder's and assembler's handlers are named after it, so
+        /// the lists cannot drift apart.
+        ///
+        /// The naming rule, so one name can be grepped across the crates: a kind `X_Y` is sent as
+        /// `XYRecord` (with [`WireRecord::KIND`] `kind::X_Y`), decodes to `Body::XY`, and the decoder
+        /// and the assembler handle it in functions named `x_y`. "Syscall" is a traced syscall (exec
+        /// or fork family) entering or exiting; "task" is a thread or process starting or ending; a
+        /// "probed call" is one call of a kernel function under exact mode's entry/return probes.
+        ///
+        /// Columns: the constant, the number the kernel sends in [`RecordHeader::kind`], the tag a
+        /// recording file stores, the name messages use, and the record struct. The tag is a second
+        /// numbering because recordings already written store it: it cannot follow the kernel's.
+        ///
+        /// Rows are in recording tag order.
         pub const RECORD_KINDS: [RecordKind; [$($kind),*].len()] = [$(
             RecordKind {
                 constant: stringify!($constant),
@@ -137,7 +139,7 @@ record_kinds! {
     MAIN = 7, tag 9, "main", MainRecord;
 }
 
-/// One row of [`record_kinds!`]'s table.
+/// One row of [`RECORD_KINDS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordKind {
     /// The `kind::*` constant's name, e.g. `"NO_RETURN"`.
