@@ -3,7 +3,7 @@
 //! Every record the kernel side sends starts with [`RecordHeader`]; records are `#[repr(C)]`,
 //! fixed-size, with no `bool` and no implicit padding (checked at compile time below), so the
 //! user side can copy them out of the ring buffer byte for byte.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
 
 /// Names of the maps, programs and globals, shared so neither side spells them on its own.
 pub mod names {
@@ -67,32 +67,107 @@ pub mod limits {
     pub const DEFAULT_RING_BYTES: u32 = 8 << 20;
 }
 
-/// What a record is; the first field of every record. One name per kind across the crates: a
-/// kind `X_Y` is sent as `XYRecord`, decodes to `Body::XY`, and the assembler handles it in
-/// `x_y`. "Syscall" is a traced syscall (exec or fork family) entering or exiting; "task" is a
-/// thread or process starting or ending; a "probed call" is one call of a kernel function
-/// under exact mode's entry/return probes.
-pub mod kind {
-    /// [`SyscallExitRecord`]: a traced syscall (exec or fork family) returned.
-    pub const SYSCALL_EXIT: u32 = 1;
-    /// [`TaskNewRecord`]: a new thread or process in the traced tree (`sched_process_fork`).
-    pub const TASK_NEW: u32 = 2;
-    /// [`TaskExitRecord`]: a traced thread exited (`sched_process_exit`).
-    pub const TASK_EXIT: u32 = 3;
-    /// [`SampleRecord`]: a cpu-clock sample inside a traced syscall.
-    pub const SAMPLE: u32 = 4;
-    /// [`ProbedCallRecord`]: exact mode, one call of a probed kernel function.
-    pub const PROBED_CALL: u32 = 5;
-    /// [`MarkRecord`]: a traced thread ran again after being off-CPU since `value`.
-    pub const OFF_CPU: u32 = 6;
-    /// [`MarkRecord`]: a traced process reached `main` (uprobe); `value` unused.
-    pub const MAIN: u32 = 7;
-    /// [`SyscallEnterRecord`]: a traced syscall (exec or fork family) was entered.
-    pub const SYSCALL_ENTER: u32 = 8;
-    /// [`PathRecord`]: an exec passed its point of no return (`sched_prepare_exec`).
-    pub const NO_RETURN: u32 = 9;
-    /// [`PathRecord`]: an exec's new image is in place (`sched_process_exec`).
-    pub const LOADED: u32 = 10;
+// The table of record kinds: its rule and columns are on `RECORD_KINDS`, which it generates.
+macro_rules! record_kinds {
+    ($($(#[$doc:meta])* $constant:ident = $kind:literal, tag $tag:literal, $name:literal, $record:ident;)*) => {
+        /// What a record is; the first field of every record (see [`crate::RECORD_KINDS`]).
+        pub mod kind {
+            $(
+                $(#[$doc])*
+                #[doc = concat!("\n\nSent as [`", stringify!($record), "`](crate::", stringify!($record), ").")]
+                pub const $constant: u32 = $kind;
+            )*
+        }
+
+        /// The tag byte's kind nibble of each record kind in a recording file (see
+        /// [`crate::RECORD_KINDS`]); user space only, kept here so the table stays one.
+        pub mod recording_tag {
+            $(pub const $constant: u8 = $tag;)*
+        }
+
+        /// The record kinds, the one list of them: `kind::*`, the recording's tags and the kind names
+        /// are generated from it, and the decoder's and assembler's handlers are named after it, so
+        /// the lists cannot drift apart.
+        ///
+        /// The naming rule, so one name can be grepped across the crates: a kind `X_Y` is sent as
+        /// `XYRecord` (with [`WireRecord::KIND`] `kind::X_Y`), decodes to `Body::XY`, and the decoder
+        /// and the assembler handle it in functions named `x_y`. "Syscall" is a traced syscall (exec
+        /// or fork family) entering or exiting; "task" is a thread or process starting or ending; a
+        /// "probed call" is one call of a kernel function under exact mode's entry/return probes.
+        ///
+        /// Columns: the constant, the number the kernel sends in [`RecordHeader::kind`], the tag a
+        /// recording file stores, the name messages use, and the record struct. The tag is a second
+        /// numbering because recordings already written store it: it cannot follow the kernel's.
+        ///
+        /// Rows are in recording tag order.
+        pub const RECORD_KINDS: [RecordKind; [$($kind),*].len()] = [$(
+            RecordKind {
+                constant: stringify!($constant),
+                kind: kind::$constant,
+                tag: recording_tag::$constant,
+                name: $name,
+                size: core::mem::size_of::<$record>(),
+            },
+        )*];
+
+        $(impl WireRecord for $record {
+            const KIND: u32 = kind::$constant;
+        })*
+    };
+}
+
+record_kinds! {
+    /// A traced syscall (exec or fork family) was entered.
+    SYSCALL_ENTER = 8, tag 0, "syscall enter", SyscallEnterRecord;
+    /// A traced syscall (exec or fork family) returned.
+    SYSCALL_EXIT = 1, tag 1, "syscall exit", SyscallExitRecord;
+    /// An exec passed its point of no return (`sched_prepare_exec`).
+    NO_RETURN = 9, tag 2, "point of no return", NoReturnRecord;
+    /// An exec's new image is in place (`sched_process_exec`).
+    LOADED = 10, tag 3, "new image", LoadedRecord;
+    /// A new thread or process in the traced tree (`sched_process_fork`).
+    TASK_NEW = 2, tag 4, "task new", TaskNewRecord;
+    /// A traced thread exited (`sched_process_exit`).
+    TASK_EXIT = 3, tag 5, "task exit", TaskExitRecord;
+    /// A cpu-clock sample inside a traced syscall.
+    SAMPLE = 4, tag 6, "sample", SampleRecord;
+    /// Exact mode, one call of a probed kernel function.
+    PROBED_CALL = 5, tag 7, "probed call", ProbedCallRecord;
+    /// A traced thread ran again after being off-CPU.
+    OFF_CPU = 6, tag 8, "off-CPU", OffCpuRecord;
+    /// A traced process reached `main` (uprobe).
+    MAIN = 7, tag 9, "main", MainRecord;
+}
+
+/// One row of [`RECORD_KINDS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordKind {
+    /// The `kind::*` constant's name, e.g. `"NO_RETURN"`.
+    pub constant: &'static str,
+    pub kind: u32,
+    pub tag: u8,
+    /// The words messages use for it.
+    pub name: &'static str,
+    /// Bytes of its record struct.
+    pub size: usize,
+}
+
+impl RecordKind {
+    /// The row of a kernel kind number.
+    pub fn of_kind(kind: u32) -> Option<&'static RecordKind> {
+        RECORD_KINDS.iter().find(|k| k.kind == kind)
+    }
+
+    /// The row of a recording tag's kind nibble.
+    pub fn of_tag(tag: u8) -> Option<&'static RecordKind> {
+        RECORD_KINDS.iter().find(|k| k.tag == tag)
+    }
+}
+
+/// A record struct's kind, from the table: the eBPF side takes a header's kind from the struct
+/// it sends, so a struct cannot go out under another kind's number.
+pub trait WireRecord: Copy {
+    const KIND: u32;
 }
 
 /// Bits of the per-id flag bytes in the `IDS` array (one byte per pid/tid).
@@ -222,7 +297,7 @@ pub struct SyscallEnterRecord {
 
 /// An exec or fork-family syscall returned. The header's time is the exit time and its ids
 /// are the ones at exit (an exec from a non-leader thread has taken the leader's id; the
-/// [`kind::LOADED`] record says which thread it was before).
+/// [`LoadedRecord`] says which thread it was before).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SyscallExitRecord {
@@ -238,27 +313,44 @@ pub struct SyscallExitRecord {
     /// Bits of [`record_flags`].
     pub flags: u32,
     /// Bytes of `filename` in use, without the NUL. A failed exec's name is read here from
-    /// the caller's memory; a successful one's comes with [`PathRecord`].
+    /// the caller's memory; a successful one's comes with [`KernelFilename`].
     pub filename_len: u32,
     pub _reserved: u32,
     pub filename: [u8; limits::FILENAME_CAP],
 }
 
-/// An exec reached its point of no return ([`kind::NO_RETURN`]) or has its new image in place
-/// ([`kind::LOADED`]). Carries the kernel's copy of the file name (`bprm->filename`) from
-/// whichever of the two the kernel reads it at (`filename_len` 0 in the other).
+/// The kernel's copy of an exec's file name (`bprm->filename`), which [`NoReturnRecord`] and
+/// [`LoadedRecord`] both carry: the kernel reads it at whichever of the two comes first on
+/// the running kernel (`filename_len` 0 in the other).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct PathRecord {
-    pub header: RecordHeader,
-    /// The thread's id before the exec (differs from the header's when a non-leader thread
-    /// exec'd and took the leader's id); equal to it for [`kind::NO_RETURN`].
-    pub old_pid: u32,
+pub struct KernelFilename {
     /// Bits of [`record_flags`].
     pub flags: u32,
     pub filename_len: u32,
     pub _reserved: u32,
     pub filename: [u8; limits::FILENAME_CAP],
+}
+
+/// An exec reached its point of no return; its thread id is still the one it entered with.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NoReturnRecord {
+    pub header: RecordHeader,
+    /// Where [`LoadedRecord::old_pid`] is, so both have one layout and one name read.
+    pub _reserved: u32,
+    pub kernel_filename: KernelFilename,
+}
+
+/// An exec has its new image in place.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LoadedRecord {
+    pub header: RecordHeader,
+    /// The thread's id before the exec (differs from the header's when a non-leader thread
+    /// exec'd and took the leader's id).
+    pub old_pid: u32,
+    pub kernel_filename: KernelFilename,
 }
 
 /// A new task in the traced tree (`sched_process_fork`): header ids are the parent's.
@@ -297,12 +389,21 @@ pub struct ProbedCallRecord {
     pub _reserved: u32,
 }
 
-/// A point event with one value (see [`kind::OFF_CPU`], [`kind::MAIN`]).
+/// A traced thread ran again; the header's time is when, `start_ns` when it went off-CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct MarkRecord {
+pub struct OffCpuRecord {
     pub header: RecordHeader,
-    pub value: u64,
+    pub start_ns: u64,
+}
+
+/// A traced process reached `main`: the header is all there is to say.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MainRecord {
+    pub header: RecordHeader,
+    /// Keeps the layout [`OffCpuRecord`]'s, the size the user side has always read.
+    pub _reserved: u64,
 }
 
 /// A traced thread exited (`sched_process_exit`).
@@ -319,11 +420,14 @@ pub struct TaskExitRecord {
 const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
 const _: () = assert!(core::mem::size_of::<SyscallEnterRecord>() == 24 + 3 * 8);
 const _: () = assert!(core::mem::size_of::<SyscallExitRecord>() == 24 + 3 * 8 + 4 * 4 + limits::FILENAME_CAP);
-const _: () = assert!(core::mem::size_of::<PathRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<KernelFilename>() == 3 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<NoReturnRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<LoadedRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<TaskNewRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<TaskExitRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
-const _: () = assert!(core::mem::size_of::<MarkRecord>() == 24 + 8);
+const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 24 + 8);
+const _: () = assert!(core::mem::size_of::<MainRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
 
 #[cfg(feature = "user")]
@@ -333,10 +437,49 @@ mod pod {
     unsafe impl aya::Pod for RecordHeader {}
     unsafe impl aya::Pod for SyscallEnterRecord {}
     unsafe impl aya::Pod for SyscallExitRecord {}
-    unsafe impl aya::Pod for PathRecord {}
+    unsafe impl aya::Pod for KernelFilename {}
+    unsafe impl aya::Pod for NoReturnRecord {}
+    unsafe impl aya::Pod for LoadedRecord {}
     unsafe impl aya::Pod for TaskNewRecord {}
     unsafe impl aya::Pod for TaskExitRecord {}
     unsafe impl aya::Pod for SampleRecord {}
     unsafe impl aya::Pod for ProbedCallRecord {}
-    unsafe impl aya::Pod for MarkRecord {}
+    unsafe impl aya::Pod for OffCpuRecord {}
+    unsafe impl aya::Pod for MainRecord {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_table_has_no_repeats() {
+        for (i, a) in RECORD_KINDS.iter().enumerate() {
+            for b in &RECORD_KINDS[i + 1..] {
+                assert_ne!(a.constant, b.constant);
+                assert_ne!(a.kind, b.kind, "{} and {} share a kind number", a.constant, b.constant);
+                assert_ne!(a.tag, b.tag, "{} and {} share a recording tag", a.constant, b.constant);
+                assert_ne!(a.name, b.name, "{} and {} share a name", a.constant, b.constant);
+            }
+        }
+    }
+
+    #[test]
+    fn rows_are_found_by_kind_and_by_tag() {
+        for k in &RECORD_KINDS {
+            assert_eq!(RecordKind::of_kind(k.kind), Some(k));
+            assert_eq!(RecordKind::of_tag(k.tag), Some(k));
+        }
+        assert_eq!(RecordKind::of_kind(kind::LOADED).map(|k| (k.constant, k.tag)), Some(("LOADED", recording_tag::LOADED)));
+        assert_eq!(RecordKind::of_kind(0), None);
+    }
+
+    #[test]
+    fn each_struct_is_paired_with_its_own_kind() {
+        assert_eq!(NoReturnRecord::KIND, kind::NO_RETURN);
+        assert_eq!(LoadedRecord::KIND, kind::LOADED);
+        assert_eq!(OffCpuRecord::KIND, kind::OFF_CPU);
+        assert_eq!(MainRecord::KIND, kind::MAIN);
+        assert_eq!(RecordKind::of_kind(kind::SAMPLE).map(|k| k.size), Some(core::mem::size_of::<SampleRecord>()));
+    }
 }

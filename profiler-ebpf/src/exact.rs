@@ -12,7 +12,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use profiler_common::{ProbedCallRecord, RecordHeader, counter, kind, limits};
+use profiler_common::{ProbedCallRecord, RecordHeader, WireRecord, counter, limits};
 
 use crate::{maps, task};
 
@@ -57,7 +57,7 @@ fn ret(slot: u32) {
     };
     let _ = CALL_ENTRIES.remove(&k);
     let rec = ProbedCallRecord {
-        header: RecordHeader { kind: kind::PROBED_CALL, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
+        header: RecordHeader { kind: ProbedCallRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
         enter_ns,
         slot,
         _reserved: 0,

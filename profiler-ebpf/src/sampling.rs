@@ -6,7 +6,7 @@ use aya_ebpf::{
     macros::perf_event,
     programs::PerfEventContext,
 };
-use profiler_common::{RecordHeader, SampleRecord, counter, kind, limits::MAX_FRAMES};
+use profiler_common::{RecordHeader, SampleRecord, WireRecord, counter, limits::MAX_FRAMES};
 
 use crate::{maps, task};
 
@@ -22,8 +22,13 @@ pub fn sample_exec_stack(ctx: PerfEventContext) -> u32 {
     };
     // SAFETY: our reservation, sized for one SampleRecord.
     let rec = unsafe { &mut *entry.as_mut_ptr() };
-    rec.header =
-        RecordHeader { kind: kind::SAMPLE, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: unsafe { bpf_ktime_get_ns() }, pid, tgid };
+    rec.header = RecordHeader {
+        kind: SampleRecord::KIND,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        pid,
+        tgid,
+    };
     rec._reserved = 0;
     // Flags 0: kernel stack, no frames skipped. Returns bytes written.
     let n = unsafe { generated::bpf_get_stack(ctx.as_ptr(), rec.frames.as_mut_ptr().cast(), (MAX_FRAMES * 8) as u32, 0) };

@@ -7,15 +7,15 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use profiler_common::{
-    PathRecord, RecordHeader, TaskExitRecord, TaskNewRecord, counter, kind, limits::FILENAME_CAP, record_flags, task_exit_flags,
-    task_new_flags,
+    KernelFilename, LoadedRecord, NoReturnRecord, RecordHeader, TaskExitRecord, TaskNewRecord, WireRecord, counter, limits::FILENAME_CAP,
+    record_flags, task_exit_flags, task_new_flags,
 };
 
 use crate::{maps, task};
 
 #[inline(always)]
-fn header(kind: u32, pid: u32, tgid: u32) -> RecordHeader {
-    RecordHeader { kind, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: unsafe { bpf_ktime_get_ns() }, pid, tgid }
+fn header<R: WireRecord>(pid: u32, tgid: u32) -> RecordHeader {
+    RecordHeader { kind: R::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: unsafe { bpf_ktime_get_ns() }, pid, tgid }
 }
 
 /// Non-zero when the kernel has no `sched_prepare_exec` (before 6.10): the name is then read
@@ -29,7 +29,7 @@ static NAME_AT_LOADED: u64 = 0;
 pub fn sched_prepare_exec(ctx: RawTracePointContext) -> u32 {
     let (pid, tgid) = task::current_ids();
     if maps::is_traced(tgid) {
-        emit_path(kind::NO_RETURN, pid, tgid, pid, Some(ctx.arg(1)));
+        no_return(pid, tgid, ctx.arg(1));
     }
     0
 }
@@ -50,39 +50,61 @@ pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     }
     // SAFETY: a read-only global the loader fixed; volatile so it is not constant-folded.
     let name_here = unsafe { core::ptr::read_volatile(&NAME_AT_LOADED) } != 0;
-    emit_path(kind::LOADED, pid, tgid, old_pid, name_here.then(|| ctx.arg(2)));
+    loaded(pid, tgid, old_pid, name_here.then(|| ctx.arg(2)));
     0
 }
 
-/// A [`PathRecord`], with the kernel's copy of the file name when `bprm` is given.
+/// A [`NoReturnRecord`] with the kernel's copy of the file name.
 #[inline(always)]
-fn emit_path(kind: u32, pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
-    let Some(mut entry) = maps::EVENTS.reserve::<PathRecord>(0) else {
+fn no_return(pid: u32, tgid: u32, bprm: u64) {
+    let Some(mut entry) = maps::EVENTS.reserve::<NoReturnRecord>(0) else {
         maps::count(counter::RING_FULL);
         return;
     };
-    // SAFETY: our reservation, sized for one PathRecord; the name bytes past
+    // SAFETY: our reservation, sized for one NoReturnRecord; the name bytes past
     // `filename_len` are not read.
     let rec = unsafe { &mut *entry.as_mut_ptr() };
-    rec.header = header(kind, pid, tgid);
-    rec.old_pid = old_pid;
-    rec.flags = 0;
-    rec.filename_len = 0;
+    rec.header = header::<NoReturnRecord>(pid, tgid);
     rec._reserved = 0;
+    kernel_filename(&mut rec.kernel_filename, Some(bprm));
+    entry.submit(maps::NO_WAKEUP);
+}
+
+/// A [`LoadedRecord`], with the kernel's copy of the file name when `bprm` is given.
+#[inline(always)]
+fn loaded(pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
+    let Some(mut entry) = maps::EVENTS.reserve::<LoadedRecord>(0) else {
+        maps::count(counter::RING_FULL);
+        return;
+    };
+    // SAFETY: our reservation, sized for one LoadedRecord; the name bytes past
+    // `filename_len` are not read.
+    let rec = unsafe { &mut *entry.as_mut_ptr() };
+    rec.header = header::<LoadedRecord>(pid, tgid);
+    rec.old_pid = old_pid;
+    kernel_filename(&mut rec.kernel_filename, bprm);
+    entry.submit(maps::NO_WAKEUP);
+}
+
+/// Fills in `bprm->filename`, or an empty name when `bprm` is None.
+#[inline(always)]
+fn kernel_filename(out: &mut KernelFilename, bprm: Option<u64>) {
+    out.flags = 0;
+    out.filename_len = 0;
+    out._reserved = 0;
     if let Some(filename) = bprm.and_then(task::bprm_filename) {
         let n =
-            unsafe { generated::bpf_probe_read_kernel_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _) };
+            unsafe { generated::bpf_probe_read_kernel_str(out.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _) };
         if n > 0 {
-            rec.filename_len = (n - 1) as u32;
+            out.filename_len = (n - 1) as u32;
             if n as usize == FILENAME_CAP {
                 let next: u8 = unsafe { bpf_probe_read_kernel((filename + FILENAME_CAP as u64 - 1) as *const u8) }.unwrap_or(1);
                 if next != 0 {
-                    rec.flags = record_flags::FILENAME_TRUNCATED;
+                    out.flags = record_flags::FILENAME_TRUNCATED;
                 }
             }
         }
     }
-    entry.submit(maps::NO_WAKEUP);
 }
 
 /// `sched_process_fork(parent, child)`: runs before the child can run, so a traced parent's
@@ -105,7 +127,7 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
         }
     }
     let rec = TaskNewRecord {
-        header: header(kind::TASK_NEW, pid, tgid),
+        header: header::<TaskNewRecord>(pid, tgid),
         child_pid,
         child_tgid,
         flags: if thread { task_new_flags::THREAD } else { 0 },
@@ -131,7 +153,7 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
         maps::tree_alive_add(-1);
     }
     let rec = TaskExitRecord {
-        header: header(kind::TASK_EXIT, pid, tgid),
+        header: header::<TaskExitRecord>(pid, tgid),
         flags: if dead { task_exit_flags::GROUP_DEAD } else { 0 },
         _reserved: 0,
     };

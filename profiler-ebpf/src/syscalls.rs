@@ -14,7 +14,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use profiler_common::{
-    RecordHeader, SyscallEnterRecord, SyscallExitRecord, counter, kind, limits::FILENAME_CAP, record_flags, traced_syscall,
+    RecordHeader, SyscallEnterRecord, SyscallExitRecord, WireRecord, counter, limits::FILENAME_CAP, record_flags, traced_syscall,
 };
 
 use crate::{maps, task};
@@ -63,7 +63,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     maps::set_in_call(pid, true);
     // The clock last: the probe's own work above stays outside the attempt.
     let header = RecordHeader {
-        kind: kind::SYSCALL_ENTER,
+        kind: SyscallEnterRecord::KIND,
         cpu: unsafe { bpf_get_smp_processor_id() },
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid,
@@ -104,7 +104,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // SAFETY: the reservation is ours and sized for one SyscallExitRecord; every field the user
     // side reads is written below (the name bytes past `filename_len` are not read).
     let rec = unsafe { &mut *entry.as_mut_ptr() };
-    rec.header = RecordHeader { kind: kind::SYSCALL_EXIT, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
+    rec.header = RecordHeader { kind: SyscallExitRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
     rec.ret = ret;
     rec.syscall = syscall;
     rec._reserved = 0;

@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{ProbeContext, RawTracePointContext},
 };
-use profiler_common::{MarkRecord, RecordHeader, counter, kind, limits};
+use profiler_common::{MainRecord, OffCpuRecord, RecordHeader, WireRecord, counter, limits};
 
 use crate::{maps, task};
 
@@ -19,9 +19,8 @@ const TASK_DEAD: u64 = 0x80;
 static OFF_CPU_SINCE: HashMap<u32, u64> = HashMap::with_max_entries(limits::MAX_OFF_CPU, 0);
 
 #[inline(always)]
-fn emit(kind: u32, pid: u32, tgid: u32, ts_ns: u64, value: u64) {
-    let rec = MarkRecord { header: RecordHeader { kind, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns, pid, tgid }, value };
-    maps::send(&rec);
+fn header<R: WireRecord>(pid: u32, tgid: u32, ts_ns: u64) -> RecordHeader {
+    RecordHeader { kind: R::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns, pid, tgid }
 }
 
 /// `sched_switch(preempt, prev, next, prev_state)`. Runs for every switch in the system, so
@@ -47,7 +46,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
     if let Some((pid, tgid)) = next_traced {
         if let Some(&since) = unsafe { OFF_CPU_SINCE.get(&pid) } {
             let _ = OFF_CPU_SINCE.remove(&pid);
-            emit(kind::OFF_CPU, pid, tgid, now, since);
+            maps::send(&OffCpuRecord { header: header::<OffCpuRecord>(pid, tgid, now), start_ns: since });
         }
     }
     0
@@ -58,7 +57,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
 pub fn main_entry(_ctx: ProbeContext) -> u32 {
     let (pid, tgid) = task::current_ids();
     if maps::is_traced(tgid) {
-        emit(kind::MAIN, pid, tgid, unsafe { bpf_ktime_get_ns() }, 0);
+        maps::send(&MainRecord { header: header::<MainRecord>(pid, tgid, unsafe { bpf_ktime_get_ns() }), _reserved: 0 });
     }
     0
 }

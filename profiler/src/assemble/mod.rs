@@ -70,7 +70,8 @@ impl Assembler {
         Self::default()
     }
 
-    /// Takes the next record; hands what it completes to `out`.
+    /// Takes the next record; hands what it completes to `out`. Each kind has its handler,
+    /// named after it (`kind::NO_RETURN` → `no_return`), so one name greps across the crates.
     pub(crate) fn push(&mut self, record: Record, out: &mut impl EventSink) {
         let h = record.head;
         if matches!(record.body, Body::SyscallEnter { .. })
@@ -92,56 +93,14 @@ impl Assembler {
             Body::SyscallExit { syscall, ret, faults, name, killed } => {
                 self.syscall_exit(h, syscall, Exit { ret, faults, name, killed }, out);
             }
-            Body::NoReturn { name } => {
-                if let Some(o) = self.open.get_mut(&h.pid) {
-                    o.prepare_ns = Some(h.ts_ns);
-                    o.name = name.or(o.name.take());
-                }
-            }
-            Body::Loaded { old_pid, name } => {
-                // An exec from a non-leader thread continues under the leader's id.
-                if let Some(mut o) = self.open.remove(&old_pid) {
-                    o.loaded_ns = Some(h.ts_ns);
-                    o.name = name.or(o.name.take());
-                    if let Some(stale) = self.open.insert(h.pid, o) {
-                        self.unjoined.enter_without_exit += 1;
-                        orphan_inside(stale.inside, out);
-                    }
-                }
-            }
-            Body::TaskNew { child_pid, child_tgid, thread } => out.event(&Event::TaskNew(TaskNew {
-                ts_ns: h.ts_ns,
-                parent_pid: h.pid,
-                parent_tgid: h.tgid,
-                child_pid,
-                child_tgid,
-                thread,
-            })),
-            Body::TaskExit { group_dead } => {
-                if let Some(o) = self.open.remove(&h.pid) {
-                    self.unjoined.abandoned += 1;
-                    orphan_inside(o.inside, out);
-                }
-                out.event(&Event::TaskExit(TaskExit { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, group_dead }));
-            }
-            Body::Sample { frames } => {
-                let sample = Sample { ts_ns: h.ts_ns, pid: h.pid, frames };
-                match self.open.get_mut(&h.pid) {
-                    Some(o) => o.inside.samples.push(sample),
-                    None => self.pending.entry(h.pid).or_default().push(sample),
-                }
-            }
-            Body::ProbedCall { enter_ns, slot } => {
-                let call = ProbedCall { pid: h.pid, enter_ns, exit_ns: h.ts_ns, slot };
-                match self.open.get_mut(&h.pid) {
-                    Some(o) => o.inside.probed.push(call),
-                    None => out.event(&Event::OrphanProbedCall(call)),
-                }
-            }
-            Body::OffCpu { start_ns } => {
-                out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
-            }
-            Body::Main => out.event(&Event::Main(MainEntry { pid: h.pid, tgid: h.tgid, ts_ns: h.ts_ns })),
+            Body::NoReturn { name } => self.no_return(h, name),
+            Body::Loaded { old_pid, name } => self.loaded(h, old_pid, name, out),
+            Body::TaskNew { child_pid, child_tgid, thread } => self.task_new(h, child_pid, child_tgid, thread, out),
+            Body::TaskExit { group_dead } => self.task_exit(h, group_dead, out),
+            Body::Sample { frames } => self.sample(h, frames),
+            Body::ProbedCall { enter_ns, slot } => self.probed_call(h, enter_ns, slot, out),
+            Body::OffCpu { start_ns } => self.off_cpu(h, start_ns, out),
+            Body::Main => self.main(h, out),
         }
     }
 
@@ -189,6 +148,61 @@ impl Assembler {
             }
             None => self.unjoined.exit_without_enter += 1,
         }
+    }
+
+    fn no_return(&mut self, h: Head, name: Option<Name>) {
+        if let Some(o) = self.open.get_mut(&h.pid) {
+            o.prepare_ns = Some(h.ts_ns);
+            o.name = name.or(o.name.take());
+        }
+    }
+
+    /// An exec from a non-leader thread continues under the leader's id.
+    fn loaded(&mut self, h: Head, old_pid: u32, name: Option<Name>, out: &mut impl EventSink) {
+        if let Some(mut o) = self.open.remove(&old_pid) {
+            o.loaded_ns = Some(h.ts_ns);
+            o.name = name.or(o.name.take());
+            if let Some(stale) = self.open.insert(h.pid, o) {
+                self.unjoined.enter_without_exit += 1;
+                orphan_inside(stale.inside, out);
+            }
+        }
+    }
+
+    fn task_new(&self, h: Head, child_pid: u32, child_tgid: u32, thread: bool, out: &mut impl EventSink) {
+        out.event(&Event::TaskNew(TaskNew { ts_ns: h.ts_ns, parent_pid: h.pid, parent_tgid: h.tgid, child_pid, child_tgid, thread }));
+    }
+
+    fn task_exit(&mut self, h: Head, group_dead: bool, out: &mut impl EventSink) {
+        if let Some(o) = self.open.remove(&h.pid) {
+            self.unjoined.abandoned += 1;
+            orphan_inside(o.inside, out);
+        }
+        out.event(&Event::TaskExit(TaskExit { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, group_dead }));
+    }
+
+    fn sample(&mut self, h: Head, frames: Vec<u64>) {
+        let sample = Sample { ts_ns: h.ts_ns, pid: h.pid, frames };
+        match self.open.get_mut(&h.pid) {
+            Some(o) => o.inside.samples.push(sample),
+            None => self.pending.entry(h.pid).or_default().push(sample),
+        }
+    }
+
+    fn probed_call(&mut self, h: Head, enter_ns: u64, slot: u32, out: &mut impl EventSink) {
+        let call = ProbedCall { pid: h.pid, enter_ns, exit_ns: h.ts_ns, slot };
+        match self.open.get_mut(&h.pid) {
+            Some(o) => o.inside.probed.push(call),
+            None => out.event(&Event::OrphanProbedCall(call)),
+        }
+    }
+
+    fn off_cpu(&self, h: Head, start_ns: u64, out: &mut impl EventSink) {
+        out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
+    }
+
+    fn main(&self, h: Head, out: &mut impl EventSink) {
+        out.event(&Event::Main(MainEntry { pid: h.pid, tgid: h.tgid, ts_ns: h.ts_ns }));
     }
 
     /// Ends the stream: calls still open are counted, and what was taken inside them is

@@ -1,12 +1,12 @@
 //! Decoded kernel records: one variant per record kind the eBPF side sends, named alike
-//! (`kind::SYSCALL_ENTER` ↔ `SyscallEnterRecord` ↔ `Body::SyscallEnter` ↔ the assembler's
-//! `syscall_enter`). Decoding is the only place that knows the wire layout; a record of
+//! (`kind::SYSCALL_ENTER` ↔ `SyscallEnterRecord` ↔ `Body::SyscallEnter` ↔ `syscall_enter`
+//! here and in the assembler; the table is `profiler_common::RECORD_KINDS`). Decoding is the only place that knows the wire layout; a record of
 //! unknown kind or size is an error that names it, never a silent skip. A recording stores
 //! these records as they came, so a replay runs the same assembler and analysis as a live run.
 use anyhow::{Result, bail};
 use profiler_common::{
-    MarkRecord, PathRecord, ProbedCallRecord, RecordHeader, SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord,
-    TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags,
+    KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord, ProbedCallRecord, RecordHeader, RecordKind, SampleRecord,
+    SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags,
 };
 
 use crate::model::names::{Killed, Name, TracedSyscall};
@@ -68,20 +68,25 @@ pub struct Record {
 }
 
 impl Body {
+    /// The kernel kind number it was sent under.
+    pub(crate) fn kind(&self) -> u32 {
+        match self {
+            Body::SyscallEnter { .. } => kind::SYSCALL_ENTER,
+            Body::SyscallExit { .. } => kind::SYSCALL_EXIT,
+            Body::NoReturn { .. } => kind::NO_RETURN,
+            Body::Loaded { .. } => kind::LOADED,
+            Body::TaskNew { .. } => kind::TASK_NEW,
+            Body::TaskExit { .. } => kind::TASK_EXIT,
+            Body::Sample { .. } => kind::SAMPLE,
+            Body::ProbedCall { .. } => kind::PROBED_CALL,
+            Body::OffCpu { .. } => kind::OFF_CPU,
+            Body::Main => kind::MAIN,
+        }
+    }
+
     /// A short name for error messages.
     pub fn kind_name(&self) -> &'static str {
-        match self {
-            Body::SyscallEnter { .. } => "syscall enter",
-            Body::SyscallExit { .. } => "syscall exit",
-            Body::NoReturn { .. } => "point of no return",
-            Body::Loaded { .. } => "new image",
-            Body::TaskNew { .. } => "task new",
-            Body::TaskExit { .. } => "task exit",
-            Body::Sample { .. } => "sample",
-            Body::ProbedCall { .. } => "probed call",
-            Body::OffCpu { .. } => "off-CPU",
-            Body::Main => "main",
-        }
+        RecordKind::of_kind(self.kind()).map_or("unknown", |k| k.name)
     }
 }
 
@@ -100,52 +105,73 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
     let h: RecordHeader = read(bytes)?;
     let head = Head { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, cpu: h.cpu };
     let body = match h.kind {
-        kind::SYSCALL_ENTER => {
-            let r: SyscallEnterRecord = read(bytes)?;
-            Body::SyscallEnter { syscall: syscall(r.syscall)?, faults: faults(r.flags, r.min_flt, r.maj_flt) }
-        }
-        kind::SYSCALL_EXIT => {
-            let r: SyscallExitRecord = read(bytes)?;
-            let syscall = syscall(r.syscall)?;
-            let failed_exec = syscall.is_exec() && r.ret != 0;
-            Body::SyscallExit {
-                syscall,
-                ret: r.ret,
-                faults: faults(r.flags, r.min_flt, r.maj_flt),
-                name: failed_exec.then(|| name(&r.filename, r.filename_len, r.flags)),
-                killed: if failed_exec { killed_from_flags(r.flags) } else { None },
-            }
-        }
-        kind::NO_RETURN | kind::LOADED => {
-            let r: PathRecord = read(bytes)?;
-            let name = (r.filename_len > 0).then(|| name(&r.filename, r.filename_len, r.flags));
-            if h.kind == kind::NO_RETURN { Body::NoReturn { name } } else { Body::Loaded { old_pid: r.old_pid, name } }
-        }
-        kind::TASK_NEW => {
-            let r: TaskNewRecord = read(bytes)?;
-            Body::TaskNew { child_pid: r.child_pid, child_tgid: r.child_tgid, thread: r.flags & task_new_flags::THREAD != 0 }
-        }
-        kind::TASK_EXIT => {
-            let r: TaskExitRecord = read(bytes)?;
-            Body::TaskExit { group_dead: r.flags & task_exit_flags::GROUP_DEAD != 0 }
-        }
-        kind::SAMPLE => {
-            let r: SampleRecord = read(bytes)?;
-            let n = (r.nr_frames as usize).min(r.frames.len());
-            Body::Sample { frames: r.frames[..n].to_vec() }
-        }
-        kind::PROBED_CALL => {
-            let r: ProbedCallRecord = read(bytes)?;
-            Body::ProbedCall { enter_ns: r.enter_ns, slot: r.slot }
-        }
-        kind::OFF_CPU => Body::OffCpu { start_ns: read::<MarkRecord>(bytes)?.value },
-        kind::MAIN => {
-            read::<MarkRecord>(bytes)?;
-            Body::Main
-        }
+        kind::SYSCALL_ENTER => syscall_enter(read(bytes)?)?,
+        kind::SYSCALL_EXIT => syscall_exit(read(bytes)?)?,
+        kind::NO_RETURN => no_return(read(bytes)?),
+        kind::LOADED => loaded(read(bytes)?),
+        kind::TASK_NEW => task_new(read(bytes)?),
+        kind::TASK_EXIT => task_exit(read(bytes)?),
+        kind::SAMPLE => sample(read(bytes)?),
+        kind::PROBED_CALL => probed_call(read(bytes)?),
+        kind::OFF_CPU => off_cpu(read(bytes)?),
+        kind::MAIN => main(read(bytes)?),
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
     };
     Ok(Record { head, body })
+}
+
+fn syscall_enter(r: SyscallEnterRecord) -> Result<Body> {
+    Ok(Body::SyscallEnter { syscall: syscall(r.syscall)?, faults: faults(r.flags, r.min_flt, r.maj_flt) })
+}
+
+fn syscall_exit(r: SyscallExitRecord) -> Result<Body> {
+    let syscall = syscall(r.syscall)?;
+    let failed_exec = syscall.is_exec() && r.ret != 0;
+    Ok(Body::SyscallExit {
+        syscall,
+        ret: r.ret,
+        faults: faults(r.flags, r.min_flt, r.maj_flt),
+        name: failed_exec.then(|| name(&r.filename, r.filename_len, r.flags)),
+        killed: if failed_exec { killed_from_flags(r.flags) } else { None },
+    })
+}
+
+fn no_return(r: NoReturnRecord) -> Body {
+    Body::NoReturn { name: kernel_filename(&r.kernel_filename) }
+}
+
+fn loaded(r: LoadedRecord) -> Body {
+    Body::Loaded { old_pid: r.old_pid, name: kernel_filename(&r.kernel_filename) }
+}
+
+fn task_new(r: TaskNewRecord) -> Body {
+    Body::TaskNew { child_pid: r.child_pid, child_tgid: r.child_tgid, thread: r.flags & task_new_flags::THREAD != 0 }
+}
+
+fn task_exit(r: TaskExitRecord) -> Body {
+    Body::TaskExit { group_dead: r.flags & task_exit_flags::GROUP_DEAD != 0 }
+}
+
+fn sample(r: SampleRecord) -> Body {
+    let n = (r.nr_frames as usize).min(r.frames.len());
+    Body::Sample { frames: r.frames[..n].to_vec() }
+}
+
+fn probed_call(r: ProbedCallRecord) -> Body {
+    Body::ProbedCall { enter_ns: r.enter_ns, slot: r.slot }
+}
+
+fn off_cpu(r: OffCpuRecord) -> Body {
+    Body::OffCpu { start_ns: r.start_ns }
+}
+
+fn main(_: MainRecord) -> Body {
+    Body::Main
+}
+
+/// The name the kernel read at this record, if it read one here.
+fn kernel_filename(f: &KernelFilename) -> Option<Name> {
+    (f.filename_len > 0).then(|| name(&f.filename, f.filename_len, f.flags))
 }
 
 fn syscall(code: u32) -> Result<TracedSyscall> {
@@ -247,15 +273,23 @@ mod tests {
         assert_eq!(killed(0, by_exec), None);
     }
 
-    #[test]
-    fn decodes_path_records() {
+    fn kernel_filename(name: &[u8]) -> KernelFilename {
         let mut filename = [0; FILENAME_CAP];
-        filename[..4].copy_from_slice(b"/t/x");
-        let r = PathRecord { header: header(kind::LOADED, 3_000, 10, 10), old_pid: 12, flags: 0, filename_len: 4, _reserved: 0, filename };
+        filename[..name.len()].copy_from_slice(name);
+        KernelFilename { flags: 0, filename_len: name.len() as u32, _reserved: 0, filename }
+    }
+
+    #[test]
+    fn decodes_no_return_and_loaded_records() {
+        let r = LoadedRecord { header: header(kind::LOADED, 3_000, 10, 10), old_pid: 12, kernel_filename: kernel_filename(b"/t/x") };
         let name = Some(Name { bytes: b"/t/x".to_vec(), ..Name::default() });
         assert_eq!(decode(&bytes_of(&r)).unwrap(), Record { head: head(3_000, 10, 10), body: Body::Loaded { old_pid: 12, name } });
-        let r = PathRecord { header: header(kind::NO_RETURN, 2_000, 10, 10), filename_len: 0, ..r };
+        let r = NoReturnRecord { header: header(kind::NO_RETURN, 2_000, 10, 10), _reserved: 0, kernel_filename: kernel_filename(b"") };
         assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::NoReturn { name: None });
+        let r =
+            NoReturnRecord { kernel_filename: KernelFilename { flags: record_flags::FILENAME_TRUNCATED, ..kernel_filename(b"/t/y") }, ..r };
+        let name = Some(Name { bytes: b"/t/y".to_vec(), truncated: true, unreadable: false });
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::NoReturn { name });
     }
 
     #[test]
@@ -276,12 +310,12 @@ mod tests {
     }
 
     #[test]
-    fn decodes_probed_calls_and_marks() {
+    fn decodes_probed_calls_off_cpu_and_main() {
         let r = ProbedCallRecord { header: header(kind::PROBED_CALL, 90, 4, 4), enter_ns: 70, slot: 3, _reserved: 0 };
         assert_eq!(decode(&bytes_of(&r)).unwrap(), Record { head: head(90, 4, 4), body: Body::ProbedCall { enter_ns: 70, slot: 3 } });
-        let m = MarkRecord { header: header(kind::OFF_CPU, 90, 4, 4), value: 40 };
+        let m = OffCpuRecord { header: header(kind::OFF_CPU, 90, 4, 4), start_ns: 40 };
         assert_eq!(decode(&bytes_of(&m)).unwrap().body, Body::OffCpu { start_ns: 40 });
-        let m = MarkRecord { header: header(kind::MAIN, 90, 4, 4), value: 0 };
+        let m = MainRecord { header: header(kind::MAIN, 90, 4, 4), _reserved: 0 };
         assert_eq!(decode(&bytes_of(&m)).unwrap().body, Body::Main);
     }
 
@@ -295,5 +329,33 @@ mod tests {
         assert!(decode(&bytes_of(&h)).unwrap_err().to_string().contains("shorter"));
         let bad = SyscallEnterRecord { header: header(kind::SYSCALL_ENTER, 1, 1, 1), min_flt: 0, maj_flt: 0, syscall: 42, flags: 0 };
         assert!(decode(&bytes_of(&bad)).unwrap_err().to_string().contains("unknown syscall code 42"));
+    }
+
+    /// `NO_RETURN` → `NoReturn`: the rule that a kind's constant and its variant share a name.
+    fn variant_name(constant: &str) -> String {
+        constant
+            .split('_')
+            .map(|w| {
+                let w = w.to_ascii_lowercase();
+                let mut c = w.chars();
+                c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_kind_decodes_from_its_size_to_the_variant_of_its_name() {
+        for k in &profiler_common::RECORD_KINDS {
+            let mut bytes = vec![0u8; k.size];
+            bytes[..4].copy_from_slice(&k.kind.to_ne_bytes());
+            let body = decode(&bytes).unwrap_or_else(|e| panic!("{}: {e}", k.constant)).body;
+            let debug = format!("{body:?}");
+            let variant: String = debug.chars().take_while(char::is_ascii_alphanumeric).collect();
+            assert_eq!(variant, variant_name(k.constant), "kind {} decodes to {debug}", k.constant);
+            assert_eq!(body.kind(), k.kind);
+            assert_eq!(body.kind_name(), k.name);
+            let short = decode(&bytes[..k.size - 1]).unwrap_err().to_string();
+            assert!(short.contains("shorter"), "{}: {short}", k.constant);
+        }
     }
 }

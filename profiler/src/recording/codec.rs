@@ -10,6 +10,8 @@ use std::collections::HashMap;
 
 /// Tag byte: kind in the low nibble, "head same as before" in bit 4, three kind-specific flags.
 pub(super) mod tag {
+    use profiler_common::{RECORD_KINDS, RecordKind};
+
     pub(crate) const KIND_MASK: u8 = 0x0f;
     pub(crate) const HEAD_SAME: u8 = 0x10;
     pub(crate) const B0: u8 = 0x20;
@@ -17,50 +19,39 @@ pub(super) mod tag {
     pub(crate) const B2: u8 = 0x80;
     pub(crate) const FLAGS: u8 = B0 | B1 | B2;
 
-    pub(crate) const ENTER: u8 = 0;
-    pub(crate) const EXIT: u8 = 1;
-    pub(crate) const NO_RETURN: u8 = 2;
-    pub(crate) const LOADED: u8 = 3;
-    pub(crate) const TASK_NEW: u8 = 4;
-    pub(crate) const TASK_EXIT: u8 = 5;
-    pub(crate) const SAMPLE: u8 = 6;
-    pub(crate) const PROBED_CALL: u8 = 7;
-    pub(crate) const OFF_CPU: u8 = 8;
-    pub(crate) const MAIN: u8 = 9;
+    /// The kinds' tags, from the one table of record kinds.
+    pub(crate) use profiler_common::recording_tag::*;
     /// Not a record: clears the name table (B0) and/or the stack table (B1).
     pub(crate) const RESET: u8 = 15;
+
+    // Every kind's tag fits the nibble and is not the reset's.
+    const _: () = {
+        let mut i = 0;
+        while i < RECORD_KINDS.len() {
+            assert!(RECORD_KINDS[i].tag & !KIND_MASK == 0 && RECORD_KINDS[i].tag != RESET);
+            i += 1;
+        }
+    };
 
     /// The flags each kind may carry (None: no such kind). Anything else is corruption.
     pub(crate) fn allowed_flags(kind: u8) -> Option<u8> {
         Some(match kind {
-            ENTER => B0 | B1,         // faults, syscall code byte
-            EXIT => B0 | B1 | B2,     // faults, syscall code byte (with the kill bits), name
-            NO_RETURN => B0,          // name
-            LOADED => B0 | B1,        // name, old_pid spelled out
-            TASK_NEW => B0 | B1 | B2, // thread, child_tgid == tgid, child_tgid spelled out
-            TASK_EXIT => B0,          // group_dead
+            SYSCALL_ENTER => B0 | B1,     // faults, syscall code byte
+            SYSCALL_EXIT => B0 | B1 | B2, // faults, syscall code byte (with the kill bits), name
+            NO_RETURN => B0,              // name
+            LOADED => B0 | B1,            // name, old_pid spelled out
+            TASK_NEW => B0 | B1 | B2,     // thread, child_tgid == tgid, child_tgid spelled out
+            TASK_EXIT => B0,              // group_dead
             SAMPLE | PROBED_CALL | OFF_CPU | MAIN => 0,
             RESET => B0 | B1,
             _ => return None,
         })
     }
 
-    /// The same words as `Body::kind_name`, for messages about records that did not decode.
+    /// The kind's name (`Body::kind_name`'s words), for messages about records that did not decode.
     pub(crate) fn name(tag: u8) -> String {
-        const NAMES: [&str; 10] = [
-            "syscall enter",
-            "syscall exit",
-            "point of no return",
-            "new image",
-            "task new",
-            "task exit",
-            "sample",
-            "probed call",
-            "off-CPU",
-            "main",
-        ];
-        match NAMES.get(usize::from(tag & KIND_MASK)) {
-            Some(name) => (*name).to_string(),
+        match RecordKind::of_tag(tag & KIND_MASK) {
+            Some(k) => k.name.to_string(),
             None if tag & KIND_MASK == RESET => "table reset".to_string(),
             None => format!("unknown tag {tag:#04x}"),
         }
@@ -175,12 +166,12 @@ impl Encoder {
     fn put_body(&mut self, h: &Head, body: &Body, buf: &mut Vec<u8>) -> u8 {
         match body {
             Body::SyscallEnter { syscall, faults } => {
-                let mut t = tag::ENTER | put_syscall(*syscall, None, buf);
+                let mut t = tag::SYSCALL_ENTER | put_syscall(*syscall, None, buf);
                 t |= self.put_faults(*faults, buf);
                 t
             }
             Body::SyscallExit { syscall, ret, faults, name, killed } => {
-                let mut t = tag::EXIT | put_syscall(*syscall, *killed, buf);
+                let mut t = tag::SYSCALL_EXIT | put_syscall(*syscall, *killed, buf);
                 put_varint(buf, zigzag(*ret));
                 t |= self.put_faults(*faults, buf);
                 t |= self.put_name(name.as_ref(), tag::B2, buf);
@@ -368,14 +359,14 @@ impl Decoder {
 
     fn body(&mut self, kind: u8, f: u8, h: &Head, c: &mut Cursor) -> Result<Body, String> {
         Ok(match kind {
-            tag::ENTER => {
+            tag::SYSCALL_ENTER => {
                 let (syscall, killed) = syscall(f & tag::B1 != 0, c)?;
                 if killed.is_some() {
                     return Err("a syscall enter with kill bits".into());
                 }
                 Body::SyscallEnter { syscall, faults: self.faults(f & tag::B0 != 0, c)? }
             }
-            tag::EXIT => {
+            tag::SYSCALL_EXIT => {
                 let (syscall, killed) = syscall(f & tag::B1 != 0, c)?;
                 let ret = unzigzag(c.varint()?);
                 let faults = self.faults(f & tag::B0 != 0, c)?;

@@ -120,7 +120,7 @@ fn bad_records_are_reported_with_frame_record_index_and_kind() {
     let mut good = Streams::default();
     Encoder::default().encode(&rec(100, 5, 5, 0, Body::Main), &mut good);
     let (gt, gr) = (&good.times[..], &good.records[..]);
-    let bad_name = [tag::EXIT | tag::B2 | tag::HEAD_SAME, 3, 10];
+    let bad_name = [tag::SYSCALL_EXIT | tag::B2 | tag::HEAD_SAME, 3, 10];
     let file = forged_file(&[(1, &payload(gt, gr)), (3, &payload(&[gt, gt, &[2]].concat(), &[gr, gr, &bad_name].concat()))]);
     let e = read_all(&file).unwrap_err();
     let at = frame_spans(&file)[2].start;
@@ -137,14 +137,18 @@ fn bad_records_are_reported_with_frame_record_index_and_kind() {
     let same = tag::HEAD_SAME;
     let cases: [(&[u8], &[u8], &str); 11] = [
         (&[0], &[0x0c], "record #0 (unknown tag 0x0c) at byte 0 of the frame's record stream: unknown tag 0x0c"),
-        (&[0], &[tag::ENTER | tag::B1 | same, 9], "record #0 (syscall enter) at byte 0 of the frame's record stream: bad syscall code 9"),
+        (
+            &[0],
+            &[tag::SYSCALL_ENTER | tag::B1 | same, 9],
+            "record #0 (syscall enter) at byte 0 of the frame's record stream: bad syscall code 9",
+        ),
         (
             &[0x80],
-            &[tag::ENTER | same],
+            &[tag::SYSCALL_ENTER | same],
             "(syscall enter) at byte 0 of the frame's record stream: time delta: the data ends in the middle of an item",
         ),
-        (&[], &[tag::ENTER | same], "(syscall enter) at byte 0 of the frame's record stream: time delta: the data ends"),
-        (&[0], &[tag::ENTER, 0x80], "(syscall enter) at byte 0 of the frame's record stream: bad head byte 0x80"),
+        (&[], &[tag::SYSCALL_ENTER | same], "(syscall enter) at byte 0 of the frame's record stream: time delta: the data ends"),
+        (&[0], &[tag::SYSCALL_ENTER, 0x80], "(syscall enter) at byte 0 of the frame's record stream: bad head byte 0x80"),
         (&[0], &[tag::SAMPLE, 0, 100], "(sample) at byte 0 of the frame's record stream: stack id 99 was never defined"),
         (&[0], &[tag::MAIN | tag::B0], "(main) at byte 0 of the frame's record stream: unknown flag bits 0x20"),
         (&[0], &[tag::SAMPLE | same, 0, 100], "(sample) at byte 0 of the frame's record stream: a stack of 100 frames runs past"),

@@ -78,3 +78,19 @@ fn chain_costs_at_most_16_bytes_per_attempt() {
     let (_, back, _) = read_all(&bytes).unwrap();
     assert!(back == records);
 }
+
+#[test]
+fn every_kind_is_written_under_its_table_tag() {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in edge_records() {
+        let mut streams = Streams::default();
+        Encoder::default().encode(&r, &mut streams);
+        let k = profiler_common::RecordKind::of_kind(r.body.kind()).unwrap();
+        assert_eq!(streams.records[0] & tag::KIND_MASK, k.tag, "{}", k.constant);
+        assert_eq!(profiler_common::RecordKind::of_tag(k.tag), Some(k));
+        seen.push(k.constant);
+    }
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), profiler_common::RECORD_KINDS.len(), "every kind covered: {seen:?}");
+}
