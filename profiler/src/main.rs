@@ -26,7 +26,7 @@ fn main() {
                 .map_err(anyhow::Error::from)
                 .and_then(repeat::run)
         }
-        Command::Run(args) => run_config(args, cli.verbose).and_then(run::run),
+        Command::Run(args) => run_config(args, &std::env::args_os().skip(1).collect::<Vec<_>>(), cli.verbose).and_then(run::run),
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Diff(args) => {
             let shown = execprof::report::diff::Shown { outcome: args.outcome, lines: args.lines };

@@ -92,3 +92,21 @@ fn output_paths_are_checked_before_anything_runs() {
         .code(2)
         .stderr(predicate::str::contains("is a directory; give a file name"));
 }
+
+#[test]
+fn a_dash_dash_with_nothing_after_it_is_a_usage_error_not_the_chain() {
+    execprof()
+        .args(["run", "--"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nothing follows `--`: give the command to trace after it"));
+}
+
+#[test]
+fn side_b_options_without_vs_name_vs() {
+    execprof()
+        .args(["run", "--vs-output", "b.execprof"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--vs-output and --vs-setup describe side B: give B's options with --vs"));
+}

@@ -47,8 +47,15 @@ pub fn chain_spec(a: &ChainArgs) -> Result<ChainSpec, Failure> {
     Ok(spec)
 }
 
-/// `execprof run` (without --repeat/--vs).
-pub fn run_config(args: RunArgs, verbose: bool) -> anyhow::Result<RunConfig> {
+/// `execprof run` (without --repeat/--vs). `argv`: execprof's own arguments, which tell a
+/// `--` with nothing after it (clap sees no command either way) from no `--` at all.
+pub fn run_config(args: RunArgs, argv: &[std::ffi::OsString], verbose: bool) -> anyhow::Result<RunConfig> {
+    if args.command.is_empty() && argv.last().is_some_and(|a| a == "--") {
+        return Err(Failure::usage(
+            "nothing follows `--`: give the command to trace after it, or drop `--` to run the built-in exec chain",
+        )
+        .into());
+    }
     let ring_bytes = args.ring_mib.checked_mul(1 << 20).filter(|b| b.is_power_of_two() && *b >= 4096).ok_or_else(|| {
         Failure::usage(format!("--ring-mib {} is not a power of two between 1 and 2048; try --ring-mib 16", args.ring_mib))
     })?;

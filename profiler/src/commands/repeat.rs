@@ -86,12 +86,13 @@ impl Plan {
         if !(1..=1000).contains(&repeats) {
             return Err(Failure::usage("--repeat must be between 1 and 1000"));
         }
-        let Some(output) = output else {
-            return Err(Failure::usage("--repeat and --vs write one recording per side: give A's with --output FILE"));
-        };
+        // Side B's companions without --vs first: that is the mistake, not a missing --output.
         if r.vs.is_none() && (r.vs_output.is_some() || r.vs_setup.is_some()) {
             return Err(Failure::usage("--vs-output and --vs-setup describe side B: give B's options with --vs '...'"));
         }
+        let Some(output) = output else {
+            return Err(Failure::usage("--repeat and --vs write one recording per side: give A's with --output FILE"));
+        };
         let (head, command) = split_command(&strip_own(args, &r.own));
         let mut sides = vec![Side { label: "A", args: join(&head, &[], &command), setup: r.setup.clone(), output: output.to_owned() }];
         if let Some(vs) = &r.vs {
