@@ -78,7 +78,8 @@ const MAX_FRAME_STORED: u32 = MAX_FRAME_RAW + (1 << 20);
 const ZSTD_LEVEL: i32 = 1;
 /// Bound of each interning table (names, stacks), on both sides.
 pub const MAX_INTERNED: usize = 1 << 14;
-/// Versions above this are not "newer", they are damage.
-const MAX_PLAUSIBLE_VERSION: u32 = 0xffff;
+/// Versions above this are not "newer", they are damage: formats are numbered 1, 2, 3 ..., so
+/// a flipped bit in the version's upper bytes (256 and more) cannot pass for a newer execprof.
+const MAX_PLAUSIBLE_VERSION: u32 = 64;
 const KILLED: &str = "a recording cut short like this was probably written by a run that was \
                       killed; the records before this point are intact";

@@ -152,9 +152,14 @@ impl<R: Read> RecordingReader<R> {
                 format!("the file starts with \"{}\", a recording with \"{}\"", magic.escape_ascii(), MAGIC.escape_ascii()),
             ));
         }
+        if got == 0 {
+            return Err(ReadError::truncated(
+                0,
+                "the file is empty: nothing was ever recorded into it (a run killed before it started, or the wrong file)",
+            ));
+        }
         if got < FILE_HEADER_LEN {
-            let what = if got == 0 { "the file is empty" } else { "the file ends inside its 12-byte header" };
-            return Err(ReadError::truncated(got as u64, format!("{what}; {KILLED}")));
+            return Err(ReadError::truncated(got as u64, format!("the file ends inside its 12-byte header; {KILLED}")));
         }
         let mut c = Cursor::new(header.split_at(MAGIC.len()).1);
         let version = c.u32_le().map_err(|e| ReadError::corrupt(MAGIC.len() as u64, e))?;

@@ -71,6 +71,10 @@ fn future_version_bad_magic_and_empty_file_messages() {
     bytes[8..12].copy_from_slice(&0u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err().to_string();
     assert!(e.contains("corrupted recording at byte 8: format version 0 does not exist"), "{e}");
+    // A flipped bit in the version's second byte is damage, not a newer execprof.
+    bytes[8..12].copy_from_slice(&(1u32 ^ 0x0400).to_le_bytes());
+    let e = read_all(&bytes).unwrap_err();
+    assert_eq!(e.kind(), ReadErrorKind::Corrupted, "{e}");
 
     let e = read_all(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00").unwrap_err();
     assert_eq!(e.kind(), ReadErrorKind::NotARecording);
@@ -82,7 +86,8 @@ fn future_version_bad_magic_and_empty_file_messages() {
     assert!(read_all(b"{\"json\"").unwrap_err().to_string().starts_with("not an execprof recording"));
     let e = read_all(b"").unwrap_err();
     assert_eq!(e.kind(), ReadErrorKind::Truncated);
-    assert!(e.to_string().starts_with("truncated at byte 0: the file is empty"), "{e}");
+    assert!(e.to_string().starts_with("truncated at byte 0: the file is empty: nothing was ever recorded"), "{e}");
+    assert!(!e.to_string().contains("intact"), "an empty file has no records to be intact: {e}");
 }
 
 /// A recording made of the given RECORDS payloads (count, raw), with valid checksums.
