@@ -343,8 +343,10 @@ pub fn render(r: &DoctorReport) -> String {
     if let Some(e) = &r.functions_error {
         let _ = writeln!(o, "  could not read them: {e}");
     }
+    // Whether a function could take fentry is moot where the kernel refuses fentry itself.
+    let fentry_allowed = check_ok(&r.mechanisms, "fentry");
     for f in &r.functions {
-        let _ = writeln!(o, "  {:<24} {:<10} {}", f.function, f.phase.as_deref().unwrap_or("-"), f.presence.describe());
+        let _ = writeln!(o, "  {:<24} {:<10} {}", f.function, f.phase.as_deref().unwrap_or("-"), f.presence.describe(fentry_allowed));
     }
     let _ = writeln!(o, "\nPlan");
     for p in &r.plan {

@@ -345,8 +345,9 @@ impl FunctionPresence {
         }
     }
 
-    /// One-line human description for the doctor table.
-    pub fn describe(&self) -> String {
+    /// One-line human description for the doctor table. `fentry_allowed`: whether this
+    /// kernel lets fentry programs load at all (else no function can take one).
+    pub fn describe(&self, fentry_allowed: bool) -> String {
         let targets = |symbols: &[ResolvedFunction]| {
             symbols
                 .iter()
@@ -365,7 +366,11 @@ impl FunctionPresence {
                 targets(symbols),
                 if *btf { "yes" } else { "no" },
                 cold(symbols),
-                if self.fentry_attachable() { "yes" } else { "no" },
+                match (fentry_allowed, self.fentry_attachable()) {
+                    (false, _) => "refused by this kernel",
+                    (true, true) => "yes",
+                    (true, false) => "no (kprobe)",
+                },
             ),
             Self::Ambiguous { symbols, btf } => format!(
                 "ambiguous, attach by address: {} (btf: {}, cold parts: {})",
@@ -520,7 +525,7 @@ ffffffffc0b00000 t mmput\t[fake_mod]
         assert!(!p.fentry_attachable());
 
         assert_eq!(s.presence("exec_mmap", &btf), FunctionPresence::Absent);
-        assert_eq!(s.presence("exec_mmap", &btf).describe(), "absent (inlined or not built)");
+        assert_eq!(s.presence("exec_mmap", &btf).describe(true), "absent (inlined or not built)");
         assert!(s.presence("exec_mmap", &btf).attach_targets().is_empty());
 
         // Same name in vmlinux and a module is ambiguous too.
