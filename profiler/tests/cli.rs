@@ -91,6 +91,15 @@ fn output_paths_are_checked_before_anything_runs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("is a directory; give a file name"));
+    // A directory that refuses new files is found before anything runs, too.
+    execprof()
+        .arg("report")
+        .arg("/nonexistent.execprof")
+        .arg("--json")
+        .arg("/proc/execprof-test.json")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot write /proc/execprof-test.json ("));
 }
 
 #[test]

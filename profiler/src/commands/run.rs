@@ -347,6 +347,15 @@ fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
             ))
             .into());
         }
+        // A directory can exist and still refuse the file (/proc, a read-only mount, no
+        // permission): open it now, before any workload runs, and leave no empty file behind.
+        let existed = path.exists();
+        if let Err(e) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
+            return Err(Failure::usage(format!("cannot write {} ({e}); give a path you can write", path.display())).into());
+        }
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
     }
     if let Some(dir) = &outputs.folded
         && dir.exists()
