@@ -31,6 +31,36 @@ pub(crate) fn keeps_no_negative_dentries(path: &std::path::Path) -> Option<&'sta
     }
 }
 
+/// `execprof-chain.PID.XXXXXX` under the temporary directory.
+const DIR_PREFIX: &str = "execprof-chain.";
+
+/// Removes the chain directories that an execprof killed before it could clean up left in
+/// `tmp`: those named with a pid that is no longer running and owned by this user.
+fn remove_stale(tmp: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)).and_then(|r| r.split_once('.')).and_then(|(p, _)| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let owned_dir = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if owned_dir && pid != std::process::id() as i32 && !running(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether a process with this pid exists (EPERM: it does, someone else's).
+fn running(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
 /// The unpacked workload; the directory is removed when this is dropped.
 pub struct ChainWorkload {
     dir: tempfile::TempDir,
@@ -39,8 +69,11 @@ pub struct ChainWorkload {
 
 impl ChainWorkload {
     pub fn prepare(spec: ChainSpec) -> Result<Self> {
+        remove_stale(&std::env::temp_dir());
+        // The owner's pid in the name: a later run can tell a directory whose execprof was
+        // killed (SIGKILL skips every drop) from one in use.
         let dir = tempfile::Builder::new()
-            .prefix("execprof-chain.")
+            .prefix(&format!("{DIR_PREFIX}{}.", std::process::id()))
             .tempdir()
             .context("creating a temporary directory for the built-in workload")?;
         if let Some(fs) = keeps_no_negative_dentries(dir.path()) {
