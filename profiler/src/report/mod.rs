@@ -18,7 +18,7 @@ use crate::{
     },
     assemble::Unjoined,
     model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta},
-    model::names::{escape_name, shell_command},
+    model::names::{errno_name, escape_name, shell_command},
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
@@ -739,27 +739,6 @@ fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
     if let Some(warning) = slow_sampling(s, sample_hz) {
         let _ = writeln!(o, "  {warning}");
     }
-}
-
-fn errno_name(e: i64) -> String {
-    let name = match e as i32 {
-        libc::E2BIG => "E2BIG",
-        libc::ENOTDIR => "ENOTDIR",
-        libc::ENAMETOOLONG => "ENAMETOOLONG",
-        libc::ELOOP => "ELOOP",
-        libc::ENOMEM => "ENOMEM",
-        libc::EFAULT => "EFAULT",
-        libc::ETXTBSY => "ETXTBSY",
-        libc::EISDIR => "EISDIR",
-        libc::EINVAL => "EINVAL",
-        libc::EPERM => "EPERM",
-        libc::EINTR => "EINTR",
-        libc::ELIBBAD => "ELIBBAD",
-        513 => "ERESTARTNOINTR",
-        514 => "ERESTARTNOHAND",
-        _ => return format!("errno {e}"),
-    };
-    name.to_owned()
 }
 
 #[cfg(test)]
