@@ -109,6 +109,25 @@ fn missing_command_exits_127_like_a_shell() {
 
 #[test]
 #[ignore = "needs root"]
+fn a_script_whose_interpreter_is_missing_is_not_command_not_found() {
+    require_root!();
+    // exec says ENOENT ("No such file or directory") for a file that is there.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script");
+    std::fs::write(&script, "#!/nonexistent/interp\ntrue\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    execprof()
+        .arg("run")
+        .arg("--")
+        .arg(&script)
+        .assert()
+        .code(126)
+        .stderr(predicate::str::contains("cannot execute (bad interpreter: /nonexistent/interp does not exist)"))
+        .stderr(predicate::str::contains("command not found").not());
+}
+
+#[test]
+#[ignore = "needs root"]
 fn hostile_names_reach_the_terminal_escaped_and_shell_quoted() {
     require_root!();
     use std::os::unix::ffi::OsStrExt as _;

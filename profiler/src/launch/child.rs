@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::Result;
 
-use crate::{model::failure::Failure, model::meta::ExitStatus};
+use crate::model::{failure::Failure, meta::ExitStatus, names::shell_quote};
 
 /// A command resolved the way a shell would: the path to exec, argv and environment.
 #[derive(Clone, Debug)]
@@ -190,13 +190,57 @@ impl SuspendedChild {
         if n == 4 {
             let err = std::io::Error::from_raw_os_error(errno);
             let failure = match errno {
-                libc::ENOENT => Failure::not_found(self.program.as_os_str()),
+                // ENOENT for a file that is there: its interpreter or loader is missing.
+                libc::ENOENT => match missing_interpreter(&self.program) {
+                    Some(why) => Failure::missing_interpreter(&self.program, &why),
+                    None => Failure::not_found(self.program.as_os_str()),
+                },
                 _ => Failure::not_executable(&self.program, &os_reason(&err)),
             };
             return Err((running, failure));
         }
         Ok(running)
     }
+}
+
+/// Why exec said ENOENT ("No such file or directory") for a file that exists: a `#!` script
+/// whose interpreter is missing, or an ELF program whose program interpreter (the dynamic
+/// loader named in PT_INTERP) is. None when the file is not there or neither applies.
+pub(crate) fn missing_interpreter(program: &Path) -> Option<String> {
+    let bytes = std::fs::read(program).ok()?;
+    let interpreter = if let Some(rest) = bytes.strip_prefix(b"#!") {
+        let line = rest.split(|&b| b == b'\n').next()?;
+        let word = line.split(|b| b.is_ascii_whitespace()).find(|w| !w.is_empty())?;
+        let path = PathBuf::from(OsStr::from_bytes(word));
+        return (!path.exists()).then(|| format!("bad interpreter: {} does not exist", shell_quote(word)));
+    } else {
+        elf_interpreter(&bytes)?
+    };
+    (!Path::new(OsStr::from_bytes(&interpreter)).exists())
+        .then(|| format!("its program interpreter (dynamic loader) {} does not exist", shell_quote(&interpreter)))
+}
+
+/// The PT_INTERP path of a 32- or 64-bit little-endian ELF file.
+fn elf_interpreter(b: &[u8]) -> Option<Vec<u8>> {
+    if b.get(..4)? != b"\x7fELF" || *b.get(5)? != 1 {
+        return None;
+    }
+    let wide = *b.get(4)? == 2;
+    let u16_at = |o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?) as usize);
+    let u32_at = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?) as usize);
+    let u64_at = |o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?) as usize);
+    let (phoff, phentsize, phnum) =
+        if wide { (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?) } else { (u32_at(0x1c)?, u16_at(0x2a)?, u16_at(0x2c)?) };
+    for i in 0..phnum {
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        if u32_at(ph)? != 3 {
+            continue; // not PT_INTERP
+        }
+        let (offset, size) = if wide { (u64_at(ph + 8)?, u64_at(ph + 32)?) } else { (u32_at(ph + 4)?, u32_at(ph + 16)?) };
+        let raw = b.get(offset..offset.checked_add(size)?)?;
+        return Some(raw.split(|&c| c == 0).next()?.to_vec());
+    }
+    None
 }
 
 /// The command after release.
@@ -261,6 +305,28 @@ fn pipe() -> Result<(libc::c_int, libc::c_int)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_interpreter_or_loader_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script");
+        std::fs::write(&script, "#!/nonexistent/interp -x\necho hi\n").unwrap();
+        assert_eq!(missing_interpreter(&script).as_deref(), Some("bad interpreter: /nonexistent/interp does not exist"));
+        std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+        assert_eq!(missing_interpreter(&script), None);
+        // A dynamically linked program whose loader's name is changed to one that is missing.
+        let mut elf = std::fs::read("/bin/true").unwrap();
+        let loader = elf_interpreter(&elf).expect("/bin/true names its dynamic loader");
+        assert!(Path::new(OsStr::from_bytes(&loader)).exists());
+        let at = elf.windows(loader.len()).position(|w| w == loader.as_slice()).unwrap();
+        *elf[at..at + loader.len()].last_mut().unwrap() = b'Q';
+        let program = dir.path().join("prog");
+        std::fs::write(&program, &elf).unwrap();
+        let why = missing_interpreter(&program).expect("the changed loader is missing");
+        assert!(why.starts_with("its program interpreter (dynamic loader) /") && why.ends_with("Q does not exist"), "{why}");
+        assert_eq!(missing_interpreter(Path::new("/bin/true")), None);
+        assert_eq!(missing_interpreter(&dir.path().join("absent")), None);
+    }
 
     #[test]
     fn resolves_through_path_like_a_shell() {

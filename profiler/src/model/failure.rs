@@ -53,6 +53,20 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// The file at `path` is there but exec said ENOENT, because its interpreter or dynamic
+    /// loader is missing (`why` names it) ([`code::NOT_EXECUTABLE`]).
+    pub fn missing_interpreter(path: &Path, why: &str) -> Self {
+        Self::new(
+            code::NOT_EXECUTABLE,
+            format!(
+                "{}: cannot execute ({why}): the file is there, what it needs to run is not; install it or fix the path the file names",
+                shell_quote(path.as_os_str().as_bytes())
+            ),
+        )
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
