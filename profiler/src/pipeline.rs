@@ -99,6 +99,9 @@ pub(crate) struct Finished {
     pub recorder: Option<Recorder>,
     /// Why an output could not be written, naming it (the others still were).
     pub output_errors: Vec<String>,
+    /// Why the recording stopped before the run ended (a full disk, an I/O error): the run's
+    /// figures are whole, its recording is not.
+    pub(crate) recording_error: Option<String>,
 }
 
 impl<S: EventSink> Pipeline<S> {
@@ -130,6 +133,11 @@ impl<S: EventSink> Pipeline<S> {
         if let Some(rec) = self.recorder.take() {
             self.recorder_error = Some(format!("writing the recording {} failed: {e}; it is incomplete", rec.path.display()));
         }
+    }
+
+    /// Why recording stopped, once it has (tracing goes on without it).
+    pub(crate) fn recorder_error(&self) -> Option<&str> {
+        self.recorder_error.as_deref()
     }
 
     /// Closes the recording's current frame, so that what was recorded so far survives if
@@ -178,6 +186,7 @@ impl<'a> RunPipeline<'a> {
     pub(crate) fn finish(self, symbols: impl FnOnce(&[u64]) -> SymbolTable) -> Finished {
         let d = self.drain();
         let table = symbols(&d.sink.analyzer.stack_addresses());
+        let recording_error = d.recorder_error.clone();
         let mut output_errors: Vec<String> = d.recorder_error.into_iter().collect();
         if let Some(t) = d.sink.trace
             && let Err(e) = t.writer.finish().and_then(|mut w| w.flush())
@@ -192,6 +201,7 @@ impl<'a> RunPipeline<'a> {
             first_decode_error: d.first_decode_error,
             recorder: d.recorder,
             output_errors,
+            recording_error,
         }
     }
 }

@@ -931,3 +931,26 @@ fn the_chains_directory_is_removed_after_a_signal() {
     wait_out(child);
     assert_eq!(chain_dirs(), before, "a /tmp/execprof-chain.* directory was left behind");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("full");
+    std::fs::create_dir(&mnt).unwrap();
+    // 16 KiB: a few thousand steps' recording does not fit.
+    let mounted = StdCommand::new("mount").args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"]).arg(&mnt).status().unwrap();
+    assert!(mounted.success(), "mounting a 16 KiB tmpfs");
+    let steps = if execprof::testing::slowdown() > 1 { 3_000 } else { 20_000 };
+    let (v, out) = run_json(&["--steps", &steps.to_string(), "--sample-hz", "0", "--output", mnt.join("r.execprof").to_str().unwrap()]);
+    let _ = StdCommand::new("umount").arg(&mnt).status();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Said during the run, and again as what failed; the run itself is whole.
+    assert!(stderr.contains("No space left on device") && stderr.contains("tracing goes on"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(v["complete"], false);
+    assert!(v["recording_error"].as_str().is_some_and(|e| e.contains("No space left on device")), "{}", v["recording_error"]);
+    assert_eq!(outcome_count(&v, "success"), steps + 1);
+    assert_eq!(outcome_count(&v, "enoent"), steps * 6);
+}

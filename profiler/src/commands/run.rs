@@ -254,7 +254,12 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
 /// Prints the report and writes the outputs asked for; an output that fails is named in
 /// `errors` and the others are still written.
 fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outputs: &Outputs, errors: &mut Vec<String>) -> RunReport {
-    let report = RunReport::new(meta, end, finished.analysis, &finished.unjoined, source);
+    let mut report = RunReport::new(meta, end, finished.analysis, &finished.unjoined, source);
+    // The figures are the whole run's; its recording is not.
+    if let Some(e) = finished.recording_error {
+        report.recording_error = Some(e);
+        report.complete = false;
+    }
     if let Some(err) = &report_decode_error(&report, finished.first_decode_error.as_deref()) {
         eprintln!("execprof: warning: {err}");
     }
@@ -301,6 +306,9 @@ fn incompleteness(r: &RunReport) -> String {
     let mut why = Vec::new();
     if let Some(p) = &r.partial {
         why.push(p.clone());
+    }
+    if let Some(e) = &r.recording_error {
+        why.push(format!("its recording stopped early ({e})"));
     }
     if r.losses.total() > 0 {
         why.push(format!("{} losses, {} exec attempts or fork calls affected", r.losses.total(), r.attempts_affected));

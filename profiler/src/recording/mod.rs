@@ -81,5 +81,5 @@ pub const MAX_INTERNED: usize = 1 << 14;
 /// Versions above this are not "newer", they are damage: formats are numbered 1, 2, 3 ..., so
 /// a flipped bit in the version's upper bytes (256 and more) cannot pass for a newer execprof.
 const MAX_PLAUSIBLE_VERSION: u32 = 64;
-const KILLED: &str = "a recording cut short like this was probably written by a run that was \
-                      killed; the records before this point are intact";
+const KILLED: &str = "a recording cut short like this was written by a run that was killed, or \
+                      whose disk filled up; the records before this point are intact";

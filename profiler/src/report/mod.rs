@@ -87,6 +87,10 @@ pub struct RunReport {
     pub attempts_affected: u64,
     /// Set when the run was cut short: why.
     pub partial: Option<String>,
+    /// Set when the run's recording could not be written to the end (a full disk, an I/O
+    /// error): the figures here are the whole run's, the recording holds a prefix of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_error: Option<String>,
     /// How the report was made: live or from a recording.
     pub source: Source,
 }
@@ -110,6 +114,7 @@ impl RunReport {
             probe_cost,
             attempts_affected,
             partial: end.partial,
+            recording_error: None,
             source,
         }
     }
@@ -202,6 +207,9 @@ fn render_header(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
     if let Some(why) = &r.partial {
         let _ = writeln!(o, "PARTIAL   {why}: the figures cover the run up to that point");
+    }
+    if let Some(e) = &r.recording_error {
+        let _ = writeln!(o, "RECORDING INCOMPLETE {e}: the figures below are the whole run's, the recording holds what was written before");
     }
     if r.losses.total() > 0 {
         let _ = writeln!(

@@ -168,6 +168,7 @@ pub(crate) async fn trace(
 
     let mut status: Option<(ExitStatus, u64)> = None;
     let mut stop: Option<(&'static str, Instant)> = None;
+    let mut recording_failure_said = false;
     let mut waiting_announced = false;
     loop {
         let signal_name = tokio::select! {
@@ -201,6 +202,11 @@ pub(crate) async fn trace(
             _ = sighup.recv() => Some("SIGHUP"),
             _ = second.tick() => {
                 pipeline.checkpoint();
+                // Said when it happens, not only at the end: the run goes on without it.
+                if !recording_failure_said && let Some(e) = pipeline.recorder_error() {
+                    eprintln!("execprof: warning: {e}; tracing goes on, and the report will be marked incomplete");
+                    recording_failure_said = true;
+                }
                 progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far());
                 None
             }
