@@ -182,7 +182,9 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     // One vCPU: under multi-threaded TCG, the kernel's text patching (static keys flipped by
     // attaching and detaching tracepoints, int3-based text_poke_bp) raced the other vCPU and
     // crashed the 6.12 guest now and then ("Oops: int3" in __schedule, bpf_trace_run2).
-    cmd.args(["-accel", "tcg", "-cpu", "max", "-smp", "1", "-nographic", "-no-reboot"])
+    // No network: no guest needs one (and QEMU's default NIC wants an option ROM).
+    cmd.args(crate::setup::qemu_firmware_args())
+        .args(["-accel", "tcg", "-cpu", "max", "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
         .arg("-m")
         .arg(b.memory_mib.to_string())
         .arg("-kernel")
@@ -202,6 +204,12 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         .spawn()
         .context("starting qemu-system-x86_64 (is qemu-system-x86 installed? `cargo xtask setup` installs it)")?;
     let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
     // The console goes to console.log as it comes, so a guest that hangs can be watched.
     let mut log = std::fs::File::create(work.join("console.log"))?;
     let reader = std::thread::spawn(move || {
@@ -216,19 +224,23 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         String::from_utf8_lossy(&all).into_owned()
     });
     let mut timed_out = false;
-    loop {
-        if child.try_wait()?.is_some() {
-            break;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
         }
         if started.elapsed() > b.timeout {
             let _ = child.kill();
             let _ = child.wait();
             timed_out = true;
-            break;
+            break None;
         }
         std::thread::sleep(Duration::from_millis(200));
-    }
+    };
     let console = reader.join().map_err(|_| anyhow!("console reader panicked"))?;
+    let errors = errors.join().map_err(|_| anyhow!("QEMU's error reader panicked"))?;
+    if let Some(status) = status.filter(|s| !s.success()) {
+        bail!("QEMU failed ({status}): {}", errors.trim());
+    }
     eprintln!(
         "xtask: guest ran {:.1} s{}",
         started.elapsed().as_secs_f64(),
