@@ -22,10 +22,56 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde_json::Value;
 
-use crate::vm::{Boot, INIT_PREAMBLE, base64_decode, between, boot, cache_dir, fetch_package, initramfs};
+use crate::vm::{Boot, boot, cache_dir, fetch_package, initramfs};
 
 /// The sampling rate inside the lab kernel.
 const SAMPLE_HZ: u32 = 4999;
+
+/// The start of the lab's init: busybox, and the filesystems execprof needs.
+const INIT_PREAMBLE: &str = r#"#!/bin/busybox sh
+B=/bin/busybox
+export PATH=/bin
+$B mount -t proc proc /proc
+$B mount -t sysfs sys /sys
+$B mount -t devtmpfs dev /dev
+$B mount -t tmpfs tmp /tmp
+"#;
+
+fn between<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
+    let start = text.find(begin)? + begin.len();
+    let stop = text[start..].find(end)? + start;
+    Some(text[start..stop].trim_matches(['\r', '\n']))
+}
+
+/// Standard base64 (RFC 4648, padded), as busybox writes it.
+fn base64_decode(text: &str) -> Result<Vec<u8>> {
+    let value = |c: u8| -> Result<u32> {
+        Ok(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => bail!("unexpected byte {c:#04x}"),
+        }
+        .into())
+    };
+    let bytes = text.trim().as_bytes();
+    if !bytes.len().is_multiple_of(4) {
+        bail!("length {} is not a multiple of 4", bytes.len());
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        let mut n = 0u32;
+        for &c in &chunk[..4 - pad] {
+            n = n << 6 | value(c)?;
+        }
+        n <<= 6 * pad as u32;
+        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
+    }
+    Ok(out)
+}
 
 /// Workloads: a tag and the extra chain options.
 const WORKLOADS: &[(&str, &str)] = &[("root", ""), ("env64", "--env-vars 64"), ("memcg", "")];
@@ -329,6 +375,7 @@ fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32) -> Result<()
                 kernel: &image,
                 initrd: &initrd,
                 drives: &[],
+                results: None,
                 memory_mib: 1024,
                 timeout: Duration::from_secs(1500),
                 cmdline: "tsc=reliable",
@@ -399,4 +446,18 @@ fn analyse(execprof: &Path, work: &Path) -> Result<()> {
     }
     println!("fastpath: all checks passed ({} workloads × single, double, none)", WORKLOADS.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base64_decode;
+
+    #[test]
+    fn base64_round_trips_what_busybox_writes() {
+        assert_eq!(base64_decode("RVhFQ1BST0Y=").unwrap(), b"EXECPROF");
+        assert_eq!(base64_decode("YWI=").unwrap(), b"ab");
+        assert_eq!(base64_decode("YWJj").unwrap(), b"abc");
+        assert_eq!(base64_decode("").unwrap(), b"");
+        assert!(base64_decode("YW!j").is_err());
+    }
 }

@@ -14,6 +14,7 @@ use setup::{Needs, setup};
 
 mod cpio;
 mod fastpath;
+mod guest;
 mod kernel;
 mod setup;
 mod suite;
@@ -158,7 +159,7 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
     let mut guests = Vec::new();
     for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
         let guest = vm::run_guest(label, meta, &exe, &opts)?;
-        eprintln!("xtask: guest {label} report:\n{}", guest.report);
+        eprintln!("xtask: guest {label} report:\n{}", guest.text);
         let failed = vm::check_guest(&guest, &opts);
         if failed.is_empty() {
             println!("vm: {label} ({}) passed", guest.package);

@@ -316,7 +316,16 @@ pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], timeout: Duration
     std::fs::write(&initrd, c.finish())?;
     eprintln!("xtask: the whole test suite inside {label} ({package}); TCG is slow, this takes many minutes");
     let console = vm::boot(
-        &vm::Boot { kernel: &kernel, initrd: &initrd, drives: &[userland, repo], memory_mib: 6144, timeout, cmdline: "", qemu: &[] },
+        &vm::Boot {
+            kernel: &kernel,
+            initrd: &initrd,
+            drives: &[userland, repo],
+            results: None,
+            memory_mib: 6144,
+            timeout,
+            cmdline: "",
+            qemu: &[],
+        },
         &work,
     )?;
     for note in console.lines().filter(|l| l.starts_with("EXECPROF-SUITE-NOTE")) {
