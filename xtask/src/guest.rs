@@ -16,6 +16,9 @@ use crate::{cpio::Cpio, run};
 
 /// vm-test's init.
 pub(crate) const VM_TEST_INIT: &str = include_str!("../guest/vm-test.sh");
+/// vm-suite's init, and the script it runs inside the test root.
+pub(crate) const SUITE_INIT: &str = include_str!("../guest/suite-init.sh");
+pub(crate) const SUITE_SCRIPT: &str = include_str!("../guest/suite.sh");
 
 /// The guest's `/guest.env`: shell variable assignments, each value single-quoted.
 #[derive(Default)]

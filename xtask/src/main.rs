@@ -134,10 +134,11 @@ fn vm_suite(only: Option<&str>) -> Result<()> {
         let r = suite::run_suite(label, meta, &bins, std::time::Duration::from_secs(40 * 60))?;
         let failed = r.failures();
         println!(
-            "vm-suite: {label}: {} of {} test binaries passed (console: {})",
+            "vm-suite: {label}: {} of {} test binaries passed (console: {}; each binary's output: {})",
             r.results.len() - failed.len(),
             r.results.len(),
-            r.console.display()
+            r.console.display(),
+            r.logs.display()
         );
         failures.extend(failed);
     }
