@@ -19,6 +19,8 @@ pub(crate) const VM_TEST_INIT: &str = include_str!("../guest/vm-test.sh");
 /// vm-suite's init, and the script it runs inside the test root.
 pub(crate) const SUITE_INIT: &str = include_str!("../guest/suite-init.sh");
 pub(crate) const SUITE_SCRIPT: &str = include_str!("../guest/suite.sh");
+/// The fast-path lab's init.
+pub(crate) const FASTPATH_INIT: &str = include_str!("../guest/fastpath.sh");
 
 /// The guest's `/guest.env`: shell variable assignments, each value single-quoted.
 #[derive(Default)]

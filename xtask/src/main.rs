@@ -66,7 +66,7 @@ enum Task {
         /// Runs per variant (alternating).
         #[arg(long, default_value_t = LAB_REPEAT)]
         repeat: u32,
-        /// Do not boot: analyse the recordings of the last lab run (target/vm/fastpath) again.
+        /// Do not boot: analyse the recordings of the last lab run (target/vm/fastpath/results) again.
         #[arg(long)]
         analyse_only: bool,
     },

@@ -137,12 +137,6 @@ pub(crate) fn initramfs_base(execprof: &Path, busybox: &Path, init: &str) -> Res
     Ok(c)
 }
 
-/// [`initramfs_base`] written to `out` as it is.
-pub(crate) fn initramfs(execprof: &Path, busybox: &Path, init: &str, out: &Path) -> Result<()> {
-    std::fs::write(out, initramfs_base(execprof, busybox, init)?.finish())?;
-    Ok(())
-}
-
 /// One QEMU boot: a kernel, an initramfs, read-only raw disks (in order: vda, vdb, ...), then
 /// the writable results disk, if any (the next name after the read-only ones).
 pub(crate) struct Boot<'a> {
