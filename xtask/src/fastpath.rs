@@ -2,9 +2,10 @@
 //! under QEMU and, inside, runs the built-in chain with each lookup strategy of
 //! `fs.exec_lookup` (single and double interleaved by `execprof run --repeat --vs` with a
 //! setup command per side; none on its own), in exact+sampled mode and again sampled alone,
-//! for the plain chain, with 64 extra environment variables, and in a child memory cgroup. The recordings come back
-//! over the console; here they are diffed, and the known answers (structure, not timings)
-//! are checked.
+//! for the plain chain, with 64 extra environment variables, and in a child memory cgroup
+//! (`xtask/guest/fastpath.sh`). The recordings come back on the results disk
+//! ([`crate::guest`]); here they are diffed, read back as execprof's own `RunReport` and
+//! `Diff`, and the known answers (structure, not timings) are checked.
 //!
 //! QEMU runs with `-icount shift=0`: the guest's clock advances one nanosecond per
 //! instruction, so the lab's times are instruction counts, deterministic from run to run
@@ -19,10 +20,16 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, anyhow, bail};
-use serde_json::Value;
+use anyhow::{Context as _, Result, bail};
+use execprof::{
+    analysis::{fastpath::OpenPart, outcome::Outcome, stats::Interval},
+    report::{RunReport, diff::Diff},
+};
 
-use crate::vm::{Boot, INIT_PREAMBLE, base64_decode, between, boot, cache_dir, fetch_package, initramfs};
+use crate::{
+    guest::{self, GuestEnv, ResultsDisk},
+    vm::{Boot, boot, cache_dir, exact_calls as calls, execprof_diff, fetch_package, inclusive_line, initramfs_base},
+};
 
 /// The sampling rate inside the lab kernel.
 const SAMPLE_HZ: u32 = 4999;
@@ -30,107 +37,65 @@ const SAMPLE_HZ: u32 = 4999;
 /// Workloads: a tag and the extra chain options.
 const WORKLOADS: &[(&str, &str)] = &[("root", ""), ("env64", "--env-vars 64"), ("memcg", "")];
 
-fn init_script(steps: u32, repeat: u32) -> String {
-    let run = format!("/execprof run --sample-hz {SAMPLE_HZ}");
-    let mut labs = String::new();
-    for (tag, extra) in WORKLOADS.iter().take(if std::env::var_os("EXECPROF_LAB_PROBE").is_some() { 0 } else { WORKLOADS.len() }) {
-        if *tag == "memcg" {
-            // A child memory cgroup: struct file allocations are charged to it.
-            labs.push_str(
-                "echo +memory > /sys/fs/cgroup/cgroup.subtree_control\n$B mkdir /sys/fs/cgroup/lab\necho $$ > /sys/fs/cgroup/lab/cgroup.procs\necho \"EXECPROF-LAB-CGROUP $($B cat /proc/self/cgroup)\"\n",
-            );
-        }
-        // Exact and sampled together (auto), then sampled alone: without the exact probes'
-        // cost inside every probed call, the samples' shares are the kernel's own.
-        labs.push_str(&format!(
-            "{run} --mode auto --steps {steps} {extra} --repeat {repeat} --setup 'echo 0 > /proc/sys/fs/exec_lookup' --vs '' --vs-setup 'echo 1 > /proc/sys/fs/exec_lookup' -o /tmp/{tag}-single.execprof --vs-output /tmp/{tag}-double.execprof > /tmp/{tag}-ab.txt 2>&1\n\
-             echo \"EXECPROF-LAB-RC {tag}-ab $?\"\n\
-             {run} --mode sampled --steps {steps} {extra} --repeat {repeat} --setup 'echo 0 > /proc/sys/fs/exec_lookup' --vs '' --vs-setup 'echo 1 > /proc/sys/fs/exec_lookup' -o /tmp/{tag}-sampled-single.execprof --vs-output /tmp/{tag}-sampled-double.execprof > /tmp/{tag}-sampled-ab.txt 2>&1\n\
-             echo \"EXECPROF-LAB-RC {tag}-sampled-ab $?\"\n\
-             {run} --mode auto --steps {steps} {extra} --repeat {repeat} --setup 'echo 2 > /proc/sys/fs/exec_lookup' -o /tmp/{tag}-none.execprof > /tmp/{tag}-none.txt 2>&1\n\
-             echo \"EXECPROF-LAB-RC {tag}-none $?\"\n"
-        ));
+/// The guest's `/guest.env`: the lab's size and its workloads (none in probe mode).
+fn guest_env(steps: u32, repeat: u32, probe_only: bool) -> GuestEnv {
+    let workloads: &[(&str, &str)] = if probe_only { &[] } else { WORKLOADS };
+    let tags: Vec<&str> = workloads.iter().map(|(tag, _)| *tag).collect();
+    let mut env = GuestEnv::default()
+        .set("STEPS", steps)
+        .set("REPEAT", repeat)
+        .set("SAMPLE_HZ", SAMPLE_HZ)
+        .set("WORKLOADS", tags.join(" "))
+        .set("LAB_DEV", guest::virtio_disk(0))
+        .set("RESULTS_DEV", guest::virtio_disk(1));
+    for (tag, extra) in workloads {
+        env = env.set(&format!("EXTRA_{tag}"), extra);
     }
-    format!(
-        r#"{INIT_PREAMBLE}$B mount -t cgroup2 none /sys/fs/cgroup
-echo "EXECPROF-LAB-KERNEL $($B uname -r) fs.exec_lookup=$($B cat /proc/sys/fs/exec_lookup)"
-# Emulated perf interrupts are slow: without this the kernel would lower
-# perf_event_max_sample_rate during a run, and the next run's --sample-hz would be refused.
-echo 0 > /proc/sys/kernel/perf_cpu_time_max_percent
-$B mount -t securityfs none /sys/kernel/security
-echo "EXECPROF-LAB-LSM $($B cat /sys/kernel/security/lsm)"
-# The chain's directories (execprof makes them under $TMPDIR) on the ext4 disk.
-$B mkdir -p /lab && $B mount -t ext4 /dev/vda /lab && export TMPDIR=/lab
-echo "EXECPROF-LAB-FS $($B stat -f -c %T /lab) TMPDIR=$TMPDIR"
-echo "EXECPROF-LAB-CLOCK $($B cat /sys/devices/system/clocksource/clocksource0/current_clocksource) $($B grep -m1 '.resolution' /proc/timer_list)"
-/execprof run --steps 20 > /tmp/probe.txt 2>&1
-echo "EXECPROF-LAB-PROBE $?"
-/execprof run --steps 20 --repeat 1 -o /tmp/probe.execprof > /tmp/probe-repeat.txt 2>&1
-echo "EXECPROF-LAB-PROBE-REPEAT $?"
-{labs}echo 0 > /proc/sys/fs/exec_lookup
-echo "EXECPROF-LAB-CLOCK-END $($B cat /sys/devices/system/clocksource/clocksource0/current_clocksource) $($B grep -m1 '.resolution' /proc/timer_list)"
-$B dmesg | $B grep -i 'clocksource\|unstable\|hrtimer\|high.res'
-for f in /tmp/*.execprof /tmp/*.txt; do
-  [ -f "$f" ] || continue
-  echo "EXECPROF-FILE-BEGIN $($B basename $f)"
-  $B base64 $f
-  echo "EXECPROF-FILE-END"
-done
-# No ACPI in this kernel: power-off halts. A reboot ends QEMU (-no-reboot).
-$B reboot -f
-"#
-    )
+    env
 }
 
-fn report_json(execprof: &Path, rec: &Path) -> Result<Value> {
+/// `execprof report RECORDING --json`, read back as execprof's own type.
+fn report(execprof: &Path, rec: &Path) -> Result<RunReport> {
     let json = rec.with_extension("json");
     let out = Command::new(execprof).arg("report").arg(rec).arg("--json").arg(&json).output()?;
     if !out.status.success() {
         bail!("execprof report {}: {}", rec.display(), String::from_utf8_lossy(&out.stderr));
     }
-    Ok(serde_json::from_str(&std::fs::read_to_string(&json)?)?)
+    serde_json::from_str(&std::fs::read_to_string(&json)?).with_context(|| format!("{} is not execprof's report", json.display()))
 }
 
-fn count(v: &Value, outcome: &str) -> u64 {
-    v["analysis"]["outcomes"]
-        .as_array()
-        .and_then(|a| a.iter().find(|o| o["outcome"] == outcome))
-        .and_then(|o| o["count"].as_u64())
-        .unwrap_or(0)
-}
-
-/// Exact calls per attempt of `function` in `outcome` (0 when it never ran).
-fn calls(v: &Value, outcome: &str, function: &str) -> f64 {
-    v["analysis"]["exact"]["outcomes"]
-        .as_array()
-        .and_then(|a| a.iter().find(|o| o["outcome"] == outcome))
-        .and_then(|o| o["functions"].as_array()?.iter().find(|f| f["function"] == function)?["calls_per_attempt"].as_f64())
-        .unwrap_or(0.0)
+fn count(r: &RunReport, outcome: Outcome) -> u64 {
+    r.analysis.outcomes.iter().find(|o| o.outcome == outcome).map_or(0, |o| o.count)
 }
 
 /// Samples of `outcome` with `function` on the stack (prefix match: compiler suffixes).
-fn on_stack(v: &Value, outcome: &str, function: &str) -> u64 {
-    v["analysis"]["sampled"]["outcomes"]
-        .as_array()
-        .and_then(|a| a.iter().find(|o| o["outcome"] == outcome))
-        .and_then(|o| o["on_stack"].as_array())
-        .into_iter()
-        .flatten()
-        .filter(|f| f["function"].as_str().is_some_and(|n| n == function || n.starts_with(&format!("{function}."))))
-        .filter_map(|f| f["inclusive"]["samples"].as_u64())
+fn on_stack(r: &RunReport, outcome: Outcome, function: &str) -> u64 {
+    r.analysis
+        .sampled
+        .as_ref()
+        .and_then(|s| s.outcomes.iter().find(|o| o.outcome == outcome))
+        .map_or(&[][..], |o| o.on_stack.as_slice())
+        .iter()
+        .filter(|f| f.function == function || f.function.starts_with(&format!("{function}.")))
+        .map(|f| f.inclusive.samples)
         .sum()
 }
 
-fn probed(v: &Value, function: &str) -> bool {
-    v["exact_plan"]["functions"].as_array().is_some_and(|a| a.iter().any(|f| f["function"] == function))
+fn probed(r: &RunReport, function: &str) -> bool {
+    r.meta.exact_plan.as_ref().is_some_and(|p| p.functions.iter().any(|f| f.function == function))
 }
 
-fn file_part(v: &Value) -> Option<f64> {
-    v["analysis"]["fast_path"]["failed_parts"].as_array()?.iter().find(|p| p["part"] == "file_alloc_free")?["per_attempt"]["value"].as_f64()
+fn file_part(r: &RunReport) -> Option<f64> {
+    Some(r.analysis.fast_path.as_ref()?.failed_parts.iter().find(|p| p.part == OpenPart::FileAllocFree)?.per_attempt.value)
+}
+
+/// An outcome's name as the report's JSON spells it.
+fn name(o: Outcome) -> String {
+    format!("{o:?}").to_lowercase()
 }
 
 /// The known answers for one workload. Returns the checks that failed.
-fn check(tag: &str, single: &Value, double: &Value, none: &Value) -> Vec<String> {
+fn check(tag: &str, single: &RunReport, double: &RunReport, none: &RunReport) -> Vec<String> {
     let mut failed = Vec::new();
     let mut check = |ok: bool, what: String| {
         if !ok {
@@ -140,37 +105,37 @@ fn check(tag: &str, single: &Value, double: &Value, none: &Value) -> Vec<String>
     for f in ["do_open_execat", "filename_lookup", "mm_alloc", "copy_strings"] {
         check(probed(single, f), format!("{f} is probed"));
     }
-    for o in ["success", "enoent", "other", "abandoned"] {
+    for o in [Outcome::Success, Outcome::Enoent, Outcome::Other, Outcome::Abandoned] {
         let (s, d, n) = (count(single, o), count(double, o), count(none, o));
-        check(s == d && d == n, format!("{o} attempts identical between variants (single {s}, double {d}, none {n})"));
+        check(s == d && d == n, format!("{} attempts identical between variants (single {s}, double {d}, none {n})", name(o)));
     }
     check(
-        calls(single, "enoent", "do_open_execat") >= 0.99,
-        format!("single: every failed attempt opens ({:.2})", calls(single, "enoent", "do_open_execat")),
+        calls(single, Outcome::Enoent, "do_open_execat") >= 0.99,
+        format!("single: every failed attempt opens ({:.2})", calls(single, Outcome::Enoent, "do_open_execat")),
     );
     check(
-        calls(double, "enoent", "do_open_execat") == 0.0,
-        format!("double: no failed attempt opens ({:.2})", calls(double, "enoent", "do_open_execat")),
+        calls(double, Outcome::Enoent, "do_open_execat") == 0.0,
+        format!("double: no failed attempt opens ({:.2})", calls(double, Outcome::Enoent, "do_open_execat")),
     );
-    let (ls, ld) = (calls(single, "success", "filename_lookup"), calls(double, "success", "filename_lookup"));
+    let (ls, ld) = (calls(single, Outcome::Success, "filename_lookup"), calls(double, Outcome::Success, "filename_lookup"));
     check((ld - ls - 1.0).abs() < 0.01, format!("double: one more lookup per successful exec (filename_lookup {ls:.2} → {ld:.2})"));
-    check(calls(double, "enoent", "filename_lookup") >= 0.99, "double: every failed attempt is a filename_lookup".into());
+    check(calls(double, Outcome::Enoent, "filename_lookup") >= 0.99, "double: every failed attempt is a filename_lookup".into());
     // none: the pre-6.8 order, mm set-up and argument copying before the open.
     check(
-        calls(none, "enoent", "mm_alloc") >= 0.99,
-        format!("none: failed attempts set up an mm ({:.2})", calls(none, "enoent", "mm_alloc")),
+        calls(none, Outcome::Enoent, "mm_alloc") >= 0.99,
+        format!("none: failed attempts set up an mm ({:.2})", calls(none, Outcome::Enoent, "mm_alloc")),
     );
     check(
-        calls(none, "enoent", "copy_strings") >= 0.99,
-        format!("none: failed attempts copy arguments ({:.2})", calls(none, "enoent", "copy_strings")),
+        calls(none, Outcome::Enoent, "copy_strings") >= 0.99,
+        format!("none: failed attempts copy arguments ({:.2})", calls(none, Outcome::Enoent, "copy_strings")),
     );
-    check(calls(single, "enoent", "mm_alloc") == 0.0, "single: no mm set-up in failed attempts".into());
+    check(calls(single, Outcome::Enoent, "mm_alloc") == 0.0, "single: no mm set-up in failed attempts".into());
     failed
 }
 
 /// The known answers the samples give, for a single/double pair and their diff (`label` says
 /// which runs). Returns the checks that failed.
-fn check_sampled(label: &str, single: &Value, double: &Value, diff: &Value) -> Vec<String> {
+fn check_sampled(label: &str, single: &RunReport, double: &RunReport, diff: &Diff) -> Vec<String> {
     let mut failed = Vec::new();
     let mut check = |ok: bool, what: String| {
         if !ok {
@@ -180,14 +145,14 @@ fn check_sampled(label: &str, single: &Value, double: &Value, diff: &Value) -> V
     // The timers deliver the asked rate (a kernel without high-resolution timers, or on the
     // jiffies clocksource, samples only on the tick: 250 Hz, and the intervals stay wide).
     for (side, v) in [("single", single), ("double", double)] {
-        let hz = v["analysis"]["sampled"]["delivered_hz"].as_f64().unwrap_or(0.0);
+        let hz = v.analysis.sampled.as_ref().and_then(|s| s.delivered_hz).unwrap_or(0.0);
         check(hz >= SAMPLE_HZ as f64 / 4.0, format!("{side}: samples delivered at {hz:.0} Hz of the {SAMPLE_HZ} Hz asked"));
     }
     for f in ["do_filp_open", "alloc_empty_file"] {
-        check(on_stack(single, "enoent", f) > 0, format!("single: failed attempts' stacks reach {f}"));
+        check(on_stack(single, Outcome::Enoent, f) > 0, format!("single: failed attempts' stacks reach {f}"));
         check(
-            on_stack(double, "enoent", f) == 0,
-            format!("double: no failed attempt's stack reaches {f} ({} samples)", on_stack(double, "enoent", f)),
+            on_stack(double, Outcome::Enoent, f) == 0,
+            format!("double: no failed attempt's stack reaches {f} ({} samples)", on_stack(double, Outcome::Enoent, f)),
         );
     }
     // The failed-attempt change is the struct file: present in single, gone in double.
@@ -197,61 +162,68 @@ fn check_sampled(label: &str, single: &Value, double: &Value, diff: &Value) -> V
     );
     check(file_part(double) == Some(0.0), format!("double: no struct file in failed attempts ({:?} ns)", file_part(double)));
     // The diff puts it there too: alloc_empty_file's inclusive time in ENOENT attempts falls to 0.
-    let file_line = diff["lines"].as_array().into_iter().flatten().find(|l| {
-        l["outcome"] == "enoent" && l["source"] == "sampled" && l["kind"] == "function_inclusive" && l["name"] == "alloc_empty_file"
-    });
+    let file_line = inclusive_line(diff, Outcome::Enoent, "sampled", "alloc_empty_file");
     check(
-        file_line.is_some_and(|l| l["a"]["value"].as_f64() > Some(0.0) && l["b"]["value"].as_f64() == Some(0.0)),
+        file_line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0),
         format!("the diff single → double shows alloc_empty_file leaving failed attempts ({file_line:?})"),
     );
     failed
 }
 
 /// `value [low … high]` in µs, signed.
-fn us(i: &Value) -> String {
-    let f = |k: &str| i[k].as_f64().unwrap_or(f64::NAN) / 1e3;
-    format!("{:+.2} µs [{:+.2} … {:+.2}]", f("value"), f("low"), f("high"))
+fn us(i: &Interval) -> String {
+    format!("{:+.2} µs [{:+.2} … {:+.2}]", i.value / 1e3, i.low / 1e3, i.high / 1e3)
 }
 
 /// Two intervals' sum, their half-widths combined in quadrature.
-fn sum(a: &Value, b: &Value) -> Value {
-    let f = |i: &Value, k: &str| i[k].as_f64().unwrap_or(f64::NAN);
-    let value = f(a, "value") + f(b, "value");
-    let half = |i: &Value| (f(i, "high") - f(i, "low")) / 2.0;
+fn sum(a: &Interval, b: &Interval) -> Interval {
+    let value = a.value + b.value;
+    let half = |i: &Interval| (i.high - i.low) / 2.0;
     let h = (half(a).powi(2) + half(b).powi(2)).sqrt();
-    serde_json::json!({ "value": value, "low": value - h, "high": value + h })
+    Interval { value, low: value - h, high: value + h }
 }
+
+/// Where a figure is missing: shown as NaN, as it always was.
+const MISSING: Interval = Interval { value: f64::NAN, low: f64::NAN, high: f64::NAN };
 
 /// The single-lookup recording's `--fast-path` estimate beside what the double lookup measured
 /// (means: the estimate is of means).
-fn estimate_beside_measured(tag: &str, single: &Value, d: &Value) -> String {
-    let fp = &single["analysis"]["fast_path"];
-    let outcome = |o: &str| d["outcomes"].as_array().and_then(|a| a.iter().find(|x| x["outcome"] == o)).cloned().unwrap_or_default();
-    let (enoent, success) = (outcome("enoent"), outcome("success"));
-    let neg = |i: &Value| {
-        let f = |k: &str| -i[k].as_f64().unwrap_or(f64::NAN);
-        serde_json::json!({ "value": f("value"), "low": f("high"), "high": f("low") })
+fn estimate_beside_measured(tag: &str, single: &RunReport, d: &Diff) -> String {
+    let fp = single.analysis.fast_path.as_ref();
+    let estimate = |f: fn(&execprof::analysis::fastpath::FastPathVerdict) -> Interval| fp.map_or(MISSING, f);
+    let outcome = |o: Outcome| d.outcomes.iter().find(|x| x.outcome == o);
+    let (enoent, success) = (outcome(Outcome::Enoent), outcome(Outcome::Success));
+    let neg = |i: Interval| Interval { value: -i.value, low: -i.high, high: -i.low };
+    let ratio = |median_a: Option<Interval>, median_b: Option<Interval>| {
+        format!("{:.3}×", median_b.unwrap_or(MISSING).value / median_a.unwrap_or(MISSING).value)
     };
-    let ratio = |o: &Value| {
-        let f = |k: &str| o[k]["value"].as_f64().unwrap_or(f64::NAN);
-        format!("{:.3}×", f("median_b") / f("median_a"))
-    };
-    let step = &d["step"];
+    let mean_change = |o: Option<&execprof::report::diff::OutcomeChange>| o.map_or(MISSING, |o| o.latency.mean_change);
+    let median_change = |o: Option<&execprof::report::diff::OutcomeChange>| o.map_or(MISSING, |o| o.latency.median_change);
+    let per_unit = |o: Option<&execprof::report::diff::OutcomeChange>| o.map_or(MISSING, |o| o.per_unit_change);
+    let outcome_ratio =
+        |o: Option<&execprof::report::diff::OutcomeChange>| ratio(o.map(|o| o.latency.median_a), o.map(|o| o.latency.median_b));
+    let step = d.step.as_ref();
     let rows = [
         (
             "per failed attempt",
-            us(&neg(&fp["saved_per_failure"])),
-            us(&enoent["mean_change"]),
-            us(&enoent["median_change"]),
-            ratio(&enoent),
+            us(&neg(estimate(|f| f.saved_per_failure))),
+            us(&mean_change(enoent)),
+            us(&median_change(enoent)),
+            outcome_ratio(enoent),
         ),
-        ("per successful exec", us(&fp["added_per_success"]), us(&success["mean_change"]), us(&success["median_change"]), ratio(&success)),
+        (
+            "per successful exec",
+            us(&estimate(|f| f.added_per_success)),
+            us(&mean_change(success)),
+            us(&median_change(success)),
+            outcome_ratio(success),
+        ),
         (
             "per chain step",
-            us(&fp["net_per_success"]),
-            us(&sum(&enoent["per_unit_change"], &success["per_unit_change"])),
-            us(&step["median_change"]),
-            ratio(step),
+            us(&estimate(|f| f.net_per_success)),
+            us(&sum(&per_unit(enoent), &per_unit(success))),
+            us(&step.map_or(MISSING, |s| s.median_change)),
+            ratio(step.map(|s| s.median_a), step.map(|s| s.median_b)),
         ),
     ];
     let mut o = format!(
@@ -265,41 +237,41 @@ fn estimate_beside_measured(tag: &str, single: &Value, d: &Value) -> String {
     o
 }
 
-fn diff(execprof: &Path, dir: &Path, a: &str, b: &str) -> Result<Value> {
-    let json = dir.join(format!("diff-{a}-{b}.json"));
-    let out = Command::new(execprof)
-        .arg("diff")
-        .arg(dir.join(format!("{a}.execprof")))
-        .arg(dir.join(format!("{b}.execprof")))
-        .arg("--json")
-        .arg(&json)
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    std::fs::write(dir.join(format!("diff-{a}-{b}.txt")), text.as_bytes())?;
+fn diff(execprof: &Path, dir: &Path, a: &str, b: &str) -> Result<Diff> {
+    let (d, text) = execprof_diff(
+        execprof,
+        &dir.join(format!("{a}.execprof")),
+        &dir.join(format!("{b}.execprof")),
+        &dir.join(format!("diff-{a}-{b}.json")),
+        &dir.join(format!("diff-{a}-{b}.txt")),
+    )?;
     println!("\n== {a} → {b} ==\n{text}");
-    if !out.status.success() {
-        bail!("execprof diff {a} {b}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(serde_json::from_str(&std::fs::read_to_string(&json)?)?)
+    Ok(d)
 }
 
 /// The lab: the guest runs (unless `analyse_only`: the recordings of the last run in
-/// `target/vm/fastpath` are analysed again), then the diffs and the checks.
+/// `target/vm/fastpath/results` are analysed again), then the diffs and the checks.
 pub fn lab(steps: u32, repeat: u32, analyse_only: bool) -> Result<()> {
     crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
     let execprof = Path::new("target/release/execprof").canonicalize()?;
     let work = cache_dir().join("fastpath");
+    let results = work.join("results");
+    let probe_only = std::env::var_os("EXECPROF_LAB_PROBE").is_some();
     if !analyse_only {
-        run_guest(&execprof, &work, steps, repeat)?;
-    } else if !work.join("root-single.execprof").exists() {
-        bail!("no lab recordings in {}: run `cargo xtask fastpath` first", work.display());
+        run_guest(&execprof, &work, steps, repeat, probe_only)?;
+    } else if !results.join("root-single.execprof").exists() {
+        bail!("no lab recordings in {}: run `cargo xtask fastpath` first", results.display());
     }
-    analyse(&execprof, &work)
+    if probe_only && !analyse_only {
+        println!("fastpath: the smoke probes passed inside the lab kernel (EXECPROF_LAB_PROBE: no workloads, nothing to analyse)");
+        return Ok(());
+    }
+    analyse(&execprof, &results)
 }
 
-/// Boots the lab kernel, runs every workload and variant inside, and copies the recordings
-/// from the console into `work`.
-fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32) -> Result<()> {
+/// Boots the lab kernel, runs every workload and variant inside (none but the smoke probes
+/// with `probe_only`), and reads the results disk back into `work/results`.
+fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32, probe_only: bool) -> Result<()> {
     // EXECPROF_LAB_KERNEL: a bzImage of your own (the patch applied to your tree) instead of
     // the one built here.
     let image = match std::env::var_os("EXECPROF_LAB_KERNEL") {
@@ -311,55 +283,64 @@ fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32) -> Result<()
         std::fs::remove_dir_all(work)?;
     }
     std::fs::create_dir_all(work)?;
-    let disk = work.join("lab-ext4.img");
-    std::fs::File::create(&disk)?.set_len(64 << 20)?;
-    crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&disk))?;
+    // The chain's directories: an ext4 disk, as on a real machine (negative dentries cached).
+    let lab_disk = work.join("lab-ext4.img");
+    std::fs::File::create(&lab_disk)?.set_len(64 << 20)?;
+    crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lab_disk))?;
+    let results = ResultsDisk::create(work.join("results.img"), 512)?;
     let initrd = work.join("initramfs.cpio");
-    initramfs(execprof, &busybox, &init_script(steps, repeat), &initrd)?;
+    let mut c = initramfs_base(execprof, &busybox, guest::FASTPATH_INIT)?;
+    c.file("guest.env", guest_env(steps, repeat, probe_only).as_bytes(), 0o644);
+    std::fs::write(&initrd, c.finish())?;
     eprintln!(
         "xtask: fast-path lab: {} runs of {steps} steps inside the patched kernel (TCG: this takes minutes)",
-        WORKLOADS.len() * repeat as usize * 5
+        if probe_only { 0 } else { WORKLOADS.len() * repeat as usize * 5 }
     );
-    let console =
-        // tsc=reliable: TCG's TSC follows the host clock, but the clocksource watchdog finds it
-        // skewed after a while and falls back to jiffies, which ends high-resolution timers:
-        // cpu-clock samples then come only on the 250 Hz tick.
-        boot(
-            &Boot {
-                kernel: &image,
-                initrd: &initrd,
-                drives: &[],
-                memory_mib: 1024,
-                timeout: Duration::from_secs(1500),
-                cmdline: "tsc=reliable",
-                qemu: &["-icount", "shift=0,sleep=off", "-drive", &format!("file={},format=raw,if=virtio", disk.display())],
-            },
-            work,
-        )?;
-    let kernel = between(&console, "EXECPROF-LAB-KERNEL ", "\n")
-        .ok_or_else(|| anyhow!("the lab kernel did not start; console in {}", work.join("console.log").display()))?;
-    eprintln!("xtask: lab kernel {}", kernel.trim());
-    let fs = between(&console, "EXECPROF-LAB-FS ", "\n").unwrap_or_default();
-    if !fs.contains("TMPDIR=/lab") || !fs.starts_with("ext") {
+    // The lab disk is vda: its -drive comes before the results disk's.
+    let drive = format!("file={},format=raw,if=virtio", lab_disk.display());
+    // tsc=reliable: TCG's TSC follows the host clock, but the clocksource watchdog finds it
+    // skewed after a while and falls back to jiffies, which ends high-resolution timers:
+    // cpu-clock samples then come only on the 250 Hz tick.
+    boot(
+        &Boot {
+            kernel: &image,
+            initrd: &initrd,
+            drives: &[],
+            results: Some(&results),
+            memory_mib: 1024,
+            timeout: Duration::from_secs(1500),
+            cmdline: "tsc=reliable",
+            qemu: &["-icount", "shift=0,sleep=off", "-drive", &drive],
+        },
+        work,
+    )?;
+    let console = work.join("console.log");
+    let result = results.read_back(&work.join("results"), &console)?;
+    let kernel = result.get("kernel").unwrap_or_default();
+    eprintln!("xtask: lab kernel {kernel} fs.exec_lookup={}", result.get("exec_lookup").unwrap_or_default());
+    let fs = result.get("fs").unwrap_or_default();
+    if result.get("tmpdir") != Some("/lab") || !fs.starts_with("ext") {
         bail!(
-            "the lab's ext4 disk was not mounted ({fs:?}): the chain would run on the initramfs; console in {}",
-            work.join("console.log").display()
+            "the lab's ext4 disk was not mounted (fs {fs:?}, TMPDIR {:?}): the chain would run on the initramfs; console in {}",
+            result.get("tmpdir"),
+            console.display()
         );
     }
-    let mut rest = console.as_str();
-    while let Some(i) = rest.find("EXECPROF-FILE-BEGIN ") {
-        let after = &rest[i + "EXECPROF-FILE-BEGIN ".len()..];
-        let name = after.lines().next().unwrap_or_default().trim().to_owned();
-        let body = between(after, "\n", "EXECPROF-FILE-END").ok_or_else(|| anyhow!("{name}: cut short on the console"))?;
-        let path = work.join(&name);
-        std::fs::write(&path, base64_decode(&body.replace(['\r', '\n'], "")).with_context(|| format!("{name}: base64"))?)?;
-        rest = &after[body.len()..];
-    }
-    for line in console.lines().filter(|l| l.contains("EXECPROF-LAB-RC")) {
-        eprintln!("xtask: {}", line.trim());
-        if !line.trim().ends_with(" 0") {
-            bail!("a lab run failed: {line}; its output is in {}", work.display());
+    let mut runs = vec!["probe_rc".to_owned(), "probe_repeat_rc".to_owned()];
+    if !probe_only {
+        for (tag, _) in WORKLOADS {
+            runs.extend(["ab", "sampled-ab", "none"].map(|r| format!("rc_{tag}-{r}")));
         }
+    }
+    for key in &runs {
+        let rc = result.code(key);
+        eprintln!("xtask: {key} {}", rc.map_or("never written".into(), |c| c.to_string()));
+        if rc != Some(0) {
+            bail!("a lab run failed: {key} {rc:?}; its output is in {}", result.dir.display());
+        }
+    }
+    if !result.finished() {
+        bail!("the lab guest did not run to its end; console in {}", console.display());
     }
     Ok(())
 }
@@ -371,12 +352,11 @@ fn analyse(execprof: &Path, work: &Path) -> Result<()> {
     for (tag, _) in WORKLOADS {
         let rec = |v: &str| work.join(format!("{tag}-{v}.execprof"));
         let (single, double, none) =
-            (report_json(execprof, &rec("single"))?, report_json(execprof, &rec("double"))?, report_json(execprof, &rec("none"))?);
+            (report(execprof, &rec("single"))?, report(execprof, &rec("double"))?, report(execprof, &rec("none"))?);
         failed.extend(check(tag, &single, &double, &none));
         let d = diff(execprof, work, &format!("{tag}-single"), &format!("{tag}-double"))?;
         failed.extend(check_sampled(&format!("{tag} (exact+sampled)"), &single, &double, &d));
-        let (sampled_single, sampled_double) =
-            (report_json(execprof, &rec("sampled-single"))?, report_json(execprof, &rec("sampled-double"))?);
+        let (sampled_single, sampled_double) = (report(execprof, &rec("sampled-single"))?, report(execprof, &rec("sampled-double"))?);
         let sampled_diff = diff(execprof, work, &format!("{tag}-sampled-single"), &format!("{tag}-sampled-double"))?;
         failed.extend(check_sampled(&format!("{tag} (sampled)"), &sampled_single, &sampled_double, &sampled_diff));
         diff(execprof, work, &format!("{tag}-single"), &format!("{tag}-none"))?;

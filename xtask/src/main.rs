@@ -14,6 +14,7 @@ use setup::{Needs, setup};
 
 mod cpio;
 mod fastpath;
+mod guest;
 mod kernel;
 mod setup;
 mod suite;
@@ -68,7 +69,7 @@ enum Task {
         /// Runs per variant (alternating).
         #[arg(long, default_value_t = LAB_REPEAT)]
         repeat: u32,
-        /// Do not boot: analyse the recordings of the last lab run (target/vm/fastpath) again.
+        /// Do not boot: analyse the recordings of the last lab run (target/vm/fastpath/results) again.
         #[arg(long)]
         analyse_only: bool,
     },
@@ -155,10 +156,11 @@ fn vm_suite(only: Option<&str>) -> Result<()> {
         let r = suite::run_suite(label, meta, &bins, std::time::Duration::from_secs(40 * 60))?;
         let failed = r.failures();
         println!(
-            "vm-suite: {label}: {} of {} test binaries passed (console: {})",
+            "vm-suite: {label}: {} of {} test binaries passed (console: {}; each binary's output: {})",
             r.results.len() - failed.len(),
             r.results.len(),
-            r.console.display()
+            r.console.display(),
+            r.logs.display()
         );
         failures.extend(failed);
     }
@@ -180,7 +182,7 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
     let mut guests = Vec::new();
     for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
         let guest = vm::run_guest(label, meta, &exe, &opts)?;
-        eprintln!("xtask: guest {label} report:\n{}", guest.report);
+        eprintln!("xtask: guest {label} report:\n{}", guest.text);
         let failed = vm::check_guest(&guest, &opts);
         if failed.is_empty() {
             println!("vm: {label} ({}) passed", guest.package);

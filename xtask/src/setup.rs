@@ -178,6 +178,19 @@ pub(crate) fn tool(name: &str) -> PathBuf {
     if unpacked.exists() && !on_path(name) { unpacked } else { PathBuf::from(name) }
 }
 
+/// Where Debian's `seabios` and `qemu-system-data` keep the BIOS and option ROMs. The QEMU
+/// unpacked under [`UNPACKED`] has no package links to them in its data directory, so it is
+/// told where they are (`-L`; given any, QEMU searches only those).
+const QEMU_FIRMWARE: &[&str] = &["/usr/share/qemu", "/usr/share/seabios"];
+
+/// QEMU's arguments for finding its firmware: none for an installed QEMU.
+pub(crate) fn qemu_firmware_args() -> Vec<String> {
+    if tool("qemu-system-x86_64") == Path::new("qemu-system-x86_64") {
+        return Vec::new();
+    }
+    QEMU_FIRMWARE.iter().filter(|d| Path::new(d).is_dir()).flat_map(|d| ["-L".to_owned(), (*d).to_owned()]).collect()
+}
+
 fn on_path(name: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }

@@ -9,7 +9,8 @@
 //! installed packages); a tmpfs takes the writes. The initramfs only loads the virtio block and
 //! overlay modules from the kernel package, mounts that, and runs every test binary in a
 //! chroot with `--include-ignored`, one test thread, its package directory as the working
-//! directory, as `cargo test` would.
+//! directory, as `cargo test` would (`xtask/guest/suite-init.sh` and `suite.sh`). Each
+//! binary's exit code and output come back on the results disk ([`crate::guest`]).
 use std::{
     collections::hash_map::DefaultHasher,
     hash::{Hash as _, Hasher as _},
@@ -20,7 +21,11 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::{cpio::Cpio, run, vm};
+use crate::{
+    cpio::Cpio,
+    guest::{self, GuestEnv, ResultsDisk},
+    run, vm,
+};
 
 /// Bumped when what goes into the userland image changes.
 const USERLAND_RECIPE: u32 = 2;
@@ -41,17 +46,6 @@ const USERLAND: &[&str] = &[
     "usr/lib/ld-musl-x86_64.so.1",
     "usr/lib/locale",
     "etc",
-];
-/// Modules to load where the kernel has them as modules (built-in ones are absent from the
-/// package and skipped); loaded in the order their `depends=` lines require.
-const MODULES: &[&str] = &[
-    "drivers/virtio/virtio_ring.ko",
-    "drivers/virtio/virtio.ko",
-    "drivers/virtio/virtio_pci_legacy_dev.ko",
-    "drivers/virtio/virtio_pci_modern_dev.ko",
-    "drivers/virtio/virtio_pci.ko",
-    "drivers/block/virtio_blk.ko",
-    "fs/overlayfs/overlay.ko",
 ];
 /// TCG runs a guest this many times slower than this machine (measured: ~30×): the tests
 /// scale their few wall-clock limits by it (`EXECPROF_TEST_SLOWDOWN`).
@@ -172,8 +166,10 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
     for b in bins {
         std::fs::create_dir_all(stage.join(b.dir.strip_prefix("/").unwrap_or(&b.dir)))?;
     }
-    for data in ["profiler/tests/fixtures", "profiler/src/report/snapshots", "benches/seed", "README.md"] {
-        let from = root.join(data);
+    // insta's snapshots sit beside the modules they test, wherever those move.
+    let mut data: Vec<PathBuf> = ["profiler/tests/fixtures", "benches/seed", "README.md"].iter().map(|d| root.join(d)).collect();
+    snapshot_dirs(&root.join("profiler/src"), &mut data)?;
+    for from in data {
         let to = place(&from)?;
         run(Command::new("cp").arg("-a").arg(&from).arg(&to))?;
     }
@@ -183,94 +179,33 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
     Ok(image)
 }
 
-/// The modules of [`MODULES`] this kernel package has, uncompressed (busybox's insmod takes
-/// plain objects), numbered in an order that loads each after the modules it depends on.
-fn modules(pkg_dir: &Path, cpio: &mut Cpio) -> Result<()> {
-    let lib = pkg_dir.join("root/lib/modules");
-    let version = std::fs::read_dir(&lib)?.filter_map(|e| e.ok()).next().ok_or_else(|| anyhow!("no modules in {}", lib.display()))?;
-    let base = version.path().join("kernel");
-    let mut found: Vec<(String, Vec<String>, Vec<u8>)> = Vec::new();
-    for m in MODULES {
-        let plain = base.join(m);
-        let xz = base.join(format!("{m}.xz"));
-        let bytes = if plain.exists() {
-            std::fs::read(&plain)?
-        } else if xz.exists() {
-            let out = Command::new("xz").arg("-dc").arg(&xz).output().context("running xz")?;
-            if !out.status.success() {
-                bail!("xz could not decompress {}", xz.display());
+/// Every `snapshots` directory under `dir`.
+fn snapshot_dirs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "snapshots") {
+                out.push(path);
+            } else {
+                snapshot_dirs(&path, out)?;
             }
-            out.stdout
-        } else {
-            continue;
-        };
-        let name = Path::new(m).file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        found.push((name, depends(&bytes), bytes));
-    }
-    cpio.dir("modules");
-    let mut loaded: Vec<String> = Vec::new();
-    while !found.is_empty() {
-        let ready = found
-            .iter()
-            .position(|(_, deps, _)| deps.iter().all(|d| loaded.contains(d) || !MODULES.iter().any(|m| m.ends_with(&format!("/{d}.ko")))));
-        let Some(i) = ready else { bail!("module dependencies form a cycle: {:?}", found.iter().map(|f| &f.0).collect::<Vec<_>>()) };
-        let (name, _, bytes) = found.remove(i);
-        cpio.file(&format!("modules/{:02}-{name}.ko", loaded.len()), &bytes, 0o644);
-        loaded.push(name);
+        }
     }
     Ok(())
 }
 
-/// A module's `depends=` list (from its .modinfo strings).
-fn depends(module: &[u8]) -> Vec<String> {
-    let key = b"depends=";
-    module
-        .windows(key.len())
-        .position(|w| w == key)
-        .map(|at| {
-            let rest = &module[at + key.len()..];
-            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-            String::from_utf8_lossy(&rest[..end]).split(',').filter(|d| !d.is_empty()).map(|d| d.replace('-', "_")).collect()
-        })
-        .unwrap_or_default()
-}
-
-fn init_script() -> &'static str {
-    r#"#!/bin/busybox sh
-B=/bin/busybox
-$B mount -t proc proc /proc
-$B mount -t sysfs sys /sys
-$B mount -t devtmpfs dev /dev
-for m in /modules/*.ko; do $B insmod $m || echo "EXECPROF-SUITE-NOTE insmod $m failed"; done
-$B mkdir -p /userland /repo /rw /newroot
-$B mount -t ext4 -o ro /dev/vda /userland || echo "EXECPROF-SUITE-NOTE no userland disk"
-$B mount -t ext4 -o ro /dev/vdb /repo || echo "EXECPROF-SUITE-NOTE no repository disk"
-$B mount -t tmpfs -o size=3g rw /rw
-$B mkdir -p /rw/upper /rw/work
-$B mount -t overlay overlay -o lowerdir=/repo:/userland,upperdir=/rw/upper,workdir=/rw/work /newroot || echo "EXECPROF-SUITE-NOTE overlay failed"
-$B mount -t proc proc /newroot/proc
-$B mount -t sysfs sys /newroot/sys
-$B mount -t devtmpfs dev /newroot/dev
-$B cp /suite.sh /newroot/suite.sh
-echo "EXECPROF-SUITE-KERNEL $($B uname -r)"
-$B chroot /newroot /bin/sh /suite.sh
-$B poweroff -f
-"#
-}
-
-fn suite_script(bins: &[TestBinary], root: &Path) -> String {
-    // insta finds the snapshots from the workspace root, which it asks cargo for otherwise.
-    let mut s = format!(
-        "export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root CI=true INSTA_UPDATE=no INSTA_WORKSPACE_ROOT={} EXECPROF_TEST_SLOWDOWN={SLOWDOWN}\n",
-        root.display()
-    );
+/// The list of test binaries suite.sh runs, one `EXECUTABLE DIRECTORY` a line (binary N of
+/// it reports as `test_rc_N`).
+fn test_list(bins: &[TestBinary]) -> Result<String> {
+    let mut list = String::new();
     for b in bins {
-        let (exe, dir) = (b.exe.display(), b.dir.display());
-        s += &format!(
-            "echo \"EXECPROF-SUITE-BEGIN {exe}\"\ncd {dir} && {exe} --include-ignored --test-threads=1 2>&1\necho \"EXECPROF-SUITE-RC $? {exe}\"\n"
-        );
+        let (exe, dir) = (b.exe.to_string_lossy(), b.dir.to_string_lossy());
+        if exe.contains(char::is_whitespace) || dir.contains(char::is_whitespace) {
+            bail!("the guest's test list cannot hold a path with white space: {exe} in {dir}");
+        }
+        list += &format!("{exe} {dir}\n");
     }
-    s + "echo EXECPROF-SUITE-DONE\n"
+    Ok(list)
 }
 
 /// What one guest's run of the suite gave.
@@ -279,16 +214,22 @@ pub struct SuiteRun {
     /// Per test binary: its path and exit code (None: it never finished).
     pub results: Vec<(PathBuf, Option<i32>)>,
     pub console: PathBuf,
+    /// Each binary's output, `N.log` in the order of [`SuiteRun::results`].
+    pub logs: PathBuf,
 }
 
 impl SuiteRun {
     pub fn failures(&self) -> Vec<String> {
         self.results
             .iter()
-            .filter(|(_, rc)| *rc != Some(0))
-            .map(|(exe, rc)| match rc {
-                Some(rc) => format!("{}: {} failed with exit code {rc}", self.kernel, exe.display()),
-                None => format!("{}: {} did not finish", self.kernel, exe.display()),
+            .enumerate()
+            .filter(|(_, (_, rc))| *rc != Some(0))
+            .map(|(i, (exe, rc))| {
+                let log = self.logs.join(format!("{i}.log"));
+                match rc {
+                    Some(rc) => format!("{}: {} failed with exit code {rc} (output: {})", self.kernel, exe.display(), log.display()),
+                    None => format!("{}: {} did not finish (output: {})", self.kernel, exe.display(), log.display()),
+                }
             })
             .collect()
     }
@@ -309,29 +250,46 @@ pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], timeout: Duration
     }
     c.char_device("dev/console", 5, 1);
     c.file("bin/busybox", &std::fs::read(&busybox)?, 0o755);
-    modules(&pkg_dir, &mut c)?;
-    c.file("init", init_script().as_bytes(), 0o755);
-    c.file("suite.sh", suite_script(bins, &std::env::current_dir()?).as_bytes(), 0o755);
+    guest::modules(&pkg_dir, &mut c)?;
+    c.file("init", guest::SUITE_INIT.as_bytes(), 0o755);
+    c.file("suite.sh", guest::SUITE_SCRIPT.as_bytes(), 0o755);
+    c.file("suite-tests", test_list(bins)?.as_bytes(), 0o644);
+    let env = GuestEnv::default()
+        .set("USERLAND_DEV", guest::virtio_disk(0))
+        .set("REPO_DEV", guest::virtio_disk(1))
+        .set("RESULTS_DEV", guest::virtio_disk(2))
+        .set("INSTA_ROOT", std::env::current_dir()?.display())
+        .set("SLOWDOWN", SLOWDOWN);
+    c.file("guest.env", env.as_bytes(), 0o644);
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
+    let disk = ResultsDisk::create(work.join("results.img"), 256)?;
     eprintln!("xtask: the whole test suite inside {label} ({package}); TCG is slow, this takes many minutes");
-    let console = vm::boot(
-        &vm::Boot { kernel: &kernel, initrd: &initrd, drives: &[userland, repo], memory_mib: 6144, timeout, cmdline: "", qemu: &[] },
+    vm::boot(
+        &vm::Boot {
+            kernel: &kernel,
+            initrd: &initrd,
+            drives: &[userland, repo],
+            results: Some(&disk),
+            memory_mib: 6144,
+            timeout,
+            cmdline: "",
+            qemu: &[],
+        },
         &work,
     )?;
-    for note in console.lines().filter(|l| l.starts_with("EXECPROF-SUITE-NOTE")) {
+    let console = work.join("console.log");
+    let result = disk.read_back(&work.join("results"), &console)?;
+    for note in result.all("note") {
         eprintln!("xtask: guest {label}: {note}");
     }
-    let results = bins
-        .iter()
-        .map(|b| {
-            let marker = "EXECPROF-SUITE-RC ";
-            let rc = console.lines().filter_map(|l| l.trim_end_matches('\r').strip_prefix(marker)).find_map(|rest| {
-                let (code, exe) = rest.split_once(' ')?;
-                (Path::new(exe) == b.exe).then(|| code.parse().ok()).flatten()
-            });
-            (b.exe.clone(), rc)
-        })
-        .collect();
-    Ok(SuiteRun { kernel: label.to_owned(), results, console: work.join("console.log") })
+    let release = result.get("kernel").unwrap_or_default();
+    if !release.starts_with(&format!("{label}.")) {
+        bail!("guest {label}: the guest ran kernel {release:?}, not {label}; console in {}", console.display());
+    }
+    if !result.finished() {
+        eprintln!("xtask: guest {label}: the suite did not run to its end (time limit {timeout:?}); console in {}", console.display());
+    }
+    let results = bins.iter().enumerate().map(|(i, b)| (b.exe.clone(), result.code(&format!("test_rc_{i}")))).collect();
+    Ok(SuiteRun { kernel: label.to_owned(), results, console, logs: result.dir.join("tests") })
 }

@@ -2,9 +2,10 @@
 //! a stock kernel) to test exact mode where kprobes exist, and brings the recordings back.
 //!
 //! Each guest boots a minimal initramfs: busybox, the execprof binary with the glibc files
-//! it links against, and an init script that runs the built-in chain and prints the JSON
-//! between markers on the serial console. QEMU exits 0 even when killed, so pass or fail
-//! is decided from the guest's output only.
+//! it links against, the virtio modules, and `xtask/guest/vm-test.sh` as init, which runs
+//! the built-in chain and writes the recording, the JSON report and `result.env` onto the
+//! results disk ([`crate::guest`]). The host reads the report back as execprof's
+//! `RunReport`.
 use std::{
     io::Read as _,
     path::{Path, PathBuf},
@@ -13,8 +14,23 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use execprof::{
+    analysis::outcome::Outcome,
+    model::meta::Mechanism,
+    report::{
+        RunReport,
+        diff::{Diff, LineChange, LineKind},
+    },
+};
 
-use crate::{cpio::Cpio, run};
+use crate::{
+    cpio::Cpio,
+    guest::{self, GuestEnv, ResultsDisk},
+    run,
+};
+
+/// The sampling rate inside the guests.
+const SAMPLE_HZ: u32 = 4999;
 
 /// Guest kernels: a label and the Debian metapackage that names the current build.
 pub const KERNELS: &[(&str, &str)] = &[("6.1", "linux-image-cloud-amd64"), ("6.12", "linux-image-6.12-cloud-amd64")];
@@ -28,9 +44,10 @@ pub struct VmOptions {
 pub struct GuestRun {
     pub kernel: String,
     pub package: String,
-    pub report: String,
-    pub json: serde_json::Value,
-    /// The run's recording, copied out of the guest.
+    /// execprof's terminal report.
+    pub text: String,
+    pub report: RunReport,
+    /// The run's recording, copied off the guest's results disk.
     pub recording: PathBuf,
 }
 
@@ -99,43 +116,9 @@ fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>> {
     Ok(libs)
 }
 
-/// The start of every guest's init: busybox, and the filesystems execprof needs.
-pub(crate) const INIT_PREAMBLE: &str = r#"#!/bin/busybox sh
-B=/bin/busybox
-export PATH=/bin
-$B mount -t proc proc /proc
-$B mount -t sysfs sys /sys
-$B mount -t devtmpfs dev /dev
-$B mount -t tmpfs tmp /tmp
-"#;
-
-fn init_script(opts: &VmOptions) -> String {
-    format!(
-        r#"{INIT_PREAMBLE}echo "EXECPROF-VM-KERNEL $($B uname -r)"
-/execprof run --mode auto --sample-hz 4999 --steps {steps} --misses {misses} --json /tmp/out.json --output /tmp/run.execprof > /tmp/report.txt 2>&1
-echo "EXECPROF-VM-RC $?"
-echo EXECPROF-REPORT-BEGIN
-$B cat /tmp/report.txt
-echo EXECPROF-REPORT-END
-echo EXECPROF-JSON-BEGIN
-$B cat /tmp/out.json
-echo EXECPROF-JSON-END
-echo EXECPROF-RECORDING-BEGIN
-$B base64 /tmp/run.execprof
-echo EXECPROF-RECORDING-END
-$B poweroff -f
-"#,
-        steps = opts.steps,
-        misses = opts.misses
-    )
-}
-
-fn build_initramfs(execprof: &Path, busybox: &Path, opts: &VmOptions, out: &Path) -> Result<()> {
-    initramfs(execprof, busybox, &init_script(opts), out)
-}
-
-/// busybox (also as /bin/sh), execprof with the libraries it links, and `init`.
-pub(crate) fn initramfs(execprof: &Path, busybox: &Path, init: &str, out: &Path) -> Result<()> {
+/// busybox (also as /bin/sh), execprof with the libraries it links, and `init`; callers add
+/// the rest (modules, `/guest.env`).
+pub(crate) fn initramfs_base(execprof: &Path, busybox: &Path, init: &str) -> Result<Cpio> {
     let mut c = Cpio::default();
     for d in ["bin", "dev", "proc", "sys", "tmp", "lib", "lib64", "lib/x86_64-linux-gnu", "etc"] {
         c.dir(d);
@@ -151,21 +134,16 @@ pub(crate) fn initramfs(execprof: &Path, busybox: &Path, init: &str, out: &Path)
         c.file(&name, &std::fs::read(&lib).with_context(|| format!("reading {}", lib.display()))?, 0o755);
     }
     c.file("init", init.as_bytes(), 0o755);
-    std::fs::write(out, c.finish())?;
-    Ok(())
+    Ok(c)
 }
 
-pub(crate) fn between<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
-    let start = text.find(begin)? + begin.len();
-    let stop = text[start..].find(end)? + start;
-    Some(text[start..stop].trim_matches(['\r', '\n']))
-}
-
-/// One QEMU boot: a kernel, an initramfs, read-only raw disks (in order: vda, vdb, ...).
+/// One QEMU boot: a kernel, an initramfs, read-only raw disks (in order: vda, vdb, ...), then
+/// the writable results disk, if any (the next name after the read-only ones).
 pub(crate) struct Boot<'a> {
     pub kernel: &'a Path,
     pub initrd: &'a Path,
     pub drives: &'a [PathBuf],
+    pub results: Option<&'a ResultsDisk>,
     pub memory_mib: u32,
     pub timeout: Duration,
     /// Kernel command-line parameters beyond the console's.
@@ -175,14 +153,17 @@ pub(crate) struct Boot<'a> {
 }
 
 /// Boots under TCG and returns everything the serial console printed (also kept in
-/// `work/console.log`). QEMU exits 0 even when killed, so callers decide from the output.
+/// `work/console.log`, for humans). QEMU exits 0 even when killed, so callers decide from
+/// what the guest left on its results disk.
 pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     let started = Instant::now();
     let mut cmd = Command::new(crate::setup::tool("qemu-system-x86_64"));
     // One vCPU: under multi-threaded TCG, the kernel's text patching (static keys flipped by
     // attaching and detaching tracepoints, int3-based text_poke_bp) raced the other vCPU and
     // crashed the 6.12 guest now and then ("Oops: int3" in __schedule, bpf_trace_run2).
-    cmd.args(["-accel", "tcg", "-cpu", "max", "-smp", "1", "-nographic", "-no-reboot"])
+    // No network: no guest needs one (and QEMU's default NIC wants an option ROM).
+    cmd.args(crate::setup::qemu_firmware_args())
+        .args(["-accel", "tcg", "-cpu", "max", "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
         .arg("-m")
         .arg(b.memory_mib.to_string())
         .arg("-kernel")
@@ -195,6 +176,9 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     for d in b.drives {
         cmd.arg("-drive").arg(format!("file={},format=raw,if=virtio,readonly=on", d.display()));
     }
+    if let Some(r) = b.results {
+        cmd.arg("-drive").arg(format!("file={},format=raw,if=virtio", r.image.display()));
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -202,6 +186,12 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         .spawn()
         .context("starting qemu-system-x86_64 (is qemu-system-x86 installed? `cargo xtask setup` installs it)")?;
     let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
     // The console goes to console.log as it comes, so a guest that hangs can be watched.
     let mut log = std::fs::File::create(work.join("console.log"))?;
     let reader = std::thread::spawn(move || {
@@ -216,19 +206,23 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
         String::from_utf8_lossy(&all).into_owned()
     });
     let mut timed_out = false;
-    loop {
-        if child.try_wait()?.is_some() {
-            break;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
         }
         if started.elapsed() > b.timeout {
             let _ = child.kill();
             let _ = child.wait();
             timed_out = true;
-            break;
+            break None;
         }
         std::thread::sleep(Duration::from_millis(200));
-    }
+    };
     let console = reader.join().map_err(|_| anyhow!("console reader panicked"))?;
+    let errors = errors.join().map_err(|_| anyhow!("QEMU's error reader panicked"))?;
+    if let Some(status) = status.filter(|s| !s.success()) {
+        bail!("QEMU failed ({status}): {}", errors.trim());
+    }
     eprintln!(
         "xtask: guest ran {:.1} s{}",
         started.elapsed().as_secs_f64(),
@@ -239,118 +233,100 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
 
 pub fn run_guest(label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> Result<GuestRun> {
     let package = resolve_package(meta)?;
-    let kernel = vmlinuz(&fetch_package(&package)?)?;
+    let pkg_dir = fetch_package(&package)?;
+    let kernel = vmlinuz(&pkg_dir)?;
     let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
     let work = cache_dir().join(format!("guest-{label}"));
     std::fs::create_dir_all(&work)?;
     let initrd = work.join("initramfs.cpio");
-    build_initramfs(execprof, &busybox, opts, &initrd)?;
+    let mut c = initramfs_base(execprof, &busybox, guest::VM_TEST_INIT)?;
+    guest::modules(&pkg_dir, &mut c)?;
+    let env = GuestEnv::default()
+        .set("STEPS", opts.steps)
+        .set("MISSES", opts.misses)
+        .set("SAMPLE_HZ", SAMPLE_HZ)
+        .set("RESULTS_DEV", guest::virtio_disk(0));
+    c.file("guest.env", env.as_bytes(), 0o644);
+    std::fs::write(&initrd, c.finish())?;
+    let disk = ResultsDisk::create(work.join("results.img"), 64)?;
 
-    let console = boot(
-        &Boot { kernel: &kernel, initrd: &initrd, drives: &[], memory_mib: 1024, timeout: opts.timeout, cmdline: "", qemu: &[] },
+    boot(
+        &Boot {
+            kernel: &kernel,
+            initrd: &initrd,
+            drives: &[],
+            results: Some(&disk),
+            memory_mib: 1024,
+            timeout: opts.timeout,
+            cmdline: "",
+            qemu: &[],
+        },
         &work,
     )?;
     eprintln!("xtask: guest {label} ({package}) done");
-    let rc = between(&console, "EXECPROF-VM-RC ", "\n").map(|s| s.trim().to_owned());
-    if rc.as_deref() != Some("0") {
+    let console = work.join("console.log");
+    let result = disk.read_back(&work.join("results"), &console)?;
+    for note in result.all("note") {
+        eprintln!("xtask: guest {label}: {note}");
+    }
+    let rc = result.code("execprof_rc");
+    if rc != Some(0) || !result.finished() {
         bail!(
-            "guest {label}: execprof did not succeed (exit {rc:?}, timeout {:?}); console in {}",
+            "guest {label}: execprof did not succeed (exit code {}, {}; time limit {:?}); console in {}",
+            rc.map_or("never written".into(), |c| c.to_string()),
+            if result.finished() { "the guest finished" } else { "the guest did not finish" },
             opts.timeout,
-            work.join("console.log").display()
+            console.display()
         );
     }
-    let report = between(&console, "EXECPROF-REPORT-BEGIN", "EXECPROF-REPORT-END").unwrap_or_default().replace('\r', "");
-    let json_text =
-        between(&console, "EXECPROF-JSON-BEGIN", "EXECPROF-JSON-END").ok_or_else(|| anyhow!("guest {label}: no JSON on the console"))?;
-    let json: serde_json::Value =
-        serde_json::from_str(&json_text.replace('\r', "")).with_context(|| format!("guest {label}: JSON does not parse"))?;
-    std::fs::write(work.join("report.txt"), &report)?;
-    std::fs::write(work.join("run.json"), serde_json::to_string_pretty(&json)?)?;
-    let encoded = between(&console, "EXECPROF-RECORDING-BEGIN", "EXECPROF-RECORDING-END")
-        .ok_or_else(|| anyhow!("guest {label}: no recording on the console"))?
-        .replace(['\r', '\n'], "");
-    let recording = work.join("run.execprof");
-    std::fs::write(&recording, base64_decode(&encoded).with_context(|| format!("guest {label}: the recording's base64"))?)?;
-    Ok(GuestRun { kernel: label.to_owned(), package, report, json, recording })
-}
-
-/// Standard base64 (RFC 4648, padded), as busybox writes it.
-pub(crate) fn base64_decode(text: &str) -> Result<Vec<u8>> {
-    let value = |c: u8| -> Result<u32> {
-        Ok(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => bail!("unexpected byte {c:#04x}"),
-        }
-        .into())
-    };
-    let bytes = text.trim().as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        bail!("length {} is not a multiple of 4", bytes.len());
+    let release = result.get("kernel").unwrap_or_default();
+    if !release.starts_with(&format!("{label}.")) {
+        bail!("guest {label}: the guest ran kernel {release:?}, not {label}; console in {}", console.display());
     }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for chunk in bytes.chunks(4) {
-        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-        let mut n = 0u32;
-        for &c in &chunk[..4 - pad] {
-            n = n << 6 | value(c)?;
-        }
-        n <<= 6 * pad as u32;
-        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
+    let text = std::fs::read_to_string(result.dir.join("report.txt")).unwrap_or_default();
+    let json = result.dir.join("run.json");
+    let report: RunReport =
+        serde_json::from_str(&std::fs::read_to_string(&json).with_context(|| format!("guest {label}: no JSON report"))?)
+            .with_context(|| format!("guest {label}: {} is not execprof's report", json.display()))?;
+    let recording = result.dir.join("run.execprof");
+    if !recording.exists() {
+        bail!("guest {label}: no recording on the results disk");
     }
-    Ok(out)
+    Ok(GuestRun { kernel: label.to_owned(), package, text, report, recording })
 }
 
 /// What must hold in a guest. Returns the checks that failed (empty: all passed).
 pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     let mut failed = Vec::new();
-    let v = &run.json;
+    let r = &run.report;
     let mut check = |ok: bool, what: String| {
         if !ok {
             failed.push(format!("{}: {what}", run.kernel));
         }
     };
-    let mode = v["mode"]["functions_mode"].as_str().unwrap_or("");
+    let mode = &r.meta.mode.functions_mode;
     check(mode.starts_with("exact"), format!("auto mode chose exact mode (got {mode:?})"));
-    let outcome = |name: &str| {
-        v["analysis"]["outcomes"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == name)).cloned().unwrap_or_default()
-    };
+    let outcome = |o: Outcome| r.analysis.outcomes.iter().find(|s| s.outcome == o);
+    let count = |o: Outcome| outcome(o).map_or(0, |s| s.count);
     let (steps, misses) = (u64::from(opts.steps), u64::from(opts.misses));
-    check(
-        outcome("enoent")["count"] == steps * misses,
-        format!("ENOENT attempts = {} (want {})", outcome("enoent")["count"], steps * misses),
-    );
-    check(outcome("success")["count"] == steps + 1, format!("successful execs = {} (want {})", outcome("success")["count"], steps + 1));
-    let lost: u64 = v["losses"].as_array().map_or(0, |a| a.iter().filter_map(|p| p[1].as_u64()).sum());
+    check(count(Outcome::Enoent) == steps * misses, format!("ENOENT attempts = {} (want {})", count(Outcome::Enoent), steps * misses));
+    check(count(Outcome::Success) == steps + 1, format!("successful execs = {} (want {})", count(Outcome::Success), steps + 1));
+    let lost = r.losses.total();
     check(lost == 0, format!("{lost} events lost"));
 
-    let exact_enoent = v["analysis"]["exact"]["outcomes"]
-        .as_array()
-        .and_then(|a| a.iter().find(|o| o["outcome"] == "enoent"))
-        .cloned()
-        .unwrap_or_default();
-    let calls = |f: &str| {
-        exact_enoent["functions"]
-            .as_array()
-            .and_then(|a| a.iter().find(|x| x["function"] == f))
-            .and_then(|x| x["calls_per_attempt"].as_f64())
-            .unwrap_or(0.0)
-    };
-    let faults = outcome("enoent")["minor_faults_per_attempt"].as_f64().unwrap_or(f64::NAN);
+    let calls = |f: &str| exact_calls(r, Outcome::Enoent, f);
+    let faults = outcome(Outcome::Enoent).and_then(|s| s.minor_faults_per_attempt).unwrap_or(f64::NAN);
+    let functions = r.meta.exact_plan.as_ref().map_or(&[][..], |p| p.functions.as_slice());
     // An absence only means something for a function that was probed.
-    let probed = |f: &str| v["exact_plan"]["functions"].as_array().is_some_and(|a| a.iter().any(|x| x["function"] == f));
     for f in ["do_open_execat", "mm_alloc", "copy_strings"] {
-        check(probed(f), format!("{f} is probed (it is a symbol on this kernel)"));
+        check(functions.iter().any(|p| p.function == f), format!("{f} is probed (it is a symbol on this kernel)"));
     }
     // Both guest kernels have BPF trampolines: a function whose name has BTF (no compiler
     // suffix, not present twice) is timed by fentry/fexit; the others by kprobes.
-    for f in v["exact_plan"]["functions"].as_array().into_iter().flatten() {
-        let btf_name = f["function"] == f["raw_name"] && f["by_address"] == false;
-        let want = if btf_name { "fentry" } else { "kprobe" };
-        check(f["mechanism"] == want, format!("{} ({}) timed by {} (want {want})", f["function"], f["raw_name"], f["mechanism"]));
+    for f in functions {
+        let btf_name = f.function == f.raw_name && !f.by_address;
+        let want = if btf_name { Mechanism::Fentry } else { Mechanism::Kprobe };
+        check(f.mechanism == want, format!("{} ({}) timed by {} (want {})", f.function, f.raw_name, f.mechanism.label(), want.label()));
     }
     check(calls("do_open_execat") >= 0.99, format!("do_open_execat runs in every failed attempt ({:.2}/attempt)", calls("do_open_execat")));
     // 6.8 moved the open before the mm set-up and the argument copying.
@@ -377,73 +353,77 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     // caller's self time, which TCG inflates (run to run the 95% intervals alone missed by up
     // to 2 points). It still catches a phase misattributed by a large margin. The report's
     // "Exact vs sampled" table shows every phase.
-    let agreement =
-        v["analysis"]["agreement"].as_array().and_then(|a| a.iter().find(|o| o["outcome"] == "success")).cloned().unwrap_or_default();
+    let agreement = r.analysis.agreement.iter().find(|a| a.outcome == Outcome::Success);
     let mut large = 0;
-    for p in agreement["phases"].as_array().into_iter().flatten() {
-        let f = |k: &str| p[k].as_f64().unwrap_or(f64::NAN);
-        if f("sampled_share") < 0.2 {
+    for p in agreement.map_or(&[][..], |a| a.phases.as_slice()) {
+        if p.sampled_share < 0.2 {
             continue;
         }
         large += 1;
-        let (lo, hi) = (f("sampled_low") - 0.05, f("sampled_high") + 0.05);
+        let (lo, hi) = (p.sampled_low - 0.05, p.sampled_high + 0.05);
         check(
-            (lo..=hi).contains(&f("exact_share")),
-            format!("{} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p["phase"], f("exact_share")),
+            (lo..=hi).contains(&p.exact_share),
+            format!("{:?} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p.phase, p.exact_share),
         );
     }
     check(large > 0, "no large phase to compare exact and sampled shares on".into());
     failed
 }
 
+/// Exact calls per attempt of `function` in `outcome`'s attempts (0 when it never ran).
+pub(crate) fn exact_calls(r: &RunReport, outcome: Outcome, function: &str) -> f64 {
+    r.analysis
+        .exact
+        .as_ref()
+        .and_then(|e| e.outcomes.iter().find(|o| o.outcome == outcome))
+        .and_then(|o| o.functions.iter().find(|f| f.function == function))
+        .map_or(0.0, |f| f.calls_per_attempt)
+}
+
+/// The diff's line for one function's inclusive time in one outcome, from one source.
+pub(crate) fn inclusive_line<'a>(d: &'a Diff, outcome: Outcome, source: &str, function: &str) -> Option<&'a LineChange> {
+    d.lines.iter().find(|l| l.outcome == outcome && l.source == source && l.kind == LineKind::FunctionInclusive && l.name == function)
+}
+
+/// `execprof diff A B --json`, read back as execprof's own type; the text goes to `text`.
+pub(crate) fn execprof_diff(execprof: &Path, a: &Path, b: &Path, json: &Path, text: &Path) -> Result<(Diff, String)> {
+    let out = Command::new(execprof).arg("diff").arg(a).arg(b).arg("--json").arg(json).output()?;
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::fs::write(text, &printed)?;
+    if !out.status.success() {
+        bail!("execprof diff {} {} failed: {}", a.display(), b.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    let diff =
+        serde_json::from_str(&std::fs::read_to_string(json)?).with_context(|| format!("{} is not execprof's diff", json.display()))?;
+    Ok((diff, printed))
+}
+
 /// The 6.8 reordering seen by `execprof diff` of the two guests' recordings: 6.1's failed
 /// lookups set up an mm and copied the arguments, 6.12's do not. Prints the diff (kept in
 /// target/vm/diff-6.1-6.12.{txt,json}) and returns the checks that failed.
 pub fn reordering_diff(execprof: &Path, old: &GuestRun, new: &GuestRun) -> Result<Vec<String>> {
-    let json = cache_dir().join(format!("diff-{}-{}.json", old.kernel, new.kernel));
-    let out = Command::new(execprof).arg("diff").arg(&old.recording).arg(&new.recording).arg("--json").arg(&json).output()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    std::fs::write(cache_dir().join(format!("diff-{}-{}.txt", old.kernel, new.kernel)), &text)?;
+    let name = format!("diff-{}-{}", old.kernel, new.kernel);
+    let (d, text) = execprof_diff(
+        execprof,
+        &old.recording,
+        &new.recording,
+        &cache_dir().join(format!("{name}.json")),
+        &cache_dir().join(format!("{name}.txt")),
+    )
+    .context("execprof diff of the guest recordings")?;
     eprintln!("xtask: execprof diff {} {}:\n{text}", old.kernel, new.kernel);
-    if !out.status.success() {
-        bail!("execprof diff of the guest recordings failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
     let mut failed = Vec::new();
     for f in ["mm_alloc", "copy_strings"] {
-        let line = v["lines"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|l| l["outcome"] == "enoent" && l["source"] == "exact" && l["kind"] == "function_inclusive" && l["name"] == f);
-        let ok = line.is_some_and(|l| {
-            l["a"]["value"].as_f64() > Some(0.0)
-                && l["b"]["value"].as_f64() == Some(0.0)
-                && l["change"]["high"].as_f64() < Some(0.0)
-                && l["significant"] == true
-        });
+        let line = inclusive_line(&d, Outcome::Enoent, "exact", f);
+        let ok = line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0 && l.change.high < 0.0 && l.significant);
         if !ok {
             failed.push(format!(
                 "diff {} → {}: {f} in failed attempts should drop to 0, significantly (line: {})",
                 old.kernel,
                 new.kernel,
-                line.map_or("missing".into(), |l| l.to_string())
+                line.map_or("missing".into(), |l| format!("{l:?}"))
             ));
         }
     }
     Ok(failed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::base64_decode;
-
-    #[test]
-    fn base64_round_trips_what_busybox_writes() {
-        assert_eq!(base64_decode("RVhFQ1BST0Y=").unwrap(), b"EXECPROF");
-        assert_eq!(base64_decode("YWI=").unwrap(), b"ab");
-        assert_eq!(base64_decode("YWJj").unwrap(), b"abc");
-        assert_eq!(base64_decode("").unwrap(), b"");
-        assert!(base64_decode("YW!j").is_err());
-    }
 }
