@@ -410,8 +410,10 @@ pub fn merge(inputs: &[&Path], output: &Path) -> Result<()> {
         RecordingReader::new(BufReader::new(f)).map_err(|e| anyhow!("{}: {e}", p.display()))
     };
     let first = inputs.first().ok_or_else(|| anyhow!("no runs to merge"))?;
-    let mut meta: serde_json::Value = open(first)?.meta().clone();
-    meta["repeats"] = serde_json::json!(inputs.len());
+    let mut meta: RunMeta =
+        serde_json::from_value(open(first)?.meta().clone()).with_context(|| format!("{}: its run metadata", first.display()))?;
+    meta.repeats = inputs.len() as u32;
+    let meta = serde_json::to_value(&meta)?;
     let out = File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, out), &meta)?;
     for p in inputs {
