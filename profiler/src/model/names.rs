@@ -135,26 +135,28 @@ impl ForkSyscall {
 /// not UTF-8 as `\xNN` (and a backslash as `\\`), so nothing reaches the terminal raw and two
 /// different byte strings never print alike.
 pub fn escape_name(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {
                 '\\' => out.push_str("\\\\"),
                 c if c.is_control() => {
-                    let mut buf = [0; 4];
-                    for b in c.encode_utf8(&mut buf).bytes() {
-                        let _ = write!(out, "\\x{b:02x}");
-                    }
+                    push_hex(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
                 }
                 c => out.push(c),
             }
         }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
+        push_hex(&mut out, chunk.invalid());
     }
     out
+}
+
+/// Bytes as `\\xHH` escapes, for what must not reach a terminal as it is.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    use std::fmt::Write as _;
+    for b in bytes {
+        let _ = write!(out, "\\x{b:02x}");
+    }
 }
 
 /// One argument as a shell reads it back: as is when it holds only characters no shell
@@ -162,7 +164,6 @@ pub fn escape_name(bytes: &[u8]) -> String {
 /// escapes when it holds control characters or bytes that are not UTF-8, so that a name can
 /// neither forge a line nor drive the terminal, and pasting the command runs the same argv.
 pub fn shell_quote(arg: &[u8]) -> String {
-    use std::fmt::Write as _;
     let plain = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
     if !arg.is_empty() && arg.iter().all(|&b| plain(b)) {
         return String::from_utf8_lossy(arg).into_owned();
@@ -177,17 +178,12 @@ pub fn shell_quote(arg: &[u8]) -> String {
                         '\\' => out.push_str("\\\\"),
                         '\'' => out.push_str("\\'"),
                         c if c.is_control() => {
-                            let mut buf = [0; 4];
-                            for b in c.encode_utf8(&mut buf).bytes() {
-                                let _ = write!(out, "\\x{b:02x}");
-                            }
+                            push_hex(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
                         }
                         c => out.push(c),
                     }
                 }
-                for b in chunk.invalid() {
-                    let _ = write!(out, "\\x{b:02x}");
-                }
+                push_hex(&mut out, chunk.invalid());
             }
             out.push('\'');
             out
@@ -203,14 +199,10 @@ pub fn shell_command(args: &[String]) -> String {
 /// A message for the terminal: control characters other than newline and tab shown as
 /// `\xHH`, so that a name inside it cannot drive the terminal.
 pub fn terminal_safe(message: &str) -> String {
-    use std::fmt::Write as _;
     let mut out = String::with_capacity(message.len());
     for c in message.chars() {
         if c.is_control() && c != '\n' && c != '\t' {
-            let mut buf = [0; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                let _ = write!(out, "\\x{b:02x}");
-            }
+            push_hex(&mut out, c.encode_utf8(&mut [0; 4]).as_bytes());
         } else {
             out.push(c);
         }
