@@ -17,9 +17,9 @@ use std::{
 
 use crate::{
     analysis::{Analysis, AnalysisContext, Analyzer, attribution::SymbolTable},
+    assemble::Assembler,
     assemble::events::{Event, EventSink},
-    assemble::{Assembler, Unjoined},
-    model::meta::RunMeta,
+    model::meta::{RunMeta, Unjoined},
     record::{self, Record},
     recording::{RecordingWriter, WriteStats},
     render::perfetto::TraceWriter,

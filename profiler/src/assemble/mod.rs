@@ -13,31 +13,12 @@ use std::collections::HashMap;
 
 use crate::{
     assemble::events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
-    model::names::{Family, Killed, Name, TracedSyscall},
+    model::{
+        meta::Unjoined,
+        names::{Family, Killed, Name, TracedSyscall},
+    },
     record::{Body, Head, Record},
 };
-
-/// What could not be joined, in the order the report lists them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Unjoined {
-    /// A thread exited inside an exec or fork call (no exit was ever seen).
-    pub abandoned: u64,
-    /// An exit without its enter (tracing started mid-call, or the enter record was lost).
-    pub exit_without_enter: u64,
-    /// An enter followed by another enter, or still open when tracing stopped.
-    pub enter_without_exit: u64,
-}
-
-impl Unjoined {
-    /// (name, count) pairs in the loss table's wording.
-    pub fn as_losses(&self) -> [(&'static str, u64); 3] {
-        [
-            ("exec abandoned by exiting thread", self.abandoned),
-            ("exec exit without enter", self.exit_without_enter),
-            ("exec enter without exit", self.enter_without_exit),
-        ]
-    }
-}
 
 /// An exec or fork-family call between its enter and exit records.
 #[derive(Clone, Debug)]

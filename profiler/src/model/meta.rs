@@ -90,7 +90,7 @@ impl LossCounters {
     }
 
     /// Appends the pieces user space could not join (the assembler's counters) to the kernel's.
-    pub fn with_unjoined(mut self, unjoined: &crate::assemble::Unjoined) -> Self {
+    pub fn with_unjoined(mut self, unjoined: &Unjoined) -> Self {
         self.0.extend(unjoined.as_losses().iter().map(|&(name, n)| (name.to_owned(), n)));
         self
     }
@@ -274,5 +274,27 @@ impl ProgramCost {
     /// Mean run time per run, in ns; 0 when it never ran.
     pub fn ns_per_run(&self) -> f64 {
         if self.runs == 0 { 0.0 } else { self.run_ns as f64 / self.runs as f64 }
+    }
+}
+
+/// What could not be joined, in the order the report lists them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unjoined {
+    /// A thread exited inside an exec or fork call (no exit was ever seen).
+    pub abandoned: u64,
+    /// An exit without its enter (tracing started mid-call, or the enter record was lost).
+    pub exit_without_enter: u64,
+    /// An enter followed by another enter, or still open when tracing stopped.
+    pub enter_without_exit: u64,
+}
+
+impl Unjoined {
+    /// (name, count) pairs in the loss table's wording.
+    pub fn as_losses(&self) -> [(&'static str, u64); 3] {
+        [
+            ("exec abandoned by exiting thread", self.abandoned),
+            ("exec exit without enter", self.exit_without_enter),
+            ("exec enter without exit", self.enter_without_exit),
+        ]
     }
 }

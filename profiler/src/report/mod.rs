@@ -16,8 +16,7 @@ use crate::{
         outcome::Outcome,
         stats::Distribution,
     },
-    assemble::Unjoined,
-    model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta},
+    model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta, Unjoined},
     model::names::{errno_name, escape_name, shell_command},
 };
 
