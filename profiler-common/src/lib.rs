@@ -43,6 +43,8 @@ pub mod names {
     pub const GLOBAL_TASK_PENDING_SIGNAL: &str = "TASK_PENDING_SIGNAL_OFFSET";
     /// `signal_struct.group_exec_task` (5.17+; 0 when absent).
     pub const GLOBAL_SIGNAL_GROUP_EXEC_TASK: &str = "SIGNAL_GROUP_EXEC_TASK_OFFSET";
+    /// `task_struct.thread_info.status` (x86: its `TS_COMPAT` bit marks an ia32 syscall).
+    pub const GLOBAL_THREAD_STATUS: &str = "THREAD_STATUS_OFFSET";
     /// Non-zero when the kernel has no `sched_prepare_exec`: the exec'd name is then read at
     /// `sched_process_exec` instead.
     pub const GLOBAL_NAME_AT_LOADED: &str = "NAME_AT_LOADED";
@@ -195,7 +197,10 @@ pub mod counter {
     /// Exact mode: a probed function returned inside a traced call without its entry having
     /// been seen (its time is lost).
     pub const PROBED_RETURN_WITHOUT_ENTRY: u32 = 5;
-    pub const COUNT: u32 = 6;
+    /// A traced process entered an exec or fork-family syscall of the x32 ABI (64-bit
+    /// registers, 32-bit pointers), which execprof does not time: counted, not guessed.
+    pub const X32_CALL_UNTRACED: u32 = 6;
+    pub const COUNT: u32 = 7;
 
     pub const NAMES: [&str; COUNT as usize] = [
         "ring buffer full",
@@ -204,6 +209,7 @@ pub mod counter {
         "open probed calls table full",
         "off-CPU table full",
         "probed return without entry",
+        "x32 exec/fork calls not traced",
     ];
 }
 
@@ -238,6 +244,12 @@ pub mod record_flags {
     /// ... and another thread of its process was exec'ing (`signal->group_exec_task`): that
     /// exec won and de_thread killed this one.
     pub const KILLED_BY_OTHER_THREADS_EXEC: u32 = 16;
+    /// The syscall ran in the compat ABI (ia32 on x86_64: `TS_COMPAT`), with that ABI's
+    /// numbers and argument registers. On an exit record it is the ABI at exit: after a
+    /// successful exec, the new image's.
+    pub const COMPAT: u32 = 32;
+    /// A failed `execveat` was called with `AT_EMPTY_PATH` (its `dirfd` is then the file).
+    pub const AT_EMPTY_PATH: u32 = 64;
 }
 
 /// Which traced syscall a [`SyscallEnterRecord`] / [`SyscallExitRecord`] is.
@@ -315,7 +327,10 @@ pub struct SyscallExitRecord {
     /// Bytes of `filename` in use, without the NUL. A failed exec's name is read here from
     /// the caller's memory; a successful one's comes with [`KernelFilename`].
     pub filename_len: u32,
-    pub _reserved: u32,
+    /// A failed exec's directory fd: `execveat`'s (the name is relative to it, or with
+    /// [`record_flags::AT_EMPTY_PATH`] it is the file), `AT_FDCWD` (-100) for `execve`; 0 in
+    /// every other record.
+    pub dirfd: i32,
     pub filename: [u8; limits::FILENAME_CAP],
 }
 

@@ -20,46 +20,132 @@ use profiler_common::{
 use crate::{maps, task};
 
 /// x86_64 syscall numbers.
-const NR_EXECVE: u64 = 59;
-const NR_EXECVEAT: u64 = 322;
-const NR_CLONE: u64 = 56;
-const NR_FORK: u64 = 57;
-const NR_VFORK: u64 = 58;
-const NR_CLONE3: u64 = 435;
+mod x64 {
+    pub const EXECVE: u64 = 59;
+    pub const EXECVEAT: u64 = 322;
+    pub const CLONE: u64 = 56;
+    pub const FORK: u64 = 57;
+    pub const VFORK: u64 = 58;
+    pub const CLONE3: u64 = 435;
+}
+/// ia32 syscall numbers: what `sys_enter`/`sys_exit` report for a compat task. Its 59 or 322
+/// is another call (`oldolduname`, `timerfd_create`), never an exec.
+mod ia32 {
+    pub const EXECVE: u64 = 11;
+    pub const EXECVEAT: u64 = 358;
+    pub const FORK: u64 = 2;
+    pub const CLONE: u64 = 120;
+    pub const VFORK: u64 = 190;
+    pub const CLONE3: u64 = 435;
+}
 /// Byte offsets in x86_64 `struct pt_regs` (a stable user-visible layout).
+const REGS_BX: u64 = 5 * 8;
+const REGS_R8: u64 = 9 * 8;
+const REGS_CX: u64 = 11 * 8;
 const REGS_SI: u64 = 13 * 8;
 const REGS_DI: u64 = 14 * 8;
 const REGS_ORIG_AX: u64 = 15 * 8;
+const AT_FDCWD: i32 = -100;
+const AT_EMPTY_PATH: u64 = 0x1000;
 
-/// The traced syscalls: ours to record, and how.
+/// The x32 ABI's calls carry this bit in their number (execve is 520 there, execveat 545; the
+/// fork family keeps its x86_64 numbers).
+const X32_SYSCALL_BIT: u64 = 0x4000_0000;
+
+/// An x32 exec or fork-family call of a traced process (x32 is off in Debian's kernels unless
+/// booted with `syscall.x32=y`): not timed, but counted, so the report says so and is marked
+/// incomplete rather than silently short.
 #[inline(always)]
-fn classify(nr: u64) -> Option<u32> {
-    Some(match nr {
-        NR_EXECVE => traced_syscall::EXECVE,
-        NR_EXECVEAT => traced_syscall::EXECVEAT,
-        // The fork family is timed the same way (spawn cost next to exec cost).
-        NR_CLONE => traced_syscall::CLONE,
-        NR_CLONE3 => traced_syscall::CLONE3,
-        NR_FORK => traced_syscall::FORK,
-        NR_VFORK => traced_syscall::VFORK,
-        _ => return None,
+fn count_x32(nr: u64) {
+    if matches!(nr & !X32_SYSCALL_BIT, 520 | 545 | x64::CLONE | x64::FORK | x64::VFORK | x64::CLONE3)
+        && maps::is_traced(task::current_ids().1)
+    {
+        maps::count(counter::X32_CALL_UNTRACED);
+    }
+}
+
+/// Whether `nr` is a traced syscall in either ABI: the first, cheapest filter, before the
+/// task is looked at. Bit `n` of the mask is syscall `n` below 64.
+#[inline(always)]
+fn candidate(nr: u64) -> bool {
+    const LOW: u64 = 1 << x64::EXECVE | 1 << x64::CLONE | 1 << x64::FORK | 1 << x64::VFORK | 1 << ia32::EXECVE | 1 << ia32::FORK;
+    if nr < 64 {
+        return LOW >> nr & 1 != 0;
+    }
+    matches!(nr, x64::EXECVEAT | x64::CLONE3 | ia32::EXECVEAT | ia32::CLONE | ia32::VFORK)
+}
+
+/// The traced syscalls: ours to record, and how. `compat`: the task is in the ia32 ABI.
+#[inline(always)]
+fn classify(nr: u64, compat: bool) -> Option<u32> {
+    Some(if compat {
+        match nr {
+            ia32::EXECVE => traced_syscall::EXECVE,
+            ia32::EXECVEAT => traced_syscall::EXECVEAT,
+            ia32::CLONE => traced_syscall::CLONE,
+            ia32::CLONE3 => traced_syscall::CLONE3,
+            ia32::FORK => traced_syscall::FORK,
+            ia32::VFORK => traced_syscall::VFORK,
+            _ => return None,
+        }
+    } else {
+        match nr {
+            x64::EXECVE => traced_syscall::EXECVE,
+            x64::EXECVEAT => traced_syscall::EXECVEAT,
+            // The fork family is timed the same way (spawn cost next to exec cost).
+            x64::CLONE => traced_syscall::CLONE,
+            x64::CLONE3 => traced_syscall::CLONE3,
+            x64::FORK => traced_syscall::FORK,
+            x64::VFORK => traced_syscall::VFORK,
+            _ => return None,
+        }
     })
+}
+
+/// Where a failed exec's arguments are: (name, dirfd, flags) registers, per ABI.
+#[inline(always)]
+fn arg_regs(syscall: u32, compat: bool) -> (u64, u64, u64) {
+    match (syscall == traced_syscall::EXECVE, compat) {
+        (true, false) => (REGS_DI, 0, 0),
+        (true, true) => (REGS_BX, 0, 0),
+        (false, false) => (REGS_SI, REGS_DI, REGS_R8),
+        (false, true) => (REGS_CX, REGS_BX, REGS_DI),
+    }
+}
+
+#[inline(always)]
+fn reg(regs: u64, off: u64, compat: bool) -> u64 {
+    let v = unsafe { bpf_probe_read_kernel((regs + off) as *const u64) }.unwrap_or(0);
+    // A compat call's arguments are 32-bit (the upper half is not the caller's).
+    if compat { v & 0xffff_ffff } else { v }
 }
 
 /// `sys_enter(regs, id)`.
 #[raw_tracepoint(tracepoint = "sys_enter")]
 pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
-    let Some(syscall) = classify(ctx.arg(1)) else {
+    let nr: u64 = ctx.arg(1);
+    if !candidate(nr) {
+        if nr & X32_SYSCALL_BIT != 0 {
+            count_x32(nr);
+        }
         return 0;
-    };
+    }
     let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
         return 0;
     }
-    let (min_flt, maj_flt, flags) = match task::faults(task::current()) {
+    let current = task::current();
+    let compat = task::in_compat_syscall(current);
+    let Some(syscall) = classify(nr, compat) else {
+        return 0;
+    };
+    let (min_flt, maj_flt, mut flags) = match task::faults(current) {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
     };
+    if compat {
+        flags |= record_flags::COMPAT;
+    }
     maps::set_in_call(pid, true);
     // The clock last: the probe's own work above stays outside the attempt.
     let header = RecordHeader {
@@ -74,7 +160,10 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     0
 }
 
-/// `sys_exit(regs, ret)`. `orig_ax` still holds the syscall number after a successful exec.
+/// `sys_exit(regs, ret)`. `orig_ax` still holds the syscall number; after a successful exec the
+/// kernel has set it, and `TS_COMPAT`, to `execve` of the new image's ABI (an ia32 program
+/// that execs a 64-bit one returns from 59, not 11), so the exit is classified in the ABI it
+/// has now and user space pairs it with its enter.
 #[raw_tracepoint(tracepoint = "sys_exit")]
 pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // The traced check first: for every other process in the system it is cheaper than
@@ -85,7 +174,12 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     }
     let regs: u64 = ctx.arg(0);
     let nr: u64 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.unwrap_or(u64::MAX);
-    let Some(syscall) = classify(nr) else {
+    if !candidate(nr) {
+        return 0;
+    }
+    let current = task::current();
+    let compat = task::in_compat_syscall(current);
+    let Some(syscall) = classify(nr, compat) else {
         return 0;
     };
     // First thing past the filter: the probe's own work below stays outside the attempt.
@@ -107,19 +201,30 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     rec.header = RecordHeader { kind: SyscallExitRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
     rec.ret = ret;
     rec.syscall = syscall;
-    rec._reserved = 0;
-    (rec.min_flt, rec.maj_flt, rec.flags) = match task::faults(task::current()) {
+    rec.dirfd = 0;
+    (rec.min_flt, rec.maj_flt, rec.flags) = match task::faults(current) {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
     };
+    if compat {
+        rec.flags |= record_flags::COMPAT;
+    }
     rec.filename_len = 0;
-    // A failed exec leaves the caller's memory, and its name argument, as it was: execve's
-    // name is in rdi, execveat's in rsi. A successful one's name comes from the kernel's copy.
+    // A failed exec leaves the caller's memory, and its arguments, as they were (the name in
+    // rdi for execve, rsi for execveat; ebx/ecx in the ia32 ABI). A successful one's name
+    // comes from the kernel's copy.
     if exec && ret != 0 {
-        let reg = if syscall == traced_syscall::EXECVE { REGS_DI } else { REGS_SI };
-        let ptr = unsafe { bpf_probe_read_kernel((regs + reg) as *const u64) }.unwrap_or(0);
-        read_user_filename(ptr, rec);
-        rec.flags |= task::kill_flags(task::current());
+        let (name_reg, dirfd_reg, flags_reg) = arg_regs(syscall, compat);
+        read_user_filename(reg(regs, name_reg, compat), rec);
+        if dirfd_reg != 0 {
+            rec.dirfd = reg(regs, dirfd_reg, compat) as i32;
+            if reg(regs, flags_reg, compat) & AT_EMPTY_PATH != 0 {
+                rec.flags |= record_flags::AT_EMPTY_PATH;
+            }
+        } else {
+            rec.dirfd = AT_FDCWD;
+        }
+        rec.flags |= task::kill_flags(current);
     }
     entry.submit(maps::NO_WAKEUP);
     0

@@ -21,6 +21,8 @@ static BPRM_FILENAME_OFFSET: u64 = 0;
 static TASK_PENDING_SIGNAL_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SIGNAL_GROUP_EXEC_TASK_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static THREAD_STATUS_OFFSET: u64 = 0;
 
 #[inline(always)]
 fn global(g: &'static u64) -> u64 {
@@ -55,6 +57,17 @@ pub fn faults(task: u64) -> Option<(u64, u64)> {
     }
     let both = unsafe { read_at::<[u64; 2]>(task, min_off)? };
     Some((both[0], both[1]))
+}
+
+/// True while `task` runs an ia32 (compat) syscall: `TS_COMPAT` in `thread_info.status`, which
+/// the kernel sets on every 32-bit entry (also `int $0x80` from 64-bit code, where `cs` would
+/// say 64-bit) and which an exec sets or clears for the new image's ABI. False when the
+/// kernel's BTF has no such field (no ia32 emulation there).
+#[inline(always)]
+pub fn in_compat_syscall(task: u64) -> bool {
+    const TS_COMPAT: u32 = 0x0002;
+    let off = global(&THREAD_STATUS_OFFSET);
+    off != 0 && unsafe { read_at::<u32>(task, off) }.is_some_and(|status| status & TS_COMPAT != 0)
 }
 
 /// `bprm->filename`: the kernel's copy of the exec'd path.

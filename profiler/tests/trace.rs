@@ -954,3 +954,110 @@ fn a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete() {
     assert_eq!(outcome_count(&v, "success"), steps + 1);
     assert_eq!(outcome_count(&v, "enoent"), steps * 6);
 }
+
+/// Builds one of `tests/programs/*.c` statically with gcc and `flag` (`-m32`, `-mx32`: Debian's
+/// gcc-multilib, installed by `cargo xtask setup` for the tests; `-m64`), into `dir`.
+fn build_program(dir: &Path, name: &str, flag: &str) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c"));
+    let exe = dir.join(format!("{name}{flag}"));
+    let out = StdCommand::new("gcc").args([flag, "-O2", "-static", "-o"]).arg(&exe).arg(&src).output().unwrap();
+    assert!(
+        out.status.success(),
+        "gcc {flag} -static failed (-m32 and -mx32 need gcc-multilib: `cargo xtask setup`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// A 32-bit program's syscalls are reported with ia32 numbers, where 59 is `oldolduname` and
+/// 322 `timerfd_create`: none of its 500 such calls may show as an exec or a fork, and the
+/// launch exec (a 64-bit caller exec'ing a 32-bit image) still pairs with its exit.
+#[test]
+#[ignore = "needs root"]
+fn ia32_syscalls_numbered_like_64_bit_execs_are_not_execs() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "ia32_not_exec", "-m32");
+    let (v, out) = run_json(&["--", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(v["analysis"]["attempts"], 1, "only the launch exec: {}", v["analysis"]["outcomes"]);
+    assert_eq!(outcome_count(&v, "success"), 1);
+    assert_eq!(v["analysis"]["fork_calls"].as_array().unwrap().len(), 0, "{}", v["analysis"]["fork_calls"]);
+    assert!(v["analysis"]["compat"].is_null(), "the only exec was made by a 64-bit caller: {}", v["analysis"]["compat"]);
+    assert_no_losses(&v);
+    assert_eq!(v["complete"], true);
+}
+
+/// The same program built 32-bit and 64-bit makes the same execs and forks (raw syscalls) and
+/// gets the same answer: 200 + 10 misses, an EACCES through `execveat(9, "", AT_EMPTY_PATH)`
+/// named as the kernel names it (`/dev/fd/9`), 5 forks, and a last exec of a 64-bit
+/// `/bin/true`, across which the 32-bit build changes ABI. The report says what the 32-bit
+/// callers made.
+#[test]
+#[ignore = "needs root"]
+fn a_32_bit_programs_execs_and_forks_are_traced_like_64_bit_ones() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("not-executable");
+    std::fs::write(&data, "data\n").unwrap();
+    for m32 in [true, false] {
+        let exe = build_program(dir.path(), "ia32_execs", if m32 { "-m32" } else { "-m64" });
+        let (v, out) = run_json(&["--", exe.to_str().unwrap(), "/bin/true", data.to_str().unwrap()]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "m32={m32}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(outcome_count(&v, "enoent"), 210, "m32={m32}: {}", v["analysis"]["outcomes"]);
+        assert_eq!(outcome_count(&v, "eacces"), 1, "m32={m32}");
+        assert_eq!(outcome_count(&v, "success"), 2, "m32={m32}: the launch exec and /bin/true");
+        assert_eq!(v["analysis"]["execveat_attempts"], 11, "m32={m32}");
+        let files = v["analysis"]["files"].as_array().unwrap();
+        let file = |name: &str| files.iter().find(|f| f["filename"] == name).map(|f| f["attempts"].as_u64().unwrap());
+        assert_eq!(file("/dev/fd/9"), Some(1), "m32={m32}: {files:?}");
+        assert_eq!(file("/nonexistent/ia32-missing-at"), Some(10), "m32={m32}: {files:?}");
+        let forks = v["analysis"]["fork_calls"].as_array().unwrap();
+        assert_eq!(forks.len(), 1, "m32={m32}: {forks:?}");
+        assert_eq!((forks[0]["syscall"].as_str(), forks[0]["count"].as_u64()), (Some("fork"), Some(5)), "m32={m32}");
+        let compat = &v["analysis"]["compat"];
+        if m32 {
+            assert_eq!(compat["attempts"], 212, "all but the launch exec: {compat}");
+            assert_eq!(compat["successes"], 1, "the exec of /bin/true: {compat}");
+            assert_eq!(compat["fork_calls"], 5, "{compat}");
+            assert!(stdout.contains("32-bit (ia32) callers made 212 of 213 exec attempts"), "{stdout}");
+        } else {
+            assert!(compat.is_null(), "{compat}");
+            assert!(!stdout.contains("32-bit"), "{stdout}");
+        }
+        assert_no_losses(&v);
+        assert_eq!(v["complete"], true, "m32={m32}");
+    }
+}
+
+/// An x32 program's execs and forks are not timed: where the kernel runs x32 (Debian's, booted
+/// with `syscall.x32=y`, as the guests are), each is counted as not traced and the report is
+/// incomplete; where it does not, the launch fails as the kernel refuses the image.
+#[test]
+#[ignore = "needs root"]
+fn x32_calls_are_counted_as_not_traced() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "x32_execs", "-mx32");
+    let runs_here = StdCommand::new(&exe).status().is_ok_and(|s| s.success());
+    let json = dir.path().join("out.json");
+    let out = execprof().arg("run").arg("--json").arg(&json).arg("--").arg(&exe).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !runs_here {
+        assert_eq!(out.status.code(), Some(126), "this kernel refuses x32 images (ENOEXEC): {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let losses = v["losses"].as_array().unwrap();
+    let x32 = losses.iter().find(|p| p[0] == "x32 exec/fork calls not traced").unwrap_or_else(|| panic!("{losses:?}"));
+    assert_eq!(x32[1], 4, "3 execve and 1 fork: {losses:?}");
+    assert_eq!(v["complete"], false);
+    assert_eq!(v["analysis"]["attempts"], 1, "the launch exec only");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("x32 exec/fork calls not traced        4"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -23,10 +23,10 @@ use crate::run;
 /// musl for the built-in chain's static helper programs.
 pub(crate) const BUILD_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools"];
 
-/// What the tests add: the guests (QEMU, ext4 images, unpacking kernels) and building the
-/// fast-path lab's kernel.
+/// What the tests add: the guests (QEMU, ext4 images, unpacking kernels), 32-bit test programs
+/// (`gcc -m32 -static`), and building the fast-path lab's kernel.
 pub(crate) const TEST_PACKAGES: &[&str] =
-    &["qemu-system-x86", "e2fsprogs", "binutils", "xz-utils", "flex", "bison", "libelf-dev", "dwarves", "bc"];
+    &["qemu-system-x86", "gcc-multilib", "e2fsprogs", "binutils", "xz-utils", "flex", "bison", "libelf-dev", "dwarves", "bc"];
 
 /// Where packages that could not be installed without removing another are unpacked.
 pub(crate) const UNPACKED: &str = "/var/cache/execprof/unpacked";

@@ -24,7 +24,7 @@ use crate::{
     assemble::events::{Event, EventSink, ExecAttempt, ForkCall},
     model::meta::ExactPlan,
     model::names::escape_name,
-    model::names::{ExecSyscall, ForkSyscall},
+    model::names::{Abi, ExecSyscall, ForkSyscall},
 };
 
 /// Everything the analysis found in one run: the report's `analysis` section.
@@ -62,10 +62,52 @@ pub struct Analysis {
     pub execveat_attempts: u64,
     /// Attempts whose thread id changed (a non-leader thread exec'd and took the leader's id).
     pub from_non_leader_threads: u64,
+    /// What 32-bit (compat ABI) callers did, when there were any: the report then says how
+    /// the run splits between the ABIs.
+    #[serde(default)]
+    pub compat: Option<CompatSummary>,
     /// Exec'd file names, most attempted first (at most [`MAX_FILES`]).
     pub files: Vec<FileCount>,
     /// Distinct file names beyond [`MAX_FILES`], not listed.
     pub files_not_listed: u64,
+}
+
+/// The calls made in the compat ABI (x86_64: by ia32 programs), traced like the 64-bit ones
+/// and counted in every other figure too.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct CompatSummary {
+    /// Exec attempts made by 32-bit callers.
+    pub attempts: u64,
+    /// Of those, successful.
+    pub successes: u64,
+    /// Mean latency of their failed attempts; None when none failed.
+    pub failed_mean_ns: Option<f64>,
+    /// Mean latency of their successful attempts; None when none succeeded.
+    pub success_mean_ns: Option<f64>,
+    /// Fork-family calls made by 32-bit callers.
+    pub fork_calls: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CompatTally {
+    attempts: u64,
+    successes: u64,
+    failed_ns: u128,
+    success_ns: u128,
+    fork_calls: u64,
+}
+
+impl CompatTally {
+    fn summary(self) -> Option<CompatSummary> {
+        let failed = self.attempts - self.successes;
+        (self.attempts + self.fork_calls > 0).then(|| CompatSummary {
+            attempts: self.attempts,
+            successes: self.successes,
+            failed_mean_ns: (failed > 0).then(|| self.failed_ns as f64 / failed as f64),
+            success_mean_ns: (self.successes > 0).then(|| self.success_ns as f64 / self.successes as f64),
+            fork_calls: self.fork_calls,
+        })
+    }
 }
 
 /// At most this many exec'd file names are listed in [`Analysis::files`].
@@ -128,6 +170,7 @@ pub struct Analyzer<'a> {
     exact: exact::ExactTally,
     files: HashMap<Vec<u8>, (u64, u64)>,
     counts: Counts,
+    compat: CompatTally,
 }
 
 /// Plain counts of the run.
@@ -180,6 +223,7 @@ impl<'a> Analyzer<'a> {
             files: HashMap::new(),
             // The launched process is not forked inside the tree.
             counts: Counts { processes: 1, ..Counts::default() },
+            compat: CompatTally::default(),
         }
     }
 
@@ -198,6 +242,16 @@ impl<'a> Analyzer<'a> {
         self.counts.filenames_unreadable += u64::from(a.name.unreadable);
         self.counts.execveat_attempts += u64::from(a.syscall == ExecSyscall::Execveat);
         self.counts.from_non_leader_threads += u64::from(a.pid != a.exit_pid);
+        if a.abi == Abi::Compat {
+            let c = &mut self.compat;
+            c.attempts += 1;
+            if a.ret == 0 {
+                c.successes += 1;
+                c.success_ns += u128::from(a.duration_ns());
+            } else {
+                c.failed_ns += u128::from(a.duration_ns());
+            }
+        }
     }
 
     fn fork_call(&mut self, f: &ForkCall) {
@@ -207,6 +261,7 @@ impl<'a> Analyzer<'a> {
         if let Some(n) = f.minor_faults {
             t.minor_faults = (t.minor_faults.0 + n, t.minor_faults.1 + 1);
         }
+        self.compat.fork_calls += u64::from(f.abi == Abi::Compat);
         self.samples.call(outcome::Outcome::Fork(f.syscall), f.exit_ns, &f.inside.samples);
         for _ in &f.inside.probed {
             self.exact.orphan();
@@ -221,7 +276,7 @@ impl<'a> Analyzer<'a> {
 
     /// Ends the run: attributes the samples with names from `symbols` and returns the analysis.
     pub fn finish(self, symbols: &dyn attribution::Symbolizer) -> Analysis {
-        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, counts } = self;
+        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, counts, compat } = self;
         let fork_stats = |s: ForkSyscall| fork_calls.get(&s).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()));
         let sampled = ctx.sampled.then(|| {
             samples.finish(symbols, ctx.model, |o| match o {
@@ -271,6 +326,7 @@ impl<'a> Analyzer<'a> {
             filenames_unreadable: counts.filenames_unreadable,
             execveat_attempts: counts.execveat_attempts,
             from_non_leader_threads: counts.from_non_leader_threads,
+            compat: compat.summary(),
             files,
             files_not_listed,
         }
@@ -305,7 +361,7 @@ pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribu
 pub(crate) mod test_support {
     use crate::{
         assemble::events::{ExecAttempt, Inside},
-        model::names::{ExecSyscall, Name},
+        model::names::{Abi, ExecSyscall, Name},
     };
 
     pub(crate) fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
@@ -316,6 +372,7 @@ pub(crate) mod test_support {
             tgid,
             cpu: 0,
             syscall: ExecSyscall::Execve,
+            abi: Abi::Native,
             name: Name { bytes: b"/x".to_vec(), ..Name::default() },
             enter_ns,
             prepare_ns: None,

@@ -5,7 +5,7 @@
 
 #[cfg(test)]
 use crate::model::names::escape_name;
-use crate::model::names::{ExecSyscall, ForkSyscall, Killed, Name};
+use crate::model::names::{Abi, ExecSyscall, ForkSyscall, Killed, Name};
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
 /// Samples and probed calls are tied to their call by it, never by (process, time).
@@ -22,6 +22,8 @@ pub struct ExecAttempt {
     pub tgid: u32,
     pub cpu: u32,
     pub syscall: ExecSyscall,
+    /// The ABI the caller made it in (a 32-bit program's: compat).
+    pub abi: Abi,
     /// The kernel's copy of the name when the exec got that far, else the caller's.
     pub name: Name,
     pub enter_ns: u64,
@@ -61,6 +63,8 @@ pub struct ForkCall {
     pub pid: u32,
     pub tgid: u32,
     pub syscall: ForkSyscall,
+    /// The ABI the caller made it in.
+    pub abi: Abi,
     pub enter_ns: u64,
     pub exit_ns: u64,
     /// The child's id, or -errno.

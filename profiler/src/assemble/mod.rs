@@ -15,7 +15,7 @@ use crate::{
     assemble::events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
     model::{
         meta::Unjoined,
-        names::{Family, Killed, Name, TracedSyscall},
+        names::{Abi, Family, Killed, Name, TracedSyscall},
     },
     record::{Body, Head, Record},
 };
@@ -25,6 +25,8 @@ use crate::{
 struct Open {
     id: CallId,
     syscall: TracedSyscall,
+    /// The ABI the call was made in.
+    abi: Abi,
     enter_pid: u32,
     enter_ns: u64,
     faults: Option<(u64, u64)>,
@@ -70,9 +72,9 @@ impl Assembler {
             }
         }
         match record.body {
-            Body::SyscallEnter { syscall, faults } => self.syscall_enter(h, syscall, faults, out),
-            Body::SyscallExit { syscall, ret, faults, name, killed } => {
-                self.syscall_exit(h, syscall, Exit { ret, faults, name, killed }, out);
+            Body::SyscallEnter { syscall, abi, faults } => self.syscall_enter(h, syscall, abi, faults, out),
+            Body::SyscallExit { syscall, abi, ret, faults, name, killed } => {
+                self.syscall_exit(h, syscall, abi, Exit { ret, faults, name, killed }, out);
             }
             Body::NoReturn { name } => self.no_return(h, name),
             Body::Loaded { old_pid, name } => self.loaded(h, old_pid, name, out),
@@ -99,12 +101,13 @@ impl Assembler {
         }
     }
 
-    fn syscall_enter(&mut self, h: Head, syscall: TracedSyscall, faults: Option<(u64, u64)>, out: &mut impl EventSink) {
+    fn syscall_enter(&mut self, h: Head, syscall: TracedSyscall, abi: Abi, faults: Option<(u64, u64)>, out: &mut impl EventSink) {
         let id = self.next_id;
         self.next_id += 1;
         let fresh = Open {
             id,
             syscall,
+            abi,
             enter_pid: h.pid,
             enter_ns: h.ts_ns,
             faults,
@@ -119,9 +122,9 @@ impl Assembler {
         }
     }
 
-    fn syscall_exit(&mut self, h: Head, syscall: TracedSyscall, exit: Exit, out: &mut impl EventSink) {
+    fn syscall_exit(&mut self, h: Head, syscall: TracedSyscall, abi: Abi, exit: Exit, out: &mut impl EventSink) {
         match self.open.remove(&h.pid) {
-            Some(o) if same_syscall(o.syscall, syscall) => out.event(&joined(o, h, exit)),
+            Some(o) if own_exit(&o, syscall, abi, exit.ret) => out.event(&joined(o, h, exit)),
             Some(o) => {
                 self.unjoined.enter_without_exit += 1;
                 self.unjoined.exit_without_enter += 1;
@@ -216,8 +219,15 @@ fn orphan_inside(inside: Inside, out: &mut impl EventSink) {
 /// Whether an exit closes the call entered. Execs match as a family: after a successful
 /// `execveat` the kernel reports the exit with `execve`'s number (seen on 6.18), so the
 /// enter's syscall is the one that counts.
-fn same_syscall(entered: TracedSyscall, exited: TracedSyscall) -> bool {
-    (entered.is_exec() && exited.is_exec()) || entered == exited
+/// Whether an exit is the open call's own. A successful exec returns from `execve` in the new
+/// image's ABI whatever it was called as (the kernel rewrites the syscall number, so an
+/// `execveat`, or an ia32 program exec'ing a 64-bit one, exits as 64-bit `execve`); anything
+/// else returns from the syscall and ABI it entered.
+fn own_exit(o: &Open, syscall: TracedSyscall, abi: Abi, ret: i64) -> bool {
+    if o.syscall.is_exec() && syscall.is_exec() && ret == 0 {
+        return true;
+    }
+    o.syscall == syscall && o.abi == abi
 }
 
 /// What a syscall exit record says beyond its head.
@@ -239,6 +249,7 @@ fn joined(o: Open, h: Head, exit: Exit) -> Event {
                 pid: o.enter_pid,
                 tgid: h.tgid,
                 syscall,
+                abi: o.abi,
                 enter_ns: o.enter_ns,
                 exit_ns: h.ts_ns,
                 ret,
@@ -258,6 +269,7 @@ fn joined(o: Open, h: Head, exit: Exit) -> Event {
         tgid: h.tgid,
         cpu: h.cpu,
         syscall,
+        abi: o.abi,
         name,
         enter_ns: o.enter_ns,
         prepare_ns: o.prepare_ns,
@@ -286,6 +298,7 @@ pub(crate) fn assemble(records: impl IntoIterator<Item = Record>) -> (Vec<Event>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::names::ExecSyscall;
 
     const EXECVE: TracedSyscall = TracedSyscall::Execve;
 
@@ -294,11 +307,11 @@ mod tests {
     }
 
     fn enter(ts_ns: u64, pid: u32, syscall: TracedSyscall, faults: (u64, u64)) -> Record {
-        rec(ts_ns, pid, Body::SyscallEnter { syscall, faults: Some(faults) })
+        rec(ts_ns, pid, Body::SyscallEnter { syscall, abi: Abi::Native, faults: Some(faults) })
     }
 
     fn exit(ts_ns: u64, pid: u32, syscall: TracedSyscall, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
-        rec(ts_ns, pid, Body::SyscallExit { syscall, ret, faults: Some(faults), name: named(name), killed: None })
+        rec(ts_ns, pid, Body::SyscallExit { syscall, abi: Abi::Native, ret, faults: Some(faults), name: named(name), killed: None })
     }
 
     fn named(n: Option<&str>) -> Option<Name> {
@@ -365,6 +378,44 @@ mod tests {
             exit(4_000, 100, EXECVE, -12, (0, 0), Some("garbage from the new mm")),
         ]);
         assert_eq!(only_exec(&events).name.bytes, b"/bin/t");
+    }
+
+    fn in_abi(mut r: Record, abi: Abi) -> Record {
+        match &mut r.body {
+            Body::SyscallEnter { abi: a, .. } | Body::SyscallExit { abi: a, .. } => *a = abi,
+            _ => {}
+        }
+        r
+    }
+
+    /// A 32-bit caller's attempts pair in its ABI; a successful exec returns from 64-bit
+    /// `execve` when the new image is 64-bit (and from `execve` after an `execveat`); a failed
+    /// call or a fork never changes ABI, so an exit in the other one is not its own.
+    #[test]
+    fn an_enter_pairs_only_with_its_own_exit_across_abis() {
+        let compat = Abi::Compat;
+        let execveat = TracedSyscall::Execveat;
+        let (events, unjoined) = assemble([
+            in_abi(enter(1_000, 100, EXECVE, (0, 0)), compat),
+            in_abi(exit(2_000, 100, EXECVE, -2, (0, 0), Some("/m/t")), compat),
+            in_abi(enter(3_000, 100, execveat, (0, 0)), compat),
+            exit(9_000, 100, EXECVE, 0, (0, 0), None),
+        ]);
+        let attempts = execs(&events);
+        assert_eq!(attempts.len(), 2, "{events:?}");
+        assert!(attempts.iter().all(|a| a.abi == compat), "the caller's ABI: {attempts:?}");
+        assert_eq!((attempts[1].syscall, attempts[1].duration_ns()), (ExecSyscall::Execveat, 6_000));
+        assert_eq!(unjoined, Unjoined::default());
+
+        let fork = TracedSyscall::Fork;
+        let (events, unjoined) = assemble([
+            in_abi(enter(1_000, 100, EXECVE, (0, 0)), compat),
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("/m/t")),
+            in_abi(enter(3_000, 100, fork, (0, 0)), compat),
+            exit(4_000, 100, fork, 101, (0, 0), None),
+        ]);
+        assert!(events.iter().all(|e| !matches!(e, Event::Exec(_) | Event::ForkCall(_))), "{events:?}");
+        assert_eq!((unjoined.enter_without_exit, unjoined.exit_without_enter), (2, 2));
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub(crate) struct TaskLayout {
     pub pending_signal: u64,
     /// `signal_struct.group_exec_task` (5.17+; `group_exit_task` before): 0 when not found.
     pub group_exec_task: u64,
+    /// `task_struct.thread_info.status` (x86, whose `TS_COMPAT` bit marks an ia32 syscall):
+    /// 0 when not found (no ia32 emulation: every syscall is then 64-bit).
+    #[serde(default)]
+    pub thread_status: u64,
 }
 
 impl TaskLayout {
@@ -45,6 +49,7 @@ impl TaskLayout {
             group_exec_task: member_offset(btf, "signal_struct", "group_exec_task")
                 .or_else(|_| member_offset(btf, "signal_struct", "group_exit_task"))
                 .unwrap_or(0),
+            thread_status: task("thread_info").and_then(|t| Ok(t + member_offset(btf, "thread_info", "status")?)).unwrap_or(0),
         })
     }
 }
@@ -99,6 +104,9 @@ mod tests {
         assert!(layout.signal > 0);
         assert!(layout.bprm_filename > 0);
         assert!(layout.pending_signal > 0 && layout.group_exec_task > 0, "{layout:?}");
+        // x86_64: flags, syscall_work, then status.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(layout.thread_status, 16, "{layout:?}");
         assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
     }
 }

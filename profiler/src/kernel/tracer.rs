@@ -264,6 +264,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_BPRM_FILENAME, &layout.bprm_filename, true)
         .override_global(names::GLOBAL_TASK_PENDING_SIGNAL, &layout.pending_signal, true)
         .override_global(names::GLOBAL_SIGNAL_GROUP_EXEC_TASK, &layout.group_exec_task, true)
+        .override_global(names::GLOBAL_THREAD_STATUS, &layout.thread_status, true)
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
         .map_max_entries(names::MAP_EVENTS, opts.ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);

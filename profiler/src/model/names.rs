@@ -76,6 +76,34 @@ impl TracedSyscall {
     }
 }
 
+/// The syscall ABI a call ran in (JSON: `native`, `compat`). On x86_64 the compat ABI is
+/// ia32: a 32-bit program's syscalls, with their own numbers (execve is 11 there, and 59 is
+/// `oldolduname`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Abi {
+    /// The architecture's own (x86_64: 64-bit).
+    #[default]
+    Native,
+    /// The 32-bit compat ABI (x86_64: ia32).
+    Compat,
+}
+
+impl Abi {
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Abi::Native => "64-bit",
+            Abi::Compat => "32-bit",
+        }
+    }
+
+    /// Whether it is the native ABI (serde's `skip_serializing_if`).
+    pub fn is_native(&self) -> bool {
+        *self == Abi::Native
+    }
+}
+
 /// What the assembler makes of a traced syscall: an exec attempt or a fork-family call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {

@@ -9,7 +9,7 @@ use profiler_common::{
     SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags,
 };
 
-use crate::model::names::{Killed, Name, TracedSyscall};
+use crate::model::names::{Abi, Killed, Name, TracedSyscall};
 
 /// What every record carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,10 +38,13 @@ fn killed_from_flags(flags: u32) -> Option<Killed> {
 pub enum Body {
     /// A traced syscall was entered. `faults`: the thread's (minor, major) fault counters, None
     /// when not readable.
-    SyscallEnter { syscall: TracedSyscall, faults: Option<(u64, u64)> },
-    /// It returned. `ret` is 0/-errno for execs, the child id for forks. `name` only for failed execs.
-    /// `killed`: a failed exec's thread was being killed at its exit.
-    SyscallExit { syscall: TracedSyscall, ret: i64, faults: Option<(u64, u64)>, name: Option<Name>, killed: Option<Killed> },
+    /// `abi`: the ABI the call was made in.
+    SyscallEnter { syscall: TracedSyscall, abi: Abi, faults: Option<(u64, u64)> },
+    /// It returned. `ret` is 0/-errno for execs, the child id for forks. `name` only for failed
+    /// execs (an `execveat` relative to a directory fd named as the kernel names it,
+    /// `/dev/fd/N/name`, or `/dev/fd/N` for the fd itself). `killed`: a failed exec's thread
+    /// was being killed at its exit. `abi`: the ABI at exit (a successful exec's new image's).
+    SyscallExit { syscall: TracedSyscall, abi: Abi, ret: i64, faults: Option<(u64, u64)>, name: Option<Name>, killed: Option<Killed> },
     /// An exec passed its point of no return.
     NoReturn { name: Option<Name> },
     /// An exec's new image is in place; `old_pid` is the thread id before the exec.
@@ -121,19 +124,44 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
 }
 
 fn syscall_enter(r: SyscallEnterRecord) -> Result<Body> {
-    Ok(Body::SyscallEnter { syscall: syscall(r.syscall)?, faults: faults(r.flags, r.min_flt, r.maj_flt) })
+    Ok(Body::SyscallEnter { syscall: syscall(r.syscall)?, abi: abi(r.flags), faults: faults(r.flags, r.min_flt, r.maj_flt) })
 }
 
 fn syscall_exit(r: SyscallExitRecord) -> Result<Body> {
     let syscall = syscall(r.syscall)?;
     let failed_exec = syscall.is_exec() && r.ret != 0;
+    let name = |r: &SyscallExitRecord| {
+        let n = name(&r.filename, r.filename_len, r.flags);
+        if syscall == TracedSyscall::Execveat { at_dirfd(n, r.dirfd, r.flags & record_flags::AT_EMPTY_PATH != 0) } else { n }
+    };
     Ok(Body::SyscallExit {
         syscall,
+        abi: abi(r.flags),
         ret: r.ret,
         faults: faults(r.flags, r.min_flt, r.maj_flt),
-        name: failed_exec.then(|| name(&r.filename, r.filename_len, r.flags)),
+        name: failed_exec.then(|| name(&r)),
         killed: if failed_exec { killed_from_flags(r.flags) } else { None },
     })
+}
+
+fn abi(flags: u32) -> Abi {
+    if flags & record_flags::COMPAT != 0 { Abi::Compat } else { Abi::Native }
+}
+
+/// A failed `execveat`'s name as the kernel names a successful one's (`bprm->filename`): a
+/// name relative to a directory fd as `/dev/fd/N/name`, the fd itself (`AT_EMPTY_PATH` and an
+/// empty name) as `/dev/fd/N`, so failures and successes on the same fd are one file.
+fn at_dirfd(n: Name, dirfd: i32, empty_path: bool) -> Name {
+    const AT_FDCWD: i32 = -100;
+    if n.unreadable || dirfd == AT_FDCWD || n.bytes.first() == Some(&b'/') || (n.bytes.is_empty() && !empty_path) {
+        return n;
+    }
+    let mut bytes = format!("/dev/fd/{dirfd}").into_bytes();
+    if !n.bytes.is_empty() {
+        bytes.push(b'/');
+        bytes.extend_from_slice(&n.bytes);
+    }
+    Name { bytes, ..n }
 }
 
 fn no_return(r: NoReturnRecord) -> Body {
@@ -224,7 +252,7 @@ mod tests {
             syscall,
             flags,
             filename_len: name.len() as u32,
-            _reserved: 0,
+            dirfd: -100,
             filename,
         }
     }
@@ -238,11 +266,37 @@ mod tests {
             syscall: traced_syscall::EXECVEAT,
             flags: 0,
         };
-        let want =
-            Record { head: head(1_000, 11, 10), body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, faults: Some((7, 0)) } };
+        let want = Record {
+            head: head(1_000, 11, 10),
+            body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, abi: Abi::Native, faults: Some((7, 0)) },
+        };
         assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
         let r = SyscallEnterRecord { flags: record_flags::FAULTS_UNAVAILABLE, syscall: traced_syscall::VFORK, ..r };
-        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::SyscallEnter { syscall: TracedSyscall::Vfork, faults: None });
+        assert_eq!(
+            decode(&bytes_of(&r)).unwrap().body,
+            Body::SyscallEnter { syscall: TracedSyscall::Vfork, abi: Abi::Native, faults: None }
+        );
+        let r = SyscallEnterRecord { flags: record_flags::COMPAT, ..r };
+        assert!(matches!(decode(&bytes_of(&r)).unwrap().body, Body::SyscallEnter { abi: Abi::Compat, faults: Some(_), .. }));
+    }
+
+    /// A failed execveat is named as the kernel names a successful one: by its fd.
+    #[test]
+    fn a_failed_execveat_is_named_by_its_directory_fd() {
+        let named = |name: &[u8], dirfd, flags| {
+            let r = SyscallExitRecord { dirfd, ..exit_record(-2, traced_syscall::EXECVEAT, flags, name) };
+            let Body::SyscallExit { name: Some(n), .. } = decode(&bytes_of(&r)).unwrap().body else { panic!() };
+            n.bytes
+        };
+        assert_eq!(named(b"", 5, record_flags::AT_EMPTY_PATH), b"/dev/fd/5");
+        assert_eq!(named(b"sub/x", 7, 0), b"/dev/fd/7/sub/x");
+        assert_eq!(named(b"sub/x", -100, 0), b"sub/x", "AT_FDCWD: relative to the working directory");
+        assert_eq!(named(b"/abs", 7, 0), b"/abs", "an absolute name ignores the fd");
+        assert_eq!(named(b"", 7, 0), b"", "an empty name without AT_EMPTY_PATH is ENOENT of nothing");
+        // execve's name is never rewritten.
+        let r = SyscallExitRecord { dirfd: 3, ..exit_record(-2, traced_syscall::EXECVE, 0, b"x") };
+        let Body::SyscallExit { name: Some(n), abi: Abi::Native, .. } = decode(&bytes_of(&r)).unwrap().body else { panic!() };
+        assert_eq!(n.bytes, b"x");
     }
 
     #[test]

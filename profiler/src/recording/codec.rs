@@ -3,7 +3,7 @@
 use super::MAX_INTERNED;
 use super::varint::{Cursor, delta32, delta64, put_varint, undelta32, undelta64, unzigzag, zigzag};
 use crate::{
-    model::names::{Killed, Name, TracedSyscall},
+    model::names::{Abi, Killed, Name, TracedSyscall},
     record::{Body, Head, Record},
 };
 use std::collections::HashMap;
@@ -165,13 +165,13 @@ impl Encoder {
 
     fn put_body(&mut self, h: &Head, body: &Body, buf: &mut Vec<u8>) -> u8 {
         match body {
-            Body::SyscallEnter { syscall, faults } => {
-                let mut t = tag::SYSCALL_ENTER | put_syscall(*syscall, None, buf);
+            Body::SyscallEnter { syscall, abi, faults } => {
+                let mut t = tag::SYSCALL_ENTER | put_syscall(*syscall, *abi, None, buf);
                 t |= self.put_faults(*faults, buf);
                 t
             }
-            Body::SyscallExit { syscall, ret, faults, name, killed } => {
-                let mut t = tag::SYSCALL_EXIT | put_syscall(*syscall, *killed, buf);
+            Body::SyscallExit { syscall, abi, ret, faults, name, killed } => {
+                let mut t = tag::SYSCALL_EXIT | put_syscall(*syscall, *abi, *killed, buf);
                 put_varint(buf, zigzag(*ret));
                 t |= self.put_faults(*faults, buf);
                 t |= self.put_name(name.as_ref(), tag::B2, buf);
@@ -286,18 +286,24 @@ impl Encoder {
 
 /// The syscall code byte: the code in the low nibble, an exit's [`Killed`] in the high one.
 /// Left out for a plain `execve` (the common case).
-fn put_syscall(s: TracedSyscall, killed: Option<Killed>, buf: &mut Vec<u8>) -> u8 {
+/// The syscall code byte: the code in bits 0-3, the kill bits in 4-5, the compat ABI in bit 6.
+/// A native execve that was not killed (nearly every record) leaves it out.
+fn put_syscall(s: TracedSyscall, abi: Abi, killed: Option<Killed>, buf: &mut Vec<u8>) -> u8 {
     let kill_bits: u8 = match killed {
         None => 0,
         Some(Killed::BySignal) => 1,
         Some(Killed::ByOtherThreadsExec) => 2,
     };
-    if s == TracedSyscall::Execve && kill_bits == 0 {
+    let abi_bit: u8 = if abi == Abi::Compat { SYSCALL_COMPAT } else { 0 };
+    if s == TracedSyscall::Execve && kill_bits == 0 && abi_bit == 0 {
         return 0;
     }
-    buf.push(s.code() as u8 | kill_bits << 4);
+    buf.push(s.code() as u8 | kill_bits << 4 | abi_bit);
     tag::B1
 }
+
+/// Bit 6 of the syscall code byte: the call ran in the compat ABI.
+const SYSCALL_COMPAT: u8 = 0x40;
 
 /// Bytes to records: the mirror of [`Encoder`], defensive about every byte.
 #[derive(Default)]
@@ -360,17 +366,17 @@ impl Decoder {
     fn body(&mut self, kind: u8, f: u8, h: &Head, c: &mut Cursor) -> Result<Body, String> {
         Ok(match kind {
             tag::SYSCALL_ENTER => {
-                let (syscall, killed) = syscall(f & tag::B1 != 0, c)?;
+                let (syscall, abi, killed) = syscall(f & tag::B1 != 0, c)?;
                 if killed.is_some() {
                     return Err("a syscall enter with kill bits".into());
                 }
-                Body::SyscallEnter { syscall, faults: self.faults(f & tag::B0 != 0, c)? }
+                Body::SyscallEnter { syscall, abi, faults: self.faults(f & tag::B0 != 0, c)? }
             }
             tag::SYSCALL_EXIT => {
-                let (syscall, killed) = syscall(f & tag::B1 != 0, c)?;
+                let (syscall, abi, killed) = syscall(f & tag::B1 != 0, c)?;
                 let ret = unzigzag(c.varint()?);
                 let faults = self.faults(f & tag::B0 != 0, c)?;
-                Body::SyscallExit { syscall, ret, faults, name: self.name_if(f & tag::B2 != 0, c)?, killed }
+                Body::SyscallExit { syscall, abi, ret, faults, name: self.name_if(f & tag::B2 != 0, c)?, killed }
             }
             tag::NO_RETURN => Body::NoReturn { name: self.name_if(f & tag::B0 != 0, c)? },
             tag::LOADED => {
@@ -482,19 +488,20 @@ pub(super) fn split_streams(raw: &[u8]) -> Result<(usize, usize), String> {
     Ok((start, c.pos))
 }
 
-fn syscall(spelled_out: bool, c: &mut Cursor) -> Result<(TracedSyscall, Option<Killed>), String> {
+fn syscall(spelled_out: bool, c: &mut Cursor) -> Result<(TracedSyscall, Abi, Option<Killed>), String> {
     if !spelled_out {
-        return Ok((TracedSyscall::Execve, None));
+        return Ok((TracedSyscall::Execve, Abi::Native, None));
     }
     let byte = c.byte()?;
     let syscall = TracedSyscall::from_code(u32::from(byte & 0x0f)).ok_or_else(|| format!("bad syscall code {byte}"))?;
-    let killed = match byte >> 4 {
+    let abi = if byte & SYSCALL_COMPAT != 0 { Abi::Compat } else { Abi::Native };
+    let killed = match (byte & !SYSCALL_COMPAT) >> 4 {
         0 => None,
         1 => Some(Killed::BySignal),
         2 => Some(Killed::ByOtherThreadsExec),
         _ => return Err(format!("bad kill bits in syscall code {byte:#04x}")),
     };
-    Ok((syscall, killed))
+    Ok((syscall, abi, killed))
 }
 
 pub(super) fn encode_symbols(symbols: &[(u64, String)], buf: &mut Vec<u8>) {

@@ -6,7 +6,7 @@ use super::frame::{FrameHeader, FrameKind, Packer, Unpacker};
 use super::reader::RecordingReader;
 use super::{FILE_HEADER_LEN, FRAME_HEADER_LEN};
 use crate::{
-    model::names::{Name, TracedSyscall},
+    model::names::{Abi, Name, TracedSyscall},
     record::{Body, Head, Record},
 };
 use std::io;
@@ -129,7 +129,7 @@ impl ChainGen {
 
     fn enter(&mut self) {
         self.creep_faults();
-        self.emit(Body::SyscallEnter { syscall: TracedSyscall::Execve, faults: Some(self.faults) });
+        self.emit(Body::SyscallEnter { syscall: TracedSyscall::Execve, abi: Abi::Native, faults: Some(self.faults) });
     }
 
     fn failed_attempt(&mut self, name: &Name) {
@@ -137,7 +137,14 @@ impl ChainGen {
         self.advance(1_000, 2_000);
         self.creep_faults();
         let faults = Some(self.faults);
-        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, ret: -2, faults, name: Some(name.clone()), killed: None });
+        self.emit(Body::SyscallExit {
+            syscall: TracedSyscall::Execve,
+            abi: Abi::Native,
+            ret: -2,
+            faults,
+            name: Some(name.clone()),
+            killed: None,
+        });
         self.advance(150, 600);
     }
 
@@ -156,7 +163,7 @@ impl ChainGen {
         self.emit(Body::Loaded { old_pid: self.head.pid, name: Some(name.clone()) });
         self.advance(1_000, 3_000);
         let faults = Some(self.faults);
-        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, ret: 0, faults, name: None, killed: None });
+        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, abi: Abi::Native, ret: 0, faults, name: None, killed: None });
         self.advance(80_000, 300_000);
         self.emit(Body::Main);
         self.advance(2_000, 10_000);

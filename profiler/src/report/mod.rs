@@ -244,6 +244,9 @@ fn render_header(o: &mut String, r: &RunReport) {
         a.threads_created,
         a.attempts
     );
+    if let Some(c) = &a.compat {
+        render_compat(o, c, a);
+    }
     if r.meta.repeats > 1 {
         let _ =
             writeln!(o, "repeats   {} runs, each traced on its own, merged (run --repeat): figures are over all of them", r.meta.repeats);
@@ -266,6 +269,21 @@ fn render_header(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "report    from the recording {} in {ready_ms} ms", recording_facts(f, a.attempts));
         }
     }
+}
+
+/// How the run splits between the ABIs, when 32-bit callers took part (every other figure
+/// counts both).
+fn render_compat(o: &mut String, c: &crate::analysis::CompatSummary, a: &crate::analysis::Analysis) {
+    let forks: u64 = a.fork_calls.iter().map(|f| f.count).sum();
+    let mean = |label: &str, ns: Option<f64>| ns.map(|ns| format!("{label} {}", human_ns(ns)));
+    let means: Vec<String> = [mean("failed", c.failed_mean_ns), mean("successful", c.success_mean_ns)].into_iter().flatten().collect();
+    let means = if means.is_empty() { String::new() } else { format!("; mean {}", means.join(", ")) };
+    let rest = if c.attempts == a.attempts && c.fork_calls == forks { "every call was 32-bit" } else { "the rest were 64-bit" };
+    let _ = writeln!(
+        o,
+        "abi       32-bit (ia32) callers made {} of {} exec attempts ({} successful{means}) and {} of {} fork-family calls; {rest}",
+        c.attempts, a.attempts, c.successes, c.fork_calls, forks
+    );
 }
 
 fn recording_facts(f: &RecordingFacts, attempts: u64) -> String {

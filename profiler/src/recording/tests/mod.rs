@@ -6,7 +6,7 @@ mod round_trip;
 use super::damage::frame_spans;
 use super::*;
 use crate::{
-    model::names::{Killed, Name, TracedSyscall},
+    model::names::{Abi, Killed, Name, TracedSyscall},
     record::{Body, Head, Record},
 };
 use serde_json::json;
@@ -54,18 +54,25 @@ fn edge_records() -> Vec<Record> {
     let deep: Vec<u64> = (0..64).map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i * 0x1234_5678_9abc)).collect();
     vec![
         rec(0, 0, 0, 0, Main),
-        rec(u64::MAX, u32::MAX, u32::MAX, u32::MAX, SyscallEnter { syscall: Execve, faults: None }),
-        rec(3, 7, 7, 0, SyscallEnter { syscall: Execveat, faults: Some((u64::MAX, u64::MAX)) }),
-        rec(2, 7, 7, 0, SyscallEnter { syscall: Clone, faults: Some((0, 0)) }), // steps back
-        rec(5, 8, 7, 1, SyscallEnter { syscall: Clone3, faults: Some((1 << 63, 5)) }),
-        rec(5, 8, 7, 1, SyscallEnter { syscall: Fork, faults: Some(((1 << 63) - 1, 4)) }),
-        rec(6, 9, 1, 1, SyscallEnter { syscall: Vfork, faults: Some((3, 4)) }),
+        rec(u64::MAX, u32::MAX, u32::MAX, u32::MAX, SyscallEnter { syscall: Execve, abi: Abi::Native, faults: None }),
+        rec(3, 7, 7, 0, SyscallEnter { syscall: Execveat, abi: Abi::Native, faults: Some((u64::MAX, u64::MAX)) }),
+        rec(2, 7, 7, 0, SyscallEnter { syscall: Clone, abi: Abi::Native, faults: Some((0, 0)) }), // steps back
+        rec(5, 8, 7, 1, SyscallEnter { syscall: Clone3, abi: Abi::Compat, faults: Some((1 << 63, 5)) }),
+        rec(5, 8, 7, 1, SyscallEnter { syscall: Fork, abi: Abi::Native, faults: Some(((1 << 63) - 1, 4)) }),
+        rec(6, 9, 1, 1, SyscallEnter { syscall: Vfork, abi: Abi::Compat, faults: Some((3, 4)) }),
         rec(
             7,
             9,
             1,
             1,
-            SyscallExit { syscall: Execve, ret: -2, faults: Some((2, 4)), name: Some(name(b"/bin/a", false, false)), killed: None },
+            SyscallExit {
+                syscall: Execve,
+                abi: Abi::Native,
+                ret: -2,
+                faults: Some((2, 4)),
+                name: Some(name(b"/bin/a", false, false)),
+                killed: None,
+            },
         ),
         rec(
             8,
@@ -74,42 +81,77 @@ fn edge_records() -> Vec<Record> {
             1,
             SyscallExit {
                 syscall: Execveat,
+                abi: Abi::Native,
                 ret: i64::MIN,
                 faults: None,
                 name: Some(name(b"\xff\xfe\x00bad utf8", true, false)),
                 killed: None,
             },
         ),
-        rec(9, 9, 1, 1, SyscallExit { syscall: Fork, ret: i64::MAX, faults: None, name: None, killed: None }),
+        rec(9, 9, 1, 1, SyscallExit { syscall: Fork, abi: Abi::Native, ret: i64::MAX, faults: None, name: None, killed: None }),
         rec(
             10,
             9,
             1,
             1,
-            SyscallExit { syscall: Vfork, ret: 0, faults: Some((u64::MAX, 0)), name: Some(name(b"", false, true)), killed: None },
+            SyscallExit {
+                syscall: Vfork,
+                abi: Abi::Native,
+                ret: 0,
+                faults: Some((u64::MAX, 0)),
+                name: Some(name(b"", false, true)),
+                killed: None,
+            },
         ),
         rec(
             11,
             9,
             1,
             1,
-            SyscallExit { syscall: Execve, ret: -13, faults: Some((0, u64::MAX)), name: Some(name(b"/bin/a", true, true)), killed: None },
+            SyscallExit {
+                syscall: Execve,
+                abi: Abi::Compat,
+                ret: -13,
+                faults: Some((0, u64::MAX)),
+                name: Some(name(b"/bin/a", true, true)),
+                killed: None,
+            },
         ),
         rec(
             12,
             9,
             1,
             1,
-            SyscallExit { syscall: Execve, ret: -2, faults: Some((1, 1)), name: Some(name(b"/bin/a", false, false)), killed: None },
+            SyscallExit {
+                syscall: Execve,
+                abi: Abi::Native,
+                ret: -2,
+                faults: Some((1, 1)),
+                name: Some(name(b"/bin/a", false, false)),
+                killed: None,
+            },
         ),
         rec(
             13,
             9,
             1,
             1,
-            SyscallExit { syscall: Execve, ret: -7, faults: None, name: Some(name(b"/bin/a", false, false)), killed: Some(BySignal) },
+            SyscallExit {
+                syscall: Execve,
+                abi: Abi::Compat,
+                ret: -7,
+                faults: None,
+                name: Some(name(b"/bin/a", false, false)),
+                killed: Some(BySignal),
+            },
         ),
-        rec(14, 9, 1, 1, SyscallExit { syscall: Execveat, ret: -513, faults: None, name: None, killed: Some(ByOtherThreadsExec) }),
+        rec(
+            14,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Execveat, abi: Abi::Native, ret: -513, faults: None, name: None, killed: Some(ByOtherThreadsExec) },
+        ),
         rec(13, 9, 1, 1, NoReturn { name: None }),
         rec(14, 9, 1, 1, NoReturn { name: Some(name(&long, true, false)) }),
         rec(15, 1, 1, 1, Loaded { old_pid: 9, name: Some(name(&long, true, false)) }),

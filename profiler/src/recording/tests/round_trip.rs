@@ -25,7 +25,14 @@ fn round_trip_across_interning_table_resets() {
         .flat_map(|i| {
             let unique = name(format!("/tmp/cc{i}.o").as_bytes(), false, false);
             let common = name(b"/usr/bin/cc", false, false);
-            let body = Body::SyscallExit { syscall: TracedSyscall::Execve, ret: -2, faults: None, name: Some(unique), killed: None };
+            let body = Body::SyscallExit {
+                syscall: TracedSyscall::Execve,
+                abi: crate::model::names::Abi::Native,
+                ret: -2,
+                faults: None,
+                name: Some(unique),
+                killed: None,
+            };
             [
                 rec(i as u64, 5, 5, 0, body),
                 rec(i as u64, 5, 5, 0, Body::NoReturn { name: Some(common) }),
