@@ -178,12 +178,16 @@ pub mod id_flags {
     pub const TRACED: u8 = 1;
     /// The thread with this id is inside a traced syscall (exec or fork family).
     pub const IN_CALL: u8 = 2;
+    /// The enter record of the thread's current call was dropped (ring buffer full): its exit
+    /// must not join an older call of the thread whose exit was dropped.
+    pub const ENTER_LOST: u8 = 4;
 }
 
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
 /// something has a counter here, and the user side always prints all of them.
 pub mod counter {
-    /// A record could not be reserved in the ring buffer (user space too slow).
+    /// A record other than a syscall enter could not be reserved in the ring buffer (user
+    /// space too slow).
     pub const RING_FULL: u32 = 0;
     /// A forked process could not be added to the traced set (its id is beyond the flag
     /// array, i.e. `pid_max` was raised during the run): it and its descendants are lost.
@@ -200,7 +204,12 @@ pub mod counter {
     /// A traced process entered an exec or fork-family syscall of the x32 ABI (64-bit
     /// registers, 32-bit pointers), which execprof does not time: counted, not guessed.
     pub const X32_CALL_UNTRACED: u32 = 6;
-    pub const COUNT: u32 = 7;
+    /// An exec attempt's enter record was dropped (ring buffer full): with the enters user
+    /// space saw, this makes the number of attempts made exact however many records are lost.
+    pub const EXEC_ENTER_DROPPED: u32 = 7;
+    /// The same for a fork-family call.
+    pub const FORK_ENTER_DROPPED: u32 = 8;
+    pub const COUNT: u32 = 9;
 
     pub const NAMES: [&str; COUNT as usize] = [
         "ring buffer full",
@@ -210,6 +219,8 @@ pub mod counter {
         "off-CPU table full",
         "probed return without entry",
         "x32 exec/fork calls not traced",
+        "ring buffer full: exec enters",
+        "ring buffer full: fork enters",
     ];
 }
 
@@ -250,6 +261,9 @@ pub mod record_flags {
     pub const COMPAT: u32 = 32;
     /// A failed `execveat` was called with `AT_EMPTY_PATH` (its `dirfd` is then the file).
     pub const AT_EMPTY_PATH: u32 = 64;
+    /// On an exit record: the call's enter record was dropped (the exit is not the thread's
+    /// previous open call's).
+    pub const ENTER_LOST: u32 = 128;
 }
 
 /// Which traced syscall a [`SyscallEnterRecord`] / [`SyscallExitRecord`] is.

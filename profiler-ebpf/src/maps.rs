@@ -39,9 +39,15 @@ pub fn count(index: u32) {
 /// Sends a whole record; a full ring buffer is counted.
 #[inline(always)]
 pub fn send<T>(rec: &T) {
-    if EVENTS.output::<T>(rec, NO_WAKEUP).is_err() {
+    if !try_send(rec) {
         count(counter::RING_FULL);
     }
+}
+
+/// Sends a whole record; false when the ring buffer is full (the caller counts it).
+#[inline(always)]
+pub fn try_send<T>(rec: &T) -> bool {
+    EVENTS.output::<T>(rec, NO_WAKEUP).is_ok()
 }
 
 #[inline(always)]
@@ -92,6 +98,32 @@ pub fn in_call(pid: u32) -> bool {
 #[inline(always)]
 pub fn set_in_call(pid: u32, on: bool) {
     set(pid, id_flags::IN_CALL, on);
+}
+
+/// A traced call begins on thread `pid` (and whatever a dead thread of the same id left is
+/// forgotten).
+#[inline(always)]
+pub fn enter_call(pid: u32) {
+    if let Some(b) = id_byte(pid) {
+        unsafe { *b = (*b | id_flags::IN_CALL) & !id_flags::ENTER_LOST };
+    }
+}
+
+/// The enter record of `pid`'s current call was dropped.
+#[inline(always)]
+pub fn enter_lost(pid: u32) {
+    set(pid, id_flags::ENTER_LOST, true);
+}
+
+/// The call on thread `pid` returns; true when its enter record was dropped.
+#[inline(always)]
+pub fn leave_call(pid: u32) -> bool {
+    let Some(b) = id_byte(pid) else { return false };
+    unsafe {
+        let v = *b;
+        *b = v & !(id_flags::IN_CALL | id_flags::ENTER_LOST);
+        v & id_flags::ENTER_LOST != 0
+    }
 }
 
 /// Submit without waking the reader: a wake-up per record costs the traced CPU an irq_work

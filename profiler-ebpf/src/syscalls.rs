@@ -146,7 +146,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     if compat {
         flags |= record_flags::COMPAT;
     }
-    maps::set_in_call(pid, true);
+    maps::enter_call(pid);
     // The clock last: the probe's own work above stays outside the attempt.
     let header = RecordHeader {
         kind: SyscallEnterRecord::KIND,
@@ -156,7 +156,12 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         tgid,
     };
     let rec = SyscallEnterRecord { header, min_flt, maj_flt, syscall, flags };
-    maps::send(&rec);
+    if !maps::try_send(&rec) {
+        // Counted by kind: with the enters user space sees, the number of calls made stays
+        // exact however many records are lost; and the exit must not join an older call.
+        maps::count(if syscall < traced_syscall::CLONE { counter::EXEC_ENTER_DROPPED } else { counter::FORK_ENTER_DROPPED });
+        maps::enter_lost(pid);
+    }
     0
 }
 
@@ -190,7 +195,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
         // A new child leaving clone/fork: it never entered the syscall.
         return 0;
     }
-    maps::set_in_call(pid, false);
+    let enter_lost = maps::leave_call(pid);
     let Some(mut entry) = maps::EVENTS.reserve::<SyscallExitRecord>(0) else {
         maps::count(counter::RING_FULL);
         return 0;
@@ -208,6 +213,9 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     };
     if compat {
         rec.flags |= record_flags::COMPAT;
+    }
+    if enter_lost {
+        rec.flags |= record_flags::ENTER_LOST;
     }
     rec.filename_len = 0;
     // A failed exec leaves the caller's memory, and its arguments, as they were (the name in

@@ -1061,3 +1061,37 @@ fn x32_calls_are_counted_as_not_traced() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A ring buffer forced to overflow (1 MiB, two processes failing execve as fast as they can):
+/// the report counts the calls it did not see whole exactly, so the calls seen plus those
+/// equal the known total, and it is marked incomplete.
+#[test]
+#[ignore = "needs root"]
+fn a_ring_overflow_counts_the_calls_it_lost_exactly() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "fastfail", "-m64");
+    let n = 300_000 / u64::from(execprof::testing::slowdown()).max(1);
+    let (v, out) = run_json(&["--sample-hz", "0", "--ring-mib", "1", "--", exe.to_str().unwrap(), &n.to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let a = &v["analysis"];
+    let forks: u64 = a["fork_calls"].as_array().unwrap().iter().map(|f| f["count"].as_u64().unwrap()).sum();
+    let seen = a["attempts"].as_u64().unwrap() + forks;
+    let lost = v["attempts_affected"].as_u64().unwrap();
+    assert_eq!(seen + lost, 2 * n + 2, "seen {seen} + not seen whole {lost}: 2N failed execs, the launch exec and one fork");
+    let dropped: u64 = v["losses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p[0].as_str().unwrap().starts_with("ring buffer full"))
+        .map(|p| p[1].as_u64().unwrap())
+        .sum();
+    if execprof::testing::slowdown() == 1 {
+        assert!(dropped > 0 && lost > 0, "a 1 MiB ring overflows here: {}", v["losses"]);
+    }
+    if lost > 0 {
+        assert_eq!(v["complete"], false);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(&format!("INCOMPLETE {lost} of {} exec attempts", 2 * n + 2)), "{stdout}");
+    }
+}

@@ -73,8 +73,8 @@ impl Assembler {
         }
         match record.body {
             Body::SyscallEnter { syscall, abi, faults } => self.syscall_enter(h, syscall, abi, faults, out),
-            Body::SyscallExit { syscall, abi, ret, faults, name, killed } => {
-                self.syscall_exit(h, syscall, abi, Exit { ret, faults, name, killed }, out);
+            Body::SyscallExit { syscall, abi, ret, faults, name, killed, enter_lost } => {
+                self.syscall_exit(h, syscall, abi, Exit { ret, faults, name, killed, enter_lost }, out);
             }
             Body::NoReturn { name } => self.no_return(h, name),
             Body::Loaded { old_pid, name } => self.loaded(h, old_pid, name, out),
@@ -124,7 +124,7 @@ impl Assembler {
 
     fn syscall_exit(&mut self, h: Head, syscall: TracedSyscall, abi: Abi, exit: Exit, out: &mut impl EventSink) {
         match self.open.remove(&h.pid) {
-            Some(o) if own_exit(&o, syscall, abi, exit.ret) => out.event(&joined(o, h, exit)),
+            Some(o) if !exit.enter_lost && own_exit(&o, syscall, abi, exit.ret) => out.event(&joined(o, h, exit)),
             Some(o) => {
                 self.unjoined.enter_without_exit += 1;
                 self.unjoined.exit_without_enter += 1;
@@ -236,10 +236,12 @@ struct Exit {
     faults: Option<(u64, u64)>,
     name: Option<Name>,
     killed: Option<Killed>,
+    /// The kernel dropped this call's enter: whatever is open on the thread is an older call.
+    enter_lost: bool,
 }
 
 fn joined(o: Open, h: Head, exit: Exit) -> Event {
-    let Exit { ret, faults, name: exit_name, killed } = exit;
+    let Exit { ret, faults, name: exit_name, killed, .. } = exit;
     let delta = o.faults.zip(faults).map(|((min0, maj0), (min1, maj1))| (min1.wrapping_sub(min0), maj1.wrapping_sub(maj0)));
     let syscall = match o.syscall.family() {
         Family::Exec(syscall) => syscall,
@@ -311,7 +313,11 @@ mod tests {
     }
 
     fn exit(ts_ns: u64, pid: u32, syscall: TracedSyscall, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
-        rec(ts_ns, pid, Body::SyscallExit { syscall, abi: Abi::Native, ret, faults: Some(faults), name: named(name), killed: None })
+        rec(
+            ts_ns,
+            pid,
+            Body::SyscallExit { syscall, abi: Abi::Native, ret, faults: Some(faults), name: named(name), killed: None, enter_lost: false },
+        )
     }
 
     fn named(n: Option<&str>) -> Option<Name> {
@@ -416,6 +422,22 @@ mod tests {
         ]);
         assert!(events.iter().all(|e| !matches!(e, Event::Exec(_) | Event::ForkCall(_))), "{events:?}");
         assert_eq!((unjoined.enter_without_exit, unjoined.exit_without_enter), (2, 2));
+    }
+
+    /// Attempt A's exit and attempt B's enter were dropped: B's exit, flagged by the kernel,
+    /// must not join A's enter into one attempt spanning both.
+    #[test]
+    fn an_exit_whose_enter_was_dropped_never_joins_an_older_call() {
+        let b_exit = {
+            let mut r = exit(4_000, 100, EXECVE, -2, (0, 0), Some("/m/b"));
+            if let Body::SyscallExit { enter_lost, .. } = &mut r.body {
+                *enter_lost = true;
+            }
+            r
+        };
+        let (events, unjoined) = assemble([enter(1_000, 100, EXECVE, (0, 0)), b_exit]);
+        assert!(execs(&events).is_empty(), "{events:?}");
+        assert_eq!((unjoined.enter_without_exit, unjoined.exit_without_enter), (1, 1));
     }
 
     #[test]

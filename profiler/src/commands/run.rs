@@ -267,7 +267,7 @@ fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outpu
         eprintln!(
             "execprof: warning: the report is incomplete: {}{}",
             incompleteness(&report),
-            if report.losses.0.first().is_some_and(|(_, n)| *n > 0) { "; raise --ring-mib and run again" } else { "" }
+            if report.losses.ring_full() > 0 { "; raise --ring-mib and run again" } else { "" }
         );
     }
     print!("{}", report::render(&report));
@@ -311,7 +311,11 @@ fn incompleteness(r: &RunReport) -> String {
         why.push(format!("its recording stopped early ({e})"));
     }
     if r.losses.total() > 0 {
-        why.push(format!("{} losses, {} exec attempts or fork calls affected", r.losses.total(), r.attempts_affected));
+        why.push(format!(
+            "{} records lost or unjoined: {} exec attempts or fork calls not seen whole (the counts are lower bounds)",
+            r.losses.total(),
+            r.attempts_affected
+        ));
     }
     if r.undecodable_records > 0 {
         why.push(format!("{} records not decodable", r.undecodable_records));

@@ -95,6 +95,19 @@ impl LossCounters {
         self
     }
 
+    /// The kernel counter `index` (`profiler_common::counter`), found by its name (recordings
+    /// store the counters by name); 0 when a recording from an older execprof lacks it.
+    pub fn kernel(&self, index: u32) -> u64 {
+        let Some(name) = profiler_common::counter::NAMES.get(index as usize) else { return 0 };
+        self.0.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+    }
+
+    /// Records of any kind dropped because the ring buffer was full.
+    pub fn ring_full(&self) -> u64 {
+        use profiler_common::counter::{EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED, RING_FULL};
+        [RING_FULL, EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED].iter().map(|&i| self.kernel(i)).sum()
+    }
+
     /// All kernel counters at zero (for reports built without a kernel).
     pub fn zero() -> Self {
         let names = profiler_common::counter::NAMES.iter().copied().chain([ENTRIES_WITHOUT_RETURN]);

@@ -44,7 +44,17 @@ pub enum Body {
     /// execs (an `execveat` relative to a directory fd named as the kernel names it,
     /// `/dev/fd/N/name`, or `/dev/fd/N` for the fd itself). `killed`: a failed exec's thread
     /// was being killed at its exit. `abi`: the ABI at exit (a successful exec's new image's).
-    SyscallExit { syscall: TracedSyscall, abi: Abi, ret: i64, faults: Option<(u64, u64)>, name: Option<Name>, killed: Option<Killed> },
+    /// `enter_lost`: the kernel dropped this call's enter record (so it is not the call open on
+    /// the thread, whose exit was dropped).
+    SyscallExit {
+        syscall: TracedSyscall,
+        abi: Abi,
+        ret: i64,
+        faults: Option<(u64, u64)>,
+        name: Option<Name>,
+        killed: Option<Killed>,
+        enter_lost: bool,
+    },
     /// An exec passed its point of no return.
     NoReturn { name: Option<Name> },
     /// An exec's new image is in place; `old_pid` is the thread id before the exec.
@@ -141,6 +151,7 @@ fn syscall_exit(r: SyscallExitRecord) -> Result<Body> {
         faults: faults(r.flags, r.min_flt, r.maj_flt),
         name: failed_exec.then(|| name(&r)),
         killed: if failed_exec { killed_from_flags(r.flags) } else { None },
+        enter_lost: r.flags & record_flags::ENTER_LOST != 0,
     })
 }
 

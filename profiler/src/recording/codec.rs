@@ -166,12 +166,12 @@ impl Encoder {
     fn put_body(&mut self, h: &Head, body: &Body, buf: &mut Vec<u8>) -> u8 {
         match body {
             Body::SyscallEnter { syscall, abi, faults } => {
-                let mut t = tag::SYSCALL_ENTER | put_syscall(*syscall, *abi, None, buf);
+                let mut t = tag::SYSCALL_ENTER | put_syscall(*syscall, *abi, None, false, buf);
                 t |= self.put_faults(*faults, buf);
                 t
             }
-            Body::SyscallExit { syscall, abi, ret, faults, name, killed } => {
-                let mut t = tag::SYSCALL_EXIT | put_syscall(*syscall, *abi, *killed, buf);
+            Body::SyscallExit { syscall, abi, ret, faults, name, killed, enter_lost } => {
+                let mut t = tag::SYSCALL_EXIT | put_syscall(*syscall, *abi, *killed, *enter_lost, buf);
                 put_varint(buf, zigzag(*ret));
                 t |= self.put_faults(*faults, buf);
                 t |= self.put_name(name.as_ref(), tag::B2, buf);
@@ -286,24 +286,28 @@ impl Encoder {
 
 /// The syscall code byte: the code in the low nibble, an exit's [`Killed`] in the high one.
 /// Left out for a plain `execve` (the common case).
-/// The syscall code byte: the code in bits 0-3, the kill bits in 4-5, the compat ABI in bit 6.
-/// A native execve that was not killed (nearly every record) leaves it out.
-fn put_syscall(s: TracedSyscall, abi: Abi, killed: Option<Killed>, buf: &mut Vec<u8>) -> u8 {
+/// The syscall code byte: the code in bits 0-3, the kill bits in 4-5, the compat ABI in bit 6,
+/// an exit whose enter was lost in bit 7. A native execve with none of those (nearly every
+/// record) leaves it out.
+fn put_syscall(s: TracedSyscall, abi: Abi, killed: Option<Killed>, enter_lost: bool, buf: &mut Vec<u8>) -> u8 {
     let kill_bits: u8 = match killed {
         None => 0,
         Some(Killed::BySignal) => 1,
         Some(Killed::ByOtherThreadsExec) => 2,
     };
     let abi_bit: u8 = if abi == Abi::Compat { SYSCALL_COMPAT } else { 0 };
-    if s == TracedSyscall::Execve && kill_bits == 0 && abi_bit == 0 {
+    let lost_bit: u8 = if enter_lost { SYSCALL_ENTER_LOST } else { 0 };
+    if s == TracedSyscall::Execve && kill_bits == 0 && abi_bit == 0 && lost_bit == 0 {
         return 0;
     }
-    buf.push(s.code() as u8 | kill_bits << 4 | abi_bit);
+    buf.push(s.code() as u8 | kill_bits << 4 | abi_bit | lost_bit);
     tag::B1
 }
 
 /// Bit 6 of the syscall code byte: the call ran in the compat ABI.
 const SYSCALL_COMPAT: u8 = 0x40;
+/// Bit 7: an exit whose enter record the kernel dropped.
+const SYSCALL_ENTER_LOST: u8 = 0x80;
 
 /// Bytes to records: the mirror of [`Encoder`], defensive about every byte.
 #[derive(Default)]
@@ -366,17 +370,17 @@ impl Decoder {
     fn body(&mut self, kind: u8, f: u8, h: &Head, c: &mut Cursor) -> Result<Body, String> {
         Ok(match kind {
             tag::SYSCALL_ENTER => {
-                let (syscall, abi, killed) = syscall(f & tag::B1 != 0, c)?;
-                if killed.is_some() {
-                    return Err("a syscall enter with kill bits".into());
+                let (syscall, abi, killed, enter_lost) = syscall(f & tag::B1 != 0, c)?;
+                if killed.is_some() || enter_lost {
+                    return Err("a syscall enter with exit-only bits".into());
                 }
                 Body::SyscallEnter { syscall, abi, faults: self.faults(f & tag::B0 != 0, c)? }
             }
             tag::SYSCALL_EXIT => {
-                let (syscall, abi, killed) = syscall(f & tag::B1 != 0, c)?;
+                let (syscall, abi, killed, enter_lost) = syscall(f & tag::B1 != 0, c)?;
                 let ret = unzigzag(c.varint()?);
                 let faults = self.faults(f & tag::B0 != 0, c)?;
-                Body::SyscallExit { syscall, abi, ret, faults, name: self.name_if(f & tag::B2 != 0, c)?, killed }
+                Body::SyscallExit { syscall, abi, ret, faults, name: self.name_if(f & tag::B2 != 0, c)?, killed, enter_lost }
             }
             tag::NO_RETURN => Body::NoReturn { name: self.name_if(f & tag::B0 != 0, c)? },
             tag::LOADED => {
@@ -488,20 +492,21 @@ pub(super) fn split_streams(raw: &[u8]) -> Result<(usize, usize), String> {
     Ok((start, c.pos))
 }
 
-fn syscall(spelled_out: bool, c: &mut Cursor) -> Result<(TracedSyscall, Abi, Option<Killed>), String> {
+fn syscall(spelled_out: bool, c: &mut Cursor) -> Result<(TracedSyscall, Abi, Option<Killed>, bool), String> {
     if !spelled_out {
-        return Ok((TracedSyscall::Execve, Abi::Native, None));
+        return Ok((TracedSyscall::Execve, Abi::Native, None, false));
     }
     let byte = c.byte()?;
     let syscall = TracedSyscall::from_code(u32::from(byte & 0x0f)).ok_or_else(|| format!("bad syscall code {byte}"))?;
     let abi = if byte & SYSCALL_COMPAT != 0 { Abi::Compat } else { Abi::Native };
-    let killed = match (byte & !SYSCALL_COMPAT) >> 4 {
+    let enter_lost = byte & SYSCALL_ENTER_LOST != 0;
+    let killed = match (byte & !(SYSCALL_COMPAT | SYSCALL_ENTER_LOST)) >> 4 {
         0 => None,
         1 => Some(Killed::BySignal),
         2 => Some(Killed::ByOtherThreadsExec),
         _ => return Err(format!("bad kill bits in syscall code {byte:#04x}")),
     };
-    Ok((syscall, abi, killed))
+    Ok((syscall, abi, killed, enter_lost))
 }
 
 pub(super) fn encode_symbols(symbols: &[(u64, String)], buf: &mut Vec<u8>) {

@@ -144,6 +144,7 @@ impl ChainGen {
             faults,
             name: Some(name.clone()),
             killed: None,
+            enter_lost: false,
         });
         self.advance(150, 600);
     }
@@ -163,7 +164,15 @@ impl ChainGen {
         self.emit(Body::Loaded { old_pid: self.head.pid, name: Some(name.clone()) });
         self.advance(1_000, 3_000);
         let faults = Some(self.faults);
-        self.emit(Body::SyscallExit { syscall: TracedSyscall::Execve, abi: Abi::Native, ret: 0, faults, name: None, killed: None });
+        self.emit(Body::SyscallExit {
+            syscall: TracedSyscall::Execve,
+            abi: Abi::Native,
+            ret: 0,
+            faults,
+            name: None,
+            killed: None,
+            enter_lost: false,
+        });
         self.advance(80_000, 300_000);
         self.emit(Body::Main);
         self.advance(2_000, 10_000);

@@ -81,8 +81,10 @@ pub struct RunReport {
     /// execprof's own programs' cost, and the part of each outcome's latency inside the
     /// attempt's window (None where the kernel keeps no BPF run-time statistics).
     pub probe_cost: Option<crate::analysis::probe_cost::ProbeCost>,
-    /// Exec attempts and fork-family calls that lost a piece (enter or exit record missing,
-    /// thread gone mid-call): what the losses cost in attempts, not records.
+    /// Exec attempts and fork-family calls not seen whole: enter or exit record dropped (both,
+    /// for most calls lost to a full ring buffer), or thread gone mid-call. What the losses cost
+    /// in calls, not records: exact, because the kernel counts every enter it drops. The
+    /// outcome, file and fork counts are lower bounds by this much.
     pub attempts_affected: u64,
     /// Set when the run was cut short: why.
     pub partial: Option<String>,
@@ -99,7 +101,7 @@ impl RunReport {
     pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
         let losses = end.kernel_losses.with_unjoined(unjoined);
         let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
-        let attempts_affected = unjoined.abandoned + unjoined.exit_without_enter + unjoined.enter_without_exit;
+        let attempts_affected = calls_not_seen_whole(&losses, unjoined);
         let probe_cost = crate::analysis::probe_cost::estimate(&end.program_costs, &analysis, meta.exact_plan.as_ref());
         Self {
             schema_version: SCHEMA_VERSION,
@@ -117,6 +119,16 @@ impl RunReport {
             source,
         }
     }
+}
+
+/// Calls made but not seen whole. Every call has one enter: those the kernel dropped, plus those
+/// seen whose exit never joined them (exit dropped, or the thread gone). An exit without an
+/// enter is one of the dropped enters' calls, unless more such exits came than enters were
+/// dropped (tracing began mid-call).
+pub(crate) fn calls_not_seen_whole(losses: &LossCounters, unjoined: &Unjoined) -> u64 {
+    use profiler_common::counter::{EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED};
+    let enters_dropped = losses.kernel(EXEC_ENTER_DROPPED) + losses.kernel(FORK_ENTER_DROPPED);
+    enters_dropped + unjoined.enter_without_exit + unjoined.abandoned + unjoined.exit_without_enter.saturating_sub(enters_dropped)
 }
 
 /// Human time with three significant digits: 950 ns, 1.23 µs, 45.6 µs, 1.20 ms, 2.34 s.
@@ -211,9 +223,12 @@ fn render_header(o: &mut String, r: &RunReport) {
         let _ = writeln!(o, "RECORDING INCOMPLETE {e}: the figures below are the whole run's, the recording holds what was written before");
     }
     if r.losses.total() > 0 {
+        let seen = a.attempts + a.fork_calls.iter().map(|f| f.count).sum::<u64>();
         let _ = writeln!(
             o,
-            "INCOMPLETE {} records lost or unjoined (see the table at the end): the figures are not the whole run's",
+            "INCOMPLETE {} of {} exec attempts and fork-family calls not seen whole ({} records lost or unjoined: see the table at the end): every count below is a lower bound, and the figures are not the whole run's",
+            r.attempts_affected,
+            seen + r.attempts_affected,
             r.losses.total()
         );
     }
@@ -769,6 +784,26 @@ fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a full ring buffer costs, in calls: every dropped enter is a call, plus the seen
+    /// enters that never joined; exits without enters are the dropped enters' own calls.
+    #[test]
+    fn calls_not_seen_whole_counts_each_lost_call_once() {
+        use profiler_common::counter::{EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED, NAMES};
+        let mut losses = LossCounters::zero();
+        for (name, n) in &mut losses.0 {
+            if name == NAMES[EXEC_ENTER_DROPPED as usize] {
+                *n = 400;
+            } else if name == NAMES[FORK_ENTER_DROPPED as usize] {
+                *n = 2;
+            }
+        }
+        let unjoined = Unjoined { abandoned: 1, exit_without_enter: 150, enter_without_exit: 30 };
+        assert_eq!(calls_not_seen_whole(&losses, &unjoined), 402 + 30 + 1);
+        let mid_call = Unjoined { exit_without_enter: 410, ..Unjoined::default() };
+        assert_eq!(calls_not_seen_whole(&losses, &mid_call), 402 + 8, "exits beyond the dropped enters: calls begun before tracing");
+        assert_eq!(calls_not_seen_whole(&LossCounters::zero(), &Unjoined::default()), 0);
+    }
     use crate::{
         analysis,
         analysis::test_support::attempt,

@@ -72,6 +72,7 @@ fn edge_records() -> Vec<Record> {
                 faults: Some((2, 4)),
                 name: Some(name(b"/bin/a", false, false)),
                 killed: None,
+                enter_lost: false,
             },
         ),
         rec(
@@ -86,9 +87,16 @@ fn edge_records() -> Vec<Record> {
                 faults: None,
                 name: Some(name(b"\xff\xfe\x00bad utf8", true, false)),
                 killed: None,
+                enter_lost: false,
             },
         ),
-        rec(9, 9, 1, 1, SyscallExit { syscall: Fork, abi: Abi::Native, ret: i64::MAX, faults: None, name: None, killed: None }),
+        rec(
+            9,
+            9,
+            1,
+            1,
+            SyscallExit { syscall: Fork, abi: Abi::Native, ret: i64::MAX, faults: None, name: None, killed: None, enter_lost: true },
+        ),
         rec(
             10,
             9,
@@ -101,6 +109,7 @@ fn edge_records() -> Vec<Record> {
                 faults: Some((u64::MAX, 0)),
                 name: Some(name(b"", false, true)),
                 killed: None,
+                enter_lost: false,
             },
         ),
         rec(
@@ -115,6 +124,7 @@ fn edge_records() -> Vec<Record> {
                 faults: Some((0, u64::MAX)),
                 name: Some(name(b"/bin/a", true, true)),
                 killed: None,
+                enter_lost: false,
             },
         ),
         rec(
@@ -129,6 +139,7 @@ fn edge_records() -> Vec<Record> {
                 faults: Some((1, 1)),
                 name: Some(name(b"/bin/a", false, false)),
                 killed: None,
+                enter_lost: false,
             },
         ),
         rec(
@@ -143,6 +154,7 @@ fn edge_records() -> Vec<Record> {
                 faults: None,
                 name: Some(name(b"/bin/a", false, false)),
                 killed: Some(BySignal),
+                enter_lost: false,
             },
         ),
         rec(
@@ -150,7 +162,15 @@ fn edge_records() -> Vec<Record> {
             9,
             1,
             1,
-            SyscallExit { syscall: Execveat, abi: Abi::Native, ret: -513, faults: None, name: None, killed: Some(ByOtherThreadsExec) },
+            SyscallExit {
+                syscall: Execveat,
+                abi: Abi::Native,
+                ret: -513,
+                faults: None,
+                name: None,
+                killed: Some(ByOtherThreadsExec),
+                enter_lost: true,
+            },
         ),
         rec(13, 9, 1, 1, NoReturn { name: None }),
         rec(14, 9, 1, 1, NoReturn { name: Some(name(&long, true, false)) }),

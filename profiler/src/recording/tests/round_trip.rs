@@ -32,6 +32,7 @@ fn round_trip_across_interning_table_resets() {
                 faults: None,
                 name: Some(unique),
                 killed: None,
+                enter_lost: false,
             };
             [
                 rec(i as u64, 5, 5, 0, body),
