@@ -19,7 +19,7 @@ use crate::{
     analysis::{Analysis, AnalysisContext, Analyzer, attribution::SymbolTable},
     assemble::Assembler,
     assemble::events::{Event, EventSink},
-    model::meta::{RunMeta, Unjoined},
+    model::meta::{MissingInterpreter, RunMeta, Unjoined},
     record::{self, Record},
     recording::{RecordingWriter, WriteStats},
     render::perfetto::TraceWriter,
@@ -102,6 +102,8 @@ pub(crate) struct Finished {
     /// Why the recording stopped before the run ended (a full disk, an I/O error): the run's
     /// figures are whole, its recording is not.
     pub(crate) recording_error: Option<String>,
+    /// The ENOENT names found to exist, and why they failed (for the run's end).
+    pub(crate) missing_interpreters: Vec<MissingInterpreter>,
 }
 
 impl<S: EventSink> Pipeline<S> {
@@ -183,9 +185,17 @@ impl<'a> RunPipeline<'a> {
 
     /// Ends the stream and the analysis. `symbols` names the stacks' addresses (from the
     /// kernel live, from the recording in a replay).
-    pub(crate) fn finish(self, symbols: impl FnOnce(&[u64]) -> SymbolTable) -> Finished {
-        let d = self.drain();
+    /// `missing_interpreters` says which of the names that failed with ENOENT exist (live: by
+    /// looking; in a replay: what the recording says).
+    pub(crate) fn finish(
+        self,
+        symbols: impl FnOnce(&[u64]) -> SymbolTable,
+        missing_interpreters: impl FnOnce(&[Vec<u8>]) -> Vec<MissingInterpreter>,
+    ) -> Finished {
+        let mut d = self.drain();
         let table = symbols(&d.sink.analyzer.stack_addresses());
+        let missing = missing_interpreters(&d.sink.analyzer.enoent_names());
+        d.sink.analyzer.set_missing_interpreters(missing.clone());
         let recording_error = d.recorder_error.clone();
         let mut output_errors: Vec<String> = d.recorder_error.into_iter().collect();
         if let Some(t) = d.sink.trace
@@ -202,6 +212,7 @@ impl<'a> RunPipeline<'a> {
             recorder: d.recorder,
             output_errors,
             recording_error,
+            missing_interpreters: missing,
         }
     }
 }

@@ -1095,3 +1095,37 @@ fn a_ring_overflow_counts_the_calls_it_lost_exactly() {
         assert!(stdout.contains(&format!("INCOMPLETE {lost} of {} exec attempts", 2 * n + 2)), "{stdout}");
     }
 }
+
+/// ENOENT of a file that exists is not a PATH miss: a script whose `#!` interpreter is missing
+/// and a program whose dynamic loader is missing are shown apart, with what is missing named,
+/// beside the real misses of `env`'s PATH search; a replay says the same.
+#[test]
+#[ignore = "needs root"]
+fn enoent_of_an_existing_file_names_its_missing_interpreter() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script");
+    std::fs::write(&script, "#!/nonexistent/interp\necho never\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let src = dir.path().join("l.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let badld = dir.path().join("badld");
+    let cc = StdCommand::new("gcc").arg("-o").arg(&badld).arg(&src).arg("-Wl,--dynamic-linker=/nonexistent/ld.so").status().unwrap();
+    assert!(cc.success());
+    let (m1, m2) = (dir.path().join("m1"), dir.path().join("m2"));
+    std::fs::create_dir(&m1).unwrap();
+    std::fs::create_dir(&m2).unwrap();
+    let shell =
+        format!("{} ; {} ; PATH={}:{} /usr/bin/env nosuchcmd ; true", script.display(), badld.display(), m1.display(), m2.display());
+    let v = assert_live_equals_replay(&["--sample-hz", "0", "--", "/bin/sh", "-c", &shell], None);
+    assert_eq!(outcome_count(&v, "enoent"), 4, "the script, the program, and env's two misses");
+    let existing = v["analysis"]["enoent_existing"].as_array().unwrap();
+    assert_eq!(existing.len(), 2, "{existing:?}");
+    let why = |name: &std::path::Path| {
+        let e = existing.iter().find(|e| e["filename"] == name.to_str().unwrap()).unwrap_or_else(|| panic!("{existing:?}"));
+        assert_eq!(e["attempts"], 1);
+        e["why"].as_str().unwrap().to_owned()
+    };
+    assert!(why(&script).contains("bad interpreter: /nonexistent/interp"), "{existing:?}");
+    assert!(why(&badld).contains("/nonexistent/ld.so"), "{existing:?}");
+}

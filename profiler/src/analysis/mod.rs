@@ -66,6 +66,10 @@ pub struct Analysis {
     /// the run splits between the ABIs.
     #[serde(default)]
     pub compat: Option<CompatSummary>,
+    /// ENOENT attempts of files that exist (not PATH misses): their interpreter or loader is
+    /// missing. Most attempted first.
+    #[serde(default)]
+    pub enoent_existing: Vec<EnoentExisting>,
     /// Exec'd file names, most attempted first (at most [`MAX_FILES`]).
     pub files: Vec<FileCount>,
     /// Distinct file names beyond [`MAX_FILES`], not listed.
@@ -109,6 +113,20 @@ impl CompatTally {
         })
     }
 }
+
+/// Failed attempts with ENOENT of one file that exists.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct EnoentExisting {
+    /// The name as the terminal shows it (escaped).
+    pub filename: String,
+    /// ENOENT attempts of it.
+    pub attempts: u64,
+    /// What is missing instead.
+    pub why: String,
+}
+
+/// At most this many ENOENT names are checked for existence when a run ends.
+pub const MAX_ENOENT_CHECKED: usize = 1000;
 
 /// At most this many exec'd file names are listed in [`Analysis::files`].
 pub const MAX_FILES: usize = 100;
@@ -169,6 +187,9 @@ pub struct Analyzer<'a> {
     samples: attribution::SampleTally,
     exact: exact::ExactTally,
     files: HashMap<Vec<u8>, (u64, u64)>,
+    /// ENOENT attempts per name.
+    enoent: HashMap<Vec<u8>, u64>,
+    missing_interpreters: Vec<crate::model::meta::MissingInterpreter>,
     counts: Counts,
     compat: CompatTally,
 }
@@ -221,6 +242,8 @@ impl<'a> Analyzer<'a> {
             samples: attribution::SampleTally::default(),
             exact: exact::ExactTally::default(),
             files: HashMap::new(),
+            enoent: HashMap::new(),
+            missing_interpreters: Vec::new(),
             // The launched process is not forked inside the tree.
             counts: Counts { processes: 1, ..Counts::default() },
             compat: CompatTally::default(),
@@ -238,6 +261,9 @@ impl<'a> Analyzer<'a> {
         let file = self.files.entry(a.name.bytes.clone()).or_default();
         file.0 += 1;
         file.1 += u64::from(a.ret == 0);
+        if outcome == outcome::Outcome::Enoent {
+            *self.enoent.entry(a.name.bytes.clone()).or_default() += 1;
+        }
         self.counts.filenames_truncated += u64::from(a.name.truncated);
         self.counts.filenames_unreadable += u64::from(a.name.unreadable);
         self.counts.execveat_attempts += u64::from(a.syscall == ExecSyscall::Execveat);
@@ -274,9 +300,30 @@ impl<'a> Analyzer<'a> {
         self.samples.addresses()
     }
 
+    /// The names that failed with ENOENT, most attempted first (at most
+    /// [`MAX_ENOENT_CHECKED`]): what the live run checks for existence at its end.
+    pub fn enoent_names(&self) -> Vec<Vec<u8>> {
+        let mut names: Vec<(&Vec<u8>, u64)> = self.enoent.iter().map(|(n, c)| (n, *c)).collect();
+        names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        names.into_iter().take(MAX_ENOENT_CHECKED).map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The existing files among [`Analyzer::enoent_names`], and why they failed.
+    pub fn set_missing_interpreters(&mut self, found: Vec<crate::model::meta::MissingInterpreter>) {
+        self.missing_interpreters = found;
+    }
+
     /// Ends the run: attributes the samples with names from `symbols` and returns the analysis.
     pub fn finish(self, symbols: &dyn attribution::Symbolizer) -> Analysis {
-        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, counts, compat } = self;
+        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, enoent, missing_interpreters, counts, compat } = self;
+        let mut enoent_existing: Vec<EnoentExisting> = missing_interpreters
+            .into_iter()
+            .filter_map(|m| {
+                let attempts = *enoent.get(&m.file)?;
+                Some(EnoentExisting { filename: escape_name(&m.file), attempts, why: m.why })
+            })
+            .collect();
+        enoent_existing.sort_by(|a, b| b.attempts.cmp(&a.attempts).then_with(|| a.filename.cmp(&b.filename)));
         let fork_stats = |s: ForkSyscall| fork_calls.get(&s).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()));
         let sampled = ctx.sampled.then(|| {
             samples.finish(symbols, ctx.model, |o| match o {
@@ -327,6 +374,7 @@ impl<'a> Analyzer<'a> {
             execveat_attempts: counts.execveat_attempts,
             from_non_leader_threads: counts.from_non_leader_threads,
             compat: compat.summary(),
+            enoent_existing,
             files,
             files_not_listed,
         }
@@ -395,6 +443,28 @@ mod tests {
     fn plain(events: &[Event]) -> Analysis {
         let model = PhaseModel::builtin().unwrap();
         analyse(events, AnalysisContext { model: &model, sampled: false, exact: None }, &SymbolTable::default())
+    }
+
+    /// The ENOENT names are offered most attempted first; those found to exist are reported
+    /// with their own ENOENT counts, apart from the misses.
+    #[test]
+    fn enoent_of_existing_files_is_reported_apart() {
+        let model = PhaseModel::builtin().unwrap();
+        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None });
+        let named = |name: &[u8], ret| {
+            let mut e = test_support::attempt(1, 0, 10, ret, None);
+            e.name.bytes = name.to_vec();
+            Event::Exec(e)
+        };
+        for _ in 0..3 {
+            a.event(&named(b"/m/miss", -2));
+        }
+        a.event(&named(b"./script", -2));
+        a.event(&named(b"./script", -13));
+        assert_eq!(a.enoent_names(), vec![b"/m/miss".to_vec(), b"./script".to_vec()]);
+        a.set_missing_interpreters(vec![crate::model::meta::MissingInterpreter { file: b"./script".to_vec(), why: "bad".into() }]);
+        let r = a.finish(&SymbolTable::default());
+        assert_eq!(r.enoent_existing, vec![EnoentExisting { filename: "./script".into(), attempts: 1, why: "bad".into() }]);
     }
 
     #[test]

@@ -466,6 +466,15 @@ fn merge_ends(ends: &[RunEnd]) -> RunEnd {
         first_decode_error: ends.iter().find_map(|e| e.first_decode_error.clone()),
         partial: ends.iter().find_map(|e| e.partial.clone()),
         program_costs: costs,
+        missing_interpreters: {
+            let mut all: Vec<crate::model::meta::MissingInterpreter> = Vec::new();
+            for m in ends.iter().flat_map(|e| &e.missing_interpreters) {
+                if !all.iter().any(|x| x.file == m.file) {
+                    all.push(m.clone());
+                }
+            }
+            all
+        },
     }
 }
 

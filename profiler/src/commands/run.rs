@@ -185,8 +185,10 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let attempts = pipeline.attempts();
     let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));
     let sampled = attached.sample_hz > 0;
-    let finished =
-        pipeline.finish(|addrs| if sampled { SymbolTable::build(addrs, &KernelSymbolizer::new()) } else { SymbolTable::default() });
+    let finished = pipeline.finish(
+        |addrs| if sampled { SymbolTable::build(addrs, &KernelSymbolizer::new()) } else { SymbolTable::default() },
+        crate::launch::child::missing_interpreters,
+    );
     let run_end = RunEnd {
         exit_status: end.status,
         command_wall_ns: end.command_wall_ns,
@@ -195,6 +197,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         first_decode_error: finished.first_decode_error.clone(),
         partial: end.partial,
         program_costs,
+        missing_interpreters: finished.missing_interpreters.clone(),
     };
     let mut finished = finished;
     let mut errors = std::mem::take(&mut finished.output_errors);

@@ -220,6 +220,19 @@ pub(crate) fn missing_interpreter(program: &Path) -> Option<String> {
         .then(|| format!("its program interpreter (dynamic loader) {} does not exist", shell_quote(&interpreter)))
 }
 
+/// Which of `names` (files exec refused with ENOENT in a run) exist, and why they failed:
+/// checked when the run ends, a relative name against execprof's own working directory (the
+/// one the launched command started in).
+pub(crate) fn missing_interpreters(names: &[Vec<u8>]) -> Vec<crate::model::meta::MissingInterpreter> {
+    names
+        .iter()
+        .filter_map(|n| {
+            let why = missing_interpreter(Path::new(OsStr::from_bytes(n)))?;
+            Some(crate::model::meta::MissingInterpreter { file: n.clone(), why })
+        })
+        .collect()
+}
+
 /// The PT_INTERP path of a 32- or 64-bit little-endian ELF file.
 fn elf_interpreter(b: &[u8]) -> Option<Vec<u8>> {
     if b.get(..4)? != b"\x7fELF" || *b.get(5)? != 1 {

@@ -270,6 +270,20 @@ pub struct RunEnd {
     /// accounting (BPF run-time statistics, `--probe-costs`); empty without them.
     #[serde(default)]
     pub program_costs: Vec<ProgramCost>,
+    /// Files that failed to exec with ENOENT although they exist, and why (checked when the
+    /// run ended): the live run's findings, kept so that a replay reports the same.
+    #[serde(default)]
+    pub missing_interpreters: Vec<MissingInterpreter>,
+}
+
+/// A file that exec refused with ENOENT ("No such file or directory") although it exists: its
+/// `#!` interpreter or its ELF program interpreter (dynamic loader) is what is missing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingInterpreter {
+    /// The exec'd name's bytes, as the attempts carry it.
+    pub file: Vec<u8>,
+    /// What is missing, in words ("bad interpreter: /x does not exist").
+    pub why: String,
 }
 
 /// One eBPF program's runs and run time during a run (`bpf_prog_info.run_cnt/run_time_ns`).

@@ -17,7 +17,7 @@ use crate::{
         stats::Distribution,
     },
     model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta, Unjoined},
-    model::names::{errno_name, escape_name, shell_command},
+    model::names::{errno_name, escape_name, shell_command, terminal_safe},
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
@@ -306,6 +306,22 @@ fn recording_facts(f: &RecordingFacts, attempts: u64) -> String {
     format!("{} ({} bytes, {} records, {per:.1} bytes per exec attempt)", f.path, f.bytes, f.records)
 }
 
+/// ENOENT attempts of files that exist: not PATH misses.
+fn render_enoent_existing(o: &mut String, a: &crate::analysis::Analysis) {
+    if a.enoent_existing.is_empty() {
+        return;
+    }
+    let n: u64 = a.enoent_existing.iter().map(|e| e.attempts).sum();
+    let _ = writeln!(
+        o,
+        "  ENOENT of files that exist (not PATH misses): {n} attempt(s) of {} file(s); exec says \"No such file or directory\" for what the file needs:",
+        a.enoent_existing.len()
+    );
+    for e in &a.enoent_existing {
+        let _ = writeln!(o, "    {:>8}  {}: {}", e.attempts, e.filename, terminal_safe(&e.why));
+    }
+}
+
 /// Latency and faults per outcome.
 fn render_outcomes(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
@@ -353,6 +369,7 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "  {:<12} {}", "", list.join(", "));
         }
     }
+    render_enoent_existing(o, a);
 }
 
 /// Successful execs before and after the point of no return.
@@ -928,6 +945,7 @@ mod tests {
             first_decode_error: None,
             partial: None,
             program_costs: vec![],
+            missing_interpreters: vec![],
         };
         let analysis = analysis::analyse(&events, ctx, &symbols);
         RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None, ready_ms: 0 })

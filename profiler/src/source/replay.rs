@@ -48,7 +48,8 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
     let trace = TraceOutput::create(trace, &meta)?;
     let mut pipeline = RunPipeline::new(ctx, trace, None, None);
     let replayed = replay.feed(&mut pipeline)?;
-    let finished = pipeline.finish(|_| replayed.symbols);
+    let missing = replayed.end.missing_interpreters.clone();
+    let finished = pipeline.finish(|_| replayed.symbols, |_| missing);
     Ok(Loaded { meta, end: replayed.end, finished, facts: replayed.facts })
 }
 
