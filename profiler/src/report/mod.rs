@@ -4,6 +4,8 @@
 //! report was made.
 pub mod diff;
 pub mod export;
+#[cfg(test)]
+pub(crate) mod test_support;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -751,12 +753,7 @@ fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis,
-        analysis::test_support::attempt,
-        assemble::events::Event,
-        model::meta::{KernelInfo, MachineFacts, Mode},
-    };
+    use crate::{analysis::test_support::attempt, assemble::events::Event};
 
     #[test]
     fn human_times() {
@@ -823,7 +820,6 @@ mod tests {
     }
 
     fn sample_report() -> RunReport {
-        let model = crate::analysis::phases::PhaseModel::builtin().unwrap();
         let mut events = Vec::new();
         let mut t = 0;
         let sample = |ts_ns: u64, frames: &[u64]| crate::assemble::events::Sample { ts_ns, pid: 100, frames: frames.to_vec() };
@@ -848,36 +844,8 @@ mod tests {
             t += 60_000;
         }
         events.push(Event::Exec(attempt(100, t, t + 300, -7, Some(0))));
-        let ctx = analysis::AnalysisContext { model: &model, sampled: true, exact: None };
-        let symbols = analysis::attribution::SymbolTable::build(&[0x10, 0x20, 0x30, 0x40], &Table);
-        let meta = RunMeta {
-            execprof_version: "0.0.0".into(),
-            command: vec!["t".into(), "3".into()],
-            program: "/x/t".into(),
-            chain: None,
-            kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
-            machine: MachineFacts::default(),
-            mode: Mode::new(None, 997, Some("auto mode: sampled, because exact mode is not possible here: no kprobes".into())),
-            sample_hz: 997,
-            exact_plan: None,
-            ring_bytes: 8 << 20,
-            warnings: vec![],
-            startup_note: None,
-            started_unix_s: 0,
-            started_mono_ns: 0,
-            repeats: 1,
-        };
-        let end = RunEnd {
-            exit_status: ExitStatus::Code(0),
-            command_wall_ns: 200_000,
-            kernel_losses: LossCounters::zero(),
-            undecodable_records: 0,
-            first_decode_error: None,
-            partial: None,
-            program_costs: vec![],
-        };
-        let analysis = analysis::analyse(&events, ctx, &symbols);
-        RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None, ready_ms: 0 })
+        let addrs = [0x10, 0x20, 0x30, 0x40];
+        test_support::report(test_support::meta(&["t", "3"], None), &events, Some((&addrs, &Table)))
     }
 
     #[test]

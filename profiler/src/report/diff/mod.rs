@@ -47,14 +47,15 @@ pub struct SideFacts {
     pub sample_hz: u64,
     /// Exec attempts completed (all outcomes).
     pub attempts: u64,
-    /// Chain steps, when the run was the built-in chain.
+    /// Chain steps, when the run was the built-in chain (other workloads' exec-to-exec steps
+    /// are not a unit two runs share, so the diff does not count them).
     pub steps: Option<u64>,
     /// False when the run lost records or was cut short.
     pub complete: bool,
 }
 
-/// What the per-unit figures are per: chain steps when both runs are chains, else exec
-/// attempts of any outcome (so a change weighs by how often its outcome occurs).
+/// What the per-unit figures are per: chain steps when both runs are the built-in chain, else
+/// exec attempts of any outcome (so a change weighs by how often its outcome occurs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
@@ -204,7 +205,7 @@ pub struct Diff {
     pub methods: Vec<String>,
     /// Per outcome seen on both sides: latency and kernel time per unit.
     pub outcomes: Vec<OutcomeChange>,
-    /// Chain step wall time (both chains): median and mean change.
+    /// Chain step wall time (both the built-in chain): median and mean change.
     pub step: Option<LatencyChange>,
     /// Largest contribution to the total change first.
     pub lines: Vec<LineChange>,
@@ -218,9 +219,17 @@ fn facts(path: &str, r: &RunReport) -> SideFacts {
         functions_mode: r.meta.mode.functions_mode.clone(),
         sample_hz: r.meta.sample_hz,
         attempts: r.analysis.attempts,
-        steps: r.analysis.chain.as_ref().map(|c| c.steps),
+        steps: builtin_chain(r).map(|c| c.steps),
         complete: r.complete,
     }
+}
+
+/// The chain steps of a run of the built-in chain. Any workload whose process execs twice has
+/// exec-to-exec steps (a shell's `exec`, `env`, a wrapper), but only the built-in chain is made
+/// of them: per step of a single `sh -c '...; exec env true'`, its 1,840 attempts would weigh as
+/// 1,840 attempts per chain step against the chain's 7.
+fn builtin_chain(r: &RunReport) -> Option<&crate::analysis::chain::ChainSummary> {
+    r.meta.chain.as_ref().and(r.analysis.chain.as_ref())
 }
 
 /// Everything that makes A and B differ besides (perhaps) the point of the comparison.
@@ -271,11 +280,12 @@ fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
 }
 
 /// Compares report `b` (from `path_b`) with report `a` (from `path_a`): per outcome, per
-/// phase and function line, and per chain step when both are chains.
+/// phase and function line, and per chain step when both are runs of the built-in chain.
 pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff {
-    let unit = if a.analysis.chain.is_some() && b.analysis.chain.is_some() { Unit::ChainStep } else { Unit::ExecAttempt };
+    let chains = builtin_chain(a).zip(builtin_chain(b));
+    let unit = if chains.is_some() { Unit::ChainStep } else { Unit::ExecAttempt };
     let units = |r: &RunReport| match unit {
-        Unit::ChainStep => r.analysis.chain.as_ref().map_or(0, |c| c.steps),
+        Unit::ChainStep => builtin_chain(r).map_or(0, |c| c.steps),
         Unit::ExecAttempt => r.analysis.attempts,
     };
     let (units_a, units_b) = (units(a).max(1) as f64, units(b).max(1) as f64);
@@ -300,10 +310,7 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
             per_unit_change,
         });
     }
-    let step = match (&a.analysis.chain, &b.analysis.chain) {
-        (Some(ca), Some(cb)) => Some(LatencyChange::new(Some(&ca.wall_ns), Some(&cb.wall_ns))),
-        _ => None,
-    };
+    let step = chains.map(|(ca, cb)| LatencyChange::new(Some(&ca.wall_ns), Some(&cb.wall_ns)));
     let mut lines = Vec::new();
     for &w in &weights {
         lines.extend(sampled_lines(a, b, w));

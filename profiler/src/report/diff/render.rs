@@ -139,7 +139,8 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
         let _ = writeln!(o, "  {m}");
     }
     if d.unit == Unit::ExecAttempt {
-        let _ = writeln!(o, "  not both chains: changes are weighed per exec attempt of any outcome, not per chain step");
+        let _ =
+            writeln!(o, "  not both runs of the built-in chain: changes are weighed per exec attempt of any outcome, not per chain step");
     }
     o
 }
