@@ -848,6 +848,26 @@ mod tests {
         test_support::report(test_support::meta(&["t", "3"], None), &events, Some((&addrs, &Table)))
     }
 
+    /// Successful execs of these latencies, in ns.
+    fn successes(latencies: impl IntoIterator<Item = u64>) -> RunReport {
+        let events: Vec<Event> = latencies
+            .into_iter()
+            .enumerate()
+            .map(|(i, ns)| Event::Exec(attempt(100, i as u64 * 10_000_000, i as u64 * 10_000_000 + ns, 0, Some(0))))
+            .collect();
+        test_support::report(test_support::meta(&["t"], None), &events, None)
+    }
+
+    #[test]
+    fn modes_are_called_only_from_enough_attempts() {
+        // Two attempts a decade apart were "MULTIMODAL: 2 modes".
+        let text = render(&successes([50_000, 500_000]));
+        assert!(!text.contains("MULTIMODAL"), "{text}");
+        // Twenty at each latency are two modes.
+        let text = render(&successes([50_000, 500_000].iter().flat_map(|&ns| std::iter::repeat_n(ns, 20))));
+        assert!(text.contains("MULTIMODAL: 2 modes at 51.2 µs (50%), 512 µs (50%)"), "{text}");
+    }
+
     #[test]
     fn renders_every_section() {
         let text = render(&sample_report());
