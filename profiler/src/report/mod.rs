@@ -178,7 +178,12 @@ fn dist_header() -> String {
 
 fn dist_cells(d: &Distribution) -> String {
     let c = |ns: u64| human_ns(ns as f64);
-    let median = ci_cell(d.p50_ns as f64, d.p50_low_ns as f64, d.p50_high_ns as f64);
+    // One value has no spread: its "interval" would be the value itself, zero wide.
+    let median = if d.count < 2 {
+        format!("{} (n={})", c(d.p50_ns), d.count)
+    } else {
+        ci_cell(d.p50_ns as f64, d.p50_low_ns as f64, d.p50_high_ns as f64)
+    };
     format!("{:>9} {:>24} {:>9} {:>9} {:>9} {:>9}", c(d.min_ns), median, c(d.p90_ns), c(d.p99_ns), c(d.max_ns), human_ns(d.mean_ns))
 }
 
@@ -291,7 +296,8 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
                 let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", s.outcome.label(), s.count, dist_cells(d), faults);
             }
             None => {
-                let _ = writeln!(o, "  {:<12} {:>8}", s.outcome.label(), s.count);
+                // Not a distribution of zeros: there is none.
+                let _ = writeln!(o, "  {:<12} {:>8}   no attempts", s.outcome.label(), s.count);
             }
         }
         if s.modes.len() > 1 {
@@ -866,6 +872,16 @@ mod tests {
         // Twenty at each latency are two modes.
         let text = render(&successes([50_000, 500_000].iter().flat_map(|&ns| std::iter::repeat_n(ns, 20))));
         assert!(text.contains("MULTIMODAL: 2 modes at 51.2 µs (50%), 512 µs (50%)"), "{text}");
+    }
+
+    #[test]
+    fn one_attempt_has_no_median_interval_and_none_says_no_attempts() {
+        let text = render(&successes([597_000]));
+        let row = |outcome: &str| text.lines().find(|l| l.trim_start().starts_with(outcome)).unwrap().to_owned();
+        assert!(row("success ").contains(" 597 µs (n=1) ") && !text.contains("[597–597]"), "{text}");
+        assert_eq!(row("ENOENT ").trim_end(), "  ENOENT              0   no attempts");
+        // From two values on, the interval is back.
+        assert!(render(&successes([597_000, 600_000])).contains("[597–600] µs"));
     }
 
     #[test]
