@@ -63,9 +63,9 @@ fn sig_cell(f: Option<&Figure>, significant: bool) -> &'static str {
     }
 }
 
-/// `mean A → B (change)`, each side `no attempts` where it has none.
+/// `mean A → B (change)`, each side `(no attempts)` where it has none.
 fn means(l: &LatencyChange) -> String {
-    let side = |f: Option<Figure>| f.map_or("no attempts".into(), |f| human_ns(f.value));
+    let side = |f: Option<Figure>| f.map_or("(no attempts)".into(), |f| human_ns(f.value));
     let change = match l.mean_change {
         None => String::new(),
         Some(c) if c.bounds.is_none() => format!(" ({}, {UNTESTED})", signed(c.value)),

@@ -184,7 +184,7 @@ mod few_observations {
         let text = render(&d, &Default::default());
         let row = text.lines().find(|l| l.trim_start().starts_with("ENOENT ")).unwrap();
         assert!(row.contains("no attempts") && row.ends_with(" -     -"), "{row}");
-        assert!(text.contains("mean 1.01 µs → no attempts;"), "{text}");
+        assert!(text.contains("mean 1.01 µs → (no attempts);"), "{text}");
         assert!(!text.contains("0 ns [0 ns – 0 ns]") && !text.contains("[0 ns … 0 ns]"), "{text}");
         assert!(text.contains("no attempts: the outcome did not occur on that side"), "{text}");
         let v = serde_json::to_value(&d).unwrap();
