@@ -81,6 +81,18 @@ mod per_chain_step {
         assert!(d.step.is_some());
         let text = render(&d, &Default::default());
         assert!(text.contains("2.00 → 1.00 attempts per chain step") && !text.contains("not both"), "{text}");
+        assert!(d.step.as_ref().and_then(|s| s.median_change).is_some_and(|c| c.bounds.is_some()));
+    }
+
+    #[test]
+    fn one_chain_step_has_no_interval() {
+        let one = report(meta(&["execprof-chain", "1"], Some(chain_spec(1, 2))), &steps(1, 1, 2, 1_000, |_| 90_000), None);
+        let d = compare("a", &chain(), "b", &one);
+        let step = d.step.as_ref().expect("both chains");
+        assert!(step.median_b.unwrap().bounds.is_none() && step.median_change.unwrap().bounds.is_none() && !step.significant);
+        let text = render(&d, &Default::default());
+        let row = text.lines().find(|l| l.trim_start().starts_with("chain step")).unwrap();
+        assert!(row.contains("(n=1)") && row.ends_with("n<2"), "{row}");
     }
 }
 
