@@ -25,7 +25,8 @@ impl Default for Shown {
     }
 }
 
-/// What a side's figure cell says where it has no interval: `n<2` (fewer than two values).
+/// What the significance column says where a change has no interval to test (fewer than
+/// two values on a side), and what the methods call that.
 const UNTESTED: &str = "n<2";
 
 /// A side's latency: with its interval; from one value, the value and `(n=1)`; without
