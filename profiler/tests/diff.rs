@@ -1,10 +1,18 @@
 //! `execprof diff`: against known answers. A recording compared with itself changes nothing;
-//! recorded chains that differ in one thing attribute the change to what differs (root).
+//! a chain against a command is weighed per exec attempt; figures from one attempt have no
+//! interval; recorded chains that differ in one thing attribute the change to what differs
+//! (root).
 use std::{path::Path, process::Command};
 
 use serde_json::Value;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chain-200.execprof");
+/// Not the chain, made on kernel 6.18 by `execprof run --output sh-exec.execprof -- /usr/bin/env
+/// PATH=/nonexistent-a:/nonexistent-b:/usr/bin:/bin sh -c '/etc/passwd 2>/dev/null; exec env
+/// true'`: env, sh, env and true succeed in one process (so its analysis has 3 exec-to-exec
+/// steps), each of the three PATH searches misses twice (6 ENOENT) and /etc/passwd is refused
+/// once (1 EACCES): 11 attempts.
+const COMMAND: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sh-exec.execprof");
 
 macro_rules! require_root {
     () => {
@@ -35,6 +43,58 @@ fn record(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
 
 fn lines(v: &Value) -> &Vec<Value> {
     v["lines"].as_array().unwrap()
+}
+
+fn outcome<'v>(v: &'v Value, o: &str) -> &'v Value {
+    v["outcomes"].as_array().unwrap().iter().find(|x| x["outcome"] == o).unwrap_or_else(|| panic!("no {o} in {v}"))
+}
+
+/// The text's row of one outcome in the outcome table.
+fn row<'t>(text: &'t str, label: &str) -> &'t str {
+    text.lines().find(|l| l.starts_with(&format!("  {label} "))).unwrap_or_else(|| panic!("no {label} row in {text}"))
+}
+
+#[test]
+fn a_chain_against_a_command_is_weighed_per_exec_attempt_not_per_step() {
+    let (v, text) = diff(Path::new(FIXTURE), Path::new(COMMAND));
+    assert_eq!((outcome(&v, "success")["count_b"].as_u64(), outcome(&v, "enoent")["count_b"].as_u64()), (Some(4), Some(6)));
+    assert_eq!(v["unit"], "exec_attempt", "the command's exec-to-exec steps are not chain steps");
+    assert_eq!((v["a"]["steps"].as_u64(), &v["b"]["steps"], &v["step"]), (Some(200), &Value::Null, &Value::Null));
+    let enoent = outcome(&v, "enoent");
+    assert_eq!((enoent["per_unit_a"].as_f64(), enoent["per_unit_b"].as_f64()), (Some(1200.0 / 1401.0), Some(6.0 / 11.0)));
+    assert!(text.contains("0.86 → 0.55 attempts per exec attempt (any outcome)"), "{text}");
+    assert!(!text.contains("attempts per chain step") && !text.contains("  chain step "), "{text}");
+    assert!(text.contains("not both runs of the built-in chain"), "{text}");
+}
+
+#[test]
+fn one_attempt_has_no_interval_and_an_outcome_without_attempts_says_so() {
+    // Against itself: the one EACCES attempt a side gives a change of 0 with no interval, untested.
+    let (v, text) = diff(Path::new(COMMAND), Path::new(COMMAND));
+    let eacces = outcome(&v, "eacces");
+    assert_eq!((eacces["count_a"].as_u64(), eacces["count_b"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(eacces["median_change"], serde_json::json!({ "value": 0.0 }), "{eacces}");
+    assert_eq!((&eacces["significant"], eacces["per_unit_change"].get("low")), (&Value::Bool(false), None));
+    let r = row(&text, "EACCES");
+    assert!(r.contains("3.55 µs (n=1)") && r.ends_with("n<2") && !r.contains('['), "{r}");
+    // Against the chain, which never had EACCES: no latency there, no change.
+    let (v, text) = diff(Path::new(FIXTURE), Path::new(COMMAND));
+    let eacces = outcome(&v, "eacces");
+    assert_eq!((eacces["count_a"].as_u64(), &eacces["median_a"], &eacces["median_change"]), (Some(0), &Value::Null, &Value::Null));
+    let r = row(&text, "EACCES");
+    assert!(r.contains("no attempts") && !r.contains("0 ns"), "{r}");
+    // Four successful execs are too few to be called multimodal.
+    assert!(!v["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("multimodal")), "{}", v["warnings"]);
+}
+
+#[test]
+fn the_report_of_few_attempts_claims_no_interval_and_no_modes() {
+    let out = execprof().arg("report").arg(COMMAND).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(row(&text, "EACCES").contains(" 3.55 µs (n=1) "), "{text}");
+    assert_eq!(row(&text, "ENOEXEC").trim_end(), "  ENOEXEC             0   no attempts");
+    assert!(!text.contains("MULTIMODAL"), "4 successes: {text}");
 }
 
 #[test]

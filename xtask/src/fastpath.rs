@@ -23,7 +23,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use execprof::{
     analysis::{fastpath::OpenPart, outcome::Outcome, stats::Interval},
-    report::{RunReport, diff::Diff},
+    report::{
+        RunReport,
+        diff::{Diff, Figure},
+    },
 };
 
 use crate::{
@@ -186,6 +189,11 @@ fn sum(a: &Interval, b: &Interval) -> Interval {
 /// Where a figure is missing: shown as NaN, as it always was.
 const MISSING: Interval = Interval { value: f64::NAN, low: f64::NAN, high: f64::NAN };
 
+/// A diff figure as an interval: NaN where it is missing, or its interval is (too few values).
+fn interval(f: Option<Figure>) -> Interval {
+    f.map_or(MISSING, |f| f.interval().unwrap_or(Interval { value: f.value, ..MISSING }))
+}
+
 /// The single-lookup recording's `--fast-path` estimate beside what the double lookup measured
 /// (means: the estimate is of means).
 fn estimate_beside_measured(tag: &str, single: &RunReport, d: &Diff) -> String {
@@ -194,14 +202,12 @@ fn estimate_beside_measured(tag: &str, single: &RunReport, d: &Diff) -> String {
     let outcome = |o: Outcome| d.outcomes.iter().find(|x| x.outcome == o);
     let (enoent, success) = (outcome(Outcome::Enoent), outcome(Outcome::Success));
     let neg = |i: Interval| Interval { value: -i.value, low: -i.high, high: -i.low };
-    let ratio = |median_a: Option<Interval>, median_b: Option<Interval>| {
-        format!("{:.3}×", median_b.unwrap_or(MISSING).value / median_a.unwrap_or(MISSING).value)
-    };
-    let mean_change = |o: Option<&execprof::report::diff::OutcomeChange>| o.map_or(MISSING, |o| o.latency.mean_change);
-    let median_change = |o: Option<&execprof::report::diff::OutcomeChange>| o.map_or(MISSING, |o| o.latency.median_change);
-    let per_unit = |o: Option<&execprof::report::diff::OutcomeChange>| o.map_or(MISSING, |o| o.per_unit_change);
+    let ratio = |median_a: Option<Figure>, median_b: Option<Figure>| format!("{:.3}×", interval(median_b).value / interval(median_a).value);
+    let mean_change = |o: Option<&execprof::report::diff::OutcomeChange>| interval(o.and_then(|o| o.latency.mean_change));
+    let median_change = |o: Option<&execprof::report::diff::OutcomeChange>| interval(o.and_then(|o| o.latency.median_change));
+    let per_unit = |o: Option<&execprof::report::diff::OutcomeChange>| interval(o.map(|o| o.per_unit_change));
     let outcome_ratio =
-        |o: Option<&execprof::report::diff::OutcomeChange>| ratio(o.map(|o| o.latency.median_a), o.map(|o| o.latency.median_b));
+        |o: Option<&execprof::report::diff::OutcomeChange>| ratio(o.and_then(|o| o.latency.median_a), o.and_then(|o| o.latency.median_b));
     let step = d.step.as_ref();
     let rows = [
         (
@@ -222,8 +228,8 @@ fn estimate_beside_measured(tag: &str, single: &RunReport, d: &Diff) -> String {
             "per chain step",
             us(&estimate(|f| f.net_per_success)),
             us(&sum(&per_unit(enoent), &per_unit(success))),
-            us(&step.map_or(MISSING, |s| s.median_change)),
-            ratio(step.map(|s| s.median_a), step.map(|s| s.median_b)),
+            us(&interval(step.and_then(|s| s.median_change))),
+            ratio(step.and_then(|s| s.median_a), step.and_then(|s| s.median_b)),
         ),
     ];
     let mut o = format!(

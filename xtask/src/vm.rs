@@ -415,7 +415,8 @@ pub fn reordering_diff(execprof: &Path, old: &GuestRun, new: &GuestRun) -> Resul
     let mut failed = Vec::new();
     for f in ["mm_alloc", "copy_strings"] {
         let line = inclusive_line(&d, Outcome::Enoent, "exact", f);
-        let ok = line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0 && l.change.high < 0.0 && l.significant);
+        let ok =
+            line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0 && l.change.interval().is_some_and(|i| i.high < 0.0) && l.significant);
         if !ok {
             failed.push(format!(
                 "diff {} → {}: {f} in failed attempts should drop to 0, significantly (line: {})",

@@ -17,7 +17,8 @@ pub struct Distribution {
     /// Median, to the histogram's 0.1% precision.
     pub p50_ns: u64,
     /// Distribution-free 95% interval of the median: the order statistics at ranks
-    /// n/2 ∓ 1.96·√n/2 (binomial normal approximation), read from the histogram.
+    /// n/2 ∓ 1.96·√n/2 (binomial normal approximation), read from the histogram. From one
+    /// value both ends are the value: no interval, and the report shows none.
     pub p50_low_ns: u64,
     /// Upper end of the median's 95% interval (see `p50_low_ns`).
     pub p50_high_ns: u64,

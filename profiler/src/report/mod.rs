@@ -4,6 +4,8 @@
 //! report was made.
 pub mod diff;
 pub mod export;
+#[cfg(test)]
+pub(crate) mod test_support;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -188,7 +190,12 @@ fn dist_header() -> String {
 
 fn dist_cells(d: &Distribution) -> String {
     let c = |ns: u64| human_ns(ns as f64);
-    let median = ci_cell(d.p50_ns as f64, d.p50_low_ns as f64, d.p50_high_ns as f64);
+    // One value has no spread: its "interval" would be the value itself, zero wide.
+    let median = if d.count < 2 {
+        format!("{} (n={})", c(d.p50_ns), d.count)
+    } else {
+        ci_cell(d.p50_ns as f64, d.p50_low_ns as f64, d.p50_high_ns as f64)
+    };
     format!("{:>9} {:>24} {:>9} {:>9} {:>9} {:>9}", c(d.min_ns), median, c(d.p90_ns), c(d.p99_ns), c(d.max_ns), human_ns(d.mean_ns))
 }
 
@@ -338,7 +345,8 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
                 let _ = writeln!(o, "  {:<12} {:>8} {}  {:>11}", s.outcome.label(), s.count, dist_cells(d), faults);
             }
             None => {
-                let _ = writeln!(o, "  {:<12} {:>8}", s.outcome.label(), s.count);
+                // Not a distribution of zeros: there is none.
+                let _ = writeln!(o, "  {:<12} {:>8}   no attempts", s.outcome.label(), s.count);
             }
         }
         if s.modes.len() > 1 {
@@ -801,6 +809,7 @@ fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{analysis::test_support::attempt, assemble::events::Event};
 
     /// What a full ring buffer costs, in calls: every dropped enter is a call, plus the seen
     /// enters that never joined; exits without enters are the dropped enters' own calls.
@@ -821,12 +830,6 @@ mod tests {
         assert_eq!(calls_not_seen_whole(&losses, &mid_call), 402 + 8, "exits beyond the dropped enters: calls begun before tracing");
         assert_eq!(calls_not_seen_whole(&LossCounters::zero(), &Unjoined::default()), 0);
     }
-    use crate::{
-        analysis,
-        analysis::test_support::attempt,
-        assemble::events::Event,
-        model::meta::{KernelInfo, MachineFacts, Mode},
-    };
 
     #[test]
     fn human_times() {
@@ -893,7 +896,6 @@ mod tests {
     }
 
     fn sample_report() -> RunReport {
-        let model = crate::analysis::phases::PhaseModel::builtin().unwrap();
         let mut events = Vec::new();
         let mut t = 0;
         let sample = |ts_ns: u64, frames: &[u64]| crate::assemble::events::Sample { ts_ns, pid: 100, frames: frames.to_vec() };
@@ -918,37 +920,38 @@ mod tests {
             t += 60_000;
         }
         events.push(Event::Exec(attempt(100, t, t + 300, -7, Some(0))));
-        let ctx = analysis::AnalysisContext { model: &model, sampled: true, exact: None };
-        let symbols = analysis::attribution::SymbolTable::build(&[0x10, 0x20, 0x30, 0x40], &Table);
-        let meta = RunMeta {
-            execprof_version: "0.0.0".into(),
-            command: vec!["t".into(), "3".into()],
-            program: "/x/t".into(),
-            chain: None,
-            kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
-            machine: MachineFacts::default(),
-            mode: Mode::new(None, 997, Some("auto mode: sampled, because exact mode is not possible here: no kprobes".into())),
-            sample_hz: 997,
-            exact_plan: None,
-            ring_bytes: 8 << 20,
-            warnings: vec![],
-            startup_note: None,
-            started_unix_s: 0,
-            started_mono_ns: 0,
-            repeats: 1,
-        };
-        let end = RunEnd {
-            exit_status: ExitStatus::Code(0),
-            command_wall_ns: 200_000,
-            kernel_losses: LossCounters::zero(),
-            undecodable_records: 0,
-            first_decode_error: None,
-            partial: None,
-            program_costs: vec![],
-            missing_interpreters: vec![],
-        };
-        let analysis = analysis::analyse(&events, ctx, &symbols);
-        RunReport::new(meta, end, analysis, &Unjoined::default(), Source::Live { recording: None, ready_ms: 0 })
+        let addrs = [0x10, 0x20, 0x30, 0x40];
+        test_support::report(test_support::meta(&["t", "3"], None), &events, Some((&addrs, &Table)))
+    }
+
+    /// Successful execs of these latencies, in ns.
+    fn successes(latencies: impl IntoIterator<Item = u64>) -> RunReport {
+        let events: Vec<Event> = latencies
+            .into_iter()
+            .enumerate()
+            .map(|(i, ns)| Event::Exec(attempt(100, i as u64 * 10_000_000, i as u64 * 10_000_000 + ns, 0, Some(0))))
+            .collect();
+        test_support::report(test_support::meta(&["t"], None), &events, None)
+    }
+
+    #[test]
+    fn modes_are_called_only_from_enough_attempts() {
+        // Two attempts a decade apart were "MULTIMODAL: 2 modes".
+        let text = render(&successes([50_000, 500_000]));
+        assert!(!text.contains("MULTIMODAL"), "{text}");
+        // Twenty at each latency are two modes.
+        let text = render(&successes([50_000, 500_000].iter().flat_map(|&ns| std::iter::repeat_n(ns, 20))));
+        assert!(text.contains("MULTIMODAL: 2 modes at 51.2 µs (50%), 512 µs (50%)"), "{text}");
+    }
+
+    #[test]
+    fn one_attempt_has_no_median_interval_and_none_says_no_attempts() {
+        let text = render(&successes([597_000]));
+        let row = |outcome: &str| text.lines().find(|l| l.trim_start().starts_with(outcome)).unwrap().to_owned();
+        assert!(row("success ").contains(" 597 µs (n=1) ") && !text.contains("[597–597]"), "{text}");
+        assert_eq!(row("ENOENT ").trim_end(), "  ENOENT              0   no attempts");
+        // From two values on, the interval is back.
+        assert!(render(&successes([597_000, 600_000])).contains("[597–600] µs"));
     }
 
     #[test]

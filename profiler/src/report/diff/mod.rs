@@ -1,7 +1,8 @@
 //! `execprof diff A B`: two recordings' reports compared outcome by outcome, phase by phase and
 //! function by function, normalised per attempt (never by raw sample counts) and per chain
-//! step, each change with a 95% interval and whether it is significant, sorted by how much of
-//! the total change it explains. Pure: it reads two [`RunReport`]s.
+//! step (when both are the built-in chain), each change with a 95% interval and whether it is
+//! significant (where both sides have two values or more), sorted by how much of the total
+//! change it explains. Pure: it reads two [`RunReport`]s.
 mod flame;
 mod render;
 
@@ -29,7 +30,7 @@ pub const METHOD_SAMPLED: &str =
 /// How exact phase and function lines are compared.
 pub const METHOD_EXACT: &str = "exact: mean per attempt over attempts, 95% normal interval; the two sides combined in quadrature";
 /// How lines are tested for significance.
-pub const METHOD_LINES: &str = "lines: sig = significant after Holm's correction over all lines (family-wise 5%), from normal p-values; \
+pub const METHOD_LINES: &str = "lines: sig = significant after Holm's correction over all lines with an interval (family-wise 5%), from normal p-values; \
      intervals are the unadjusted 95% ones";
 
 /// One side of the comparison, as the diff shows it.
@@ -47,14 +48,15 @@ pub struct SideFacts {
     pub sample_hz: u64,
     /// Exec attempts completed (all outcomes).
     pub attempts: u64,
-    /// Chain steps, when the run was the built-in chain.
+    /// Chain steps, when the run was the built-in chain (other workloads' exec-to-exec steps
+    /// are not a unit two runs share, so the diff does not count them).
     pub steps: Option<u64>,
     /// False when the run lost records or was cut short.
     pub complete: bool,
 }
 
-/// What the per-unit figures are per: chain steps when both runs are chains, else exec
-/// attempts of any outcome (so a change weighs by how often its outcome occurs).
+/// What the per-unit figures are per: chain steps when both runs are the built-in chain, else
+/// exec attempts of any outcome (so a change weighs by how often its outcome occurs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
@@ -74,6 +76,53 @@ impl Unit {
     }
 }
 
+/// Observations a side needs for a figure's interval, and a change for its test. One value
+/// has no spread: its "interval" was the value itself, zero wide, and a change from it was
+/// significant whatever the data ("+2.43 ms [+2.43 … +2.43] yes").
+pub const MIN_OBSERVATIONS: u64 = 2;
+
+/// A figure of the diff and, where the data give one, its 95% interval (None from fewer than
+/// [`MIN_OBSERVATIONS`] on a side). JSON: `value`, and `low` and `high` when known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Figure {
+    /// The estimate.
+    pub value: f64,
+    /// Its 95% interval, when known.
+    #[serde(flatten)]
+    pub bounds: Option<Bounds>,
+}
+
+/// The ends of a [`Figure`]'s 95% interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Bounds {
+    /// Lower end.
+    pub low: f64,
+    /// Upper end.
+    pub high: f64,
+}
+
+impl Figure {
+    /// `i`'s value, with its interval only when `known`.
+    pub fn new(i: Interval, known: bool) -> Self {
+        Figure { value: i.value, bounds: known.then_some(Bounds { low: i.low, high: i.high }) }
+    }
+
+    /// The figure with its interval, when it has one.
+    pub fn interval(&self) -> Option<Interval> {
+        self.bounds.map(|b| Interval { value: self.value, low: b.low, high: b.high })
+    }
+
+    /// Two-sided p-value of no change; None where there is no interval to test with.
+    pub fn p_value(&self) -> Option<f64> {
+        self.interval().map(|i| i.p_value())
+    }
+}
+
+/// Enough observations on both sides for an interval.
+fn both_known(na: u64, nb: u64) -> bool {
+    na >= MIN_OBSERVATIONS && nb >= MIN_OBSERVATIONS
+}
+
 /// One outcome's latency in A and B.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct OutcomeChange {
@@ -90,44 +139,47 @@ pub struct OutcomeChange {
     /// Median and mean latency per attempt on both sides (flattened into this JSON object).
     #[serde(flatten)]
     pub latency: LatencyChange,
-    /// Kernel time of this outcome per unit: B − A (how often × how long).
-    pub per_unit_change: Interval,
+    /// Kernel time of this outcome per unit: B − A (how often × how long). A side without
+    /// attempts adds exactly 0; its interval needs the others' [`MIN_OBSERVATIONS`].
+    pub per_unit_change: Figure,
 }
 
-/// One latency distribution in A and B: medians and means with their changes.
+/// One latency distribution in A and B: medians and means with their changes. A side's
+/// figures are None when it has no values (no attempts: there is no latency to show, not a
+/// latency of 0), and the changes then too.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct LatencyChange {
     /// A's median latency, in ns, with its order-statistic interval.
-    pub median_a: Interval,
+    pub median_a: Option<Figure>,
     /// B's median latency, in ns, with its order-statistic interval.
-    pub median_b: Interval,
+    pub median_b: Option<Figure>,
     /// B − A of the medians, in ns, with its Price–Bonett interval.
-    pub median_change: Interval,
+    pub median_change: Option<Figure>,
     /// A's mean latency, in ns, with its normal interval.
-    pub mean_a: Interval,
+    pub mean_a: Option<Figure>,
     /// B's mean latency, in ns, with its normal interval.
-    pub mean_b: Interval,
+    pub mean_b: Option<Figure>,
     /// B − A of the means, in ns, with its Welch interval.
-    pub mean_change: Interval,
-    /// The medians differ (the Price–Bonett interval excludes zero).
+    pub mean_change: Option<Figure>,
+    /// The medians differ (the Price–Bonett interval excludes zero); false where there is no
+    /// interval to tell.
     pub significant: bool,
 }
 
 impl LatencyChange {
-    /// None on a side: no values there (its figures are 0 and nothing is significant).
     fn new(a: Option<&Distribution>, b: Option<&Distribution>) -> Self {
-        let median = |d: Option<&Distribution>| d.map_or_else(Interval::default, Distribution::median);
-        let mean = |d: Option<&Distribution>| d.map_or_else(Interval::default, Distribution::mean);
-        let (median_a, median_b, mean_a, mean_b) = (median(a), median(b), mean(a), mean(b));
-        let median_change = median_a.change_to(&median_b);
+        let side = |d: Option<&Distribution>, f: fn(&Distribution) -> Interval| d.map(|d| Figure::new(f(d), d.count >= MIN_OBSERVATIONS));
+        let change =
+            |f: fn(&Distribution) -> Interval| a.zip(b).map(|(a, b)| Figure::new(f(a).change_to(&f(b)), both_known(a.count, b.count)));
+        let median_change = change(Distribution::median);
         Self {
-            median_a,
-            median_b,
+            median_a: side(a, Distribution::median),
+            median_b: side(b, Distribution::median),
             median_change,
-            mean_a,
-            mean_b,
-            mean_change: mean_a.change_to(&mean_b),
-            significant: a.is_some() && b.is_some() && median_change.excludes_zero(),
+            mean_a: side(a, Distribution::mean),
+            mean_b: side(b, Distribution::mean),
+            mean_change: change(Distribution::mean),
+            significant: median_change.and_then(|c| c.interval()).is_some_and(|i| i.excludes_zero()),
         }
     }
 }
@@ -169,21 +221,22 @@ pub struct LineChange {
     pub source: String,
     /// The phase id or kernel function name.
     pub name: String,
-    /// Nanoseconds per attempt of the outcome.
-    pub a: Interval,
+    /// Nanoseconds per attempt of the outcome (an interval from [`MIN_OBSERVATIONS`] attempts).
+    pub a: Figure,
     /// The same for B.
-    pub b: Interval,
-    /// B − A per attempt of the outcome, in ns.
-    pub change: Interval,
+    pub b: Figure,
+    /// B − A per attempt of the outcome, in ns (an interval when both sides have one).
+    pub change: Figure,
     /// Nanoseconds per unit: B − A, weighed by how often the outcome occurs on each side.
-    pub per_unit_change: Interval,
-    /// Two-sided p-value of no change per attempt (normal approximation).
-    pub p_value: f64,
-    /// The change per attempt is significant after Holm's correction over all lines (at most
-    /// a 5% chance of any false positive among them).
+    pub per_unit_change: Figure,
+    /// Two-sided p-value of no change per attempt (normal approximation); None, and not
+    /// significant, without an interval (fewer than [`MIN_OBSERVATIONS`] attempts on a side).
+    pub p_value: Option<f64>,
+    /// The change per attempt is significant after Holm's correction over all tested lines
+    /// (at most a 5% chance of any false positive among them).
     pub significant: bool,
-    /// Two-sided p-value of no change per unit (normal approximation).
-    pub per_unit_p_value: f64,
+    /// Two-sided p-value of no change per unit (normal approximation); None as `p_value`.
+    pub per_unit_p_value: Option<f64>,
     /// The same for the change per unit (it moves with how often the outcome occurs too).
     pub per_unit_significant: bool,
 }
@@ -204,7 +257,7 @@ pub struct Diff {
     pub methods: Vec<String>,
     /// Per outcome seen on both sides: latency and kernel time per unit.
     pub outcomes: Vec<OutcomeChange>,
-    /// Chain step wall time (both chains): median and mean change.
+    /// Chain step wall time (both the built-in chain): median and mean change.
     pub step: Option<LatencyChange>,
     /// Largest contribution to the total change first.
     pub lines: Vec<LineChange>,
@@ -218,9 +271,17 @@ fn facts(path: &str, r: &RunReport) -> SideFacts {
         functions_mode: r.meta.mode.functions_mode.clone(),
         sample_hz: r.meta.sample_hz,
         attempts: r.analysis.attempts,
-        steps: r.analysis.chain.as_ref().map(|c| c.steps),
+        steps: builtin_chain(r).map(|c| c.steps),
         complete: r.complete,
     }
+}
+
+/// The chain steps of a run of the built-in chain. Any workload whose process execs twice has
+/// exec-to-exec steps (a shell's `exec`, `env`, a wrapper), but only the built-in chain is made
+/// of them: per step of a single `sh -c '...; exec env true'`, its 1,840 attempts would weigh as
+/// 1,840 attempts per chain step against the chain's 7.
+fn builtin_chain(r: &RunReport) -> Option<&crate::analysis::chain::ChainSummary> {
+    r.meta.chain.as_ref().and(r.analysis.chain.as_ref())
 }
 
 /// Everything that makes A and B differ besides (perhaps) the point of the comparison.
@@ -271,11 +332,12 @@ fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
 }
 
 /// Compares report `b` (from `path_b`) with report `a` (from `path_a`): per outcome, per
-/// phase and function line, and per chain step when both are chains.
+/// phase and function line, and per chain step when both are runs of the built-in chain.
 pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff {
-    let unit = if a.analysis.chain.is_some() && b.analysis.chain.is_some() { Unit::ChainStep } else { Unit::ExecAttempt };
+    let chains = builtin_chain(a).zip(builtin_chain(b));
+    let unit = if chains.is_some() { Unit::ChainStep } else { Unit::ExecAttempt };
     let units = |r: &RunReport| match unit {
-        Unit::ChainStep => r.analysis.chain.as_ref().map_or(0, |c| c.steps),
+        Unit::ChainStep => builtin_chain(r).map_or(0, |c| c.steps),
         Unit::ExecAttempt => r.analysis.attempts,
     };
     let (units_a, units_b) = (units(a).max(1) as f64, units(b).max(1) as f64);
@@ -287,9 +349,12 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
             continue;
         }
         let (pa, pb) = (oa.count as f64 / units_a, ob.count as f64 / units_b);
-        weights.push(Weight { outcome: oa.outcome, a: pa, b: pb });
+        weights.push(Weight { outcome: oa.outcome, a: pa, b: pb, attempts_a: oa.count, attempts_b: ob.count });
         let latency = LatencyChange::new(oa.latency.as_ref(), ob.latency.as_ref());
-        let per_unit_change = latency.mean_a.scaled(pa).change_to(&latency.mean_b.scaled(pb));
+        // A side without attempts spends exactly 0 in the outcome per unit: known, not estimated.
+        let mean = |d: &Option<Distribution>, p: f64| d.as_ref().map_or_else(Interval::default, |d| d.mean().scaled(p));
+        let known = |n: u64| n == 0 || n >= MIN_OBSERVATIONS;
+        let per_unit_change = Figure::new(mean(&oa.latency, pa).change_to(&mean(&ob.latency, pb)), known(oa.count) && known(ob.count));
         outcomes.push(OutcomeChange {
             outcome: oa.outcome,
             count_a: oa.count,
@@ -300,18 +365,15 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
             per_unit_change,
         });
     }
-    let step = match (&a.analysis.chain, &b.analysis.chain) {
-        (Some(ca), Some(cb)) => Some(LatencyChange::new(Some(&ca.wall_ns), Some(&cb.wall_ns))),
-        _ => None,
-    };
+    let step = chains.map(|(ca, cb)| LatencyChange::new(Some(&ca.wall_ns), Some(&cb.wall_ns)));
     let mut lines = Vec::new();
     for &w in &weights {
         lines.extend(sampled_lines(a, b, w));
         lines.extend(exact_lines(a, b, w));
     }
-    let p: Vec<f64> = lines.iter().map(|l| l.p_value).collect();
-    let per_unit_p: Vec<f64> = lines.iter().map(|l| l.per_unit_p_value).collect();
-    for ((l, s), u) in lines.iter_mut().zip(holm(&p, 0.05)).zip(holm(&per_unit_p, 0.05)) {
+    let p: Vec<Option<f64>> = lines.iter().map(|l| l.p_value).collect();
+    let per_unit_p: Vec<Option<f64>> = lines.iter().map(|l| l.per_unit_p_value).collect();
+    for ((l, s), u) in lines.iter_mut().zip(holm_tested(&p)).zip(holm_tested(&per_unit_p)) {
         l.significant = s;
         l.per_unit_significant = u;
     }
@@ -335,26 +397,37 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
     }
 }
 
-/// A line's change, weighed per unit by how often its outcome occurs on each side.
-/// An outcome and how many of its attempts make a unit on each side.
+/// Holm's correction over the tested lines (those with a p-value); the rest are not
+/// significant, and do not count in the family.
+fn holm_tested(p: &[Option<f64>]) -> Vec<bool> {
+    let tested: Vec<f64> = p.iter().flatten().copied().collect();
+    let mut verdicts = holm(&tested, 0.05).into_iter();
+    p.iter().map(|x| x.is_some() && verdicts.next().unwrap_or(false)).collect()
+}
+
+/// An outcome and how many of its attempts make a unit on each side, and how many there are:
+/// a line's change weighs per unit by how often its outcome occurs on each side.
 #[derive(Clone, Copy)]
 struct Weight {
     outcome: Outcome,
     a: f64,
     b: f64,
+    attempts_a: u64,
+    attempts_b: u64,
 }
 
 fn line(w: Weight, kind: LineKind, source: &'static str, name: &str, a: Interval, b: Interval) -> LineChange {
-    let Weight { outcome, a: pa, b: pb } = w;
-    let change = a.change_to(&b);
-    let per_unit_change = a.scaled(pa).change_to(&b.scaled(pb));
+    let Weight { outcome, a: pa, b: pb, attempts_a, attempts_b } = w;
+    let known = both_known(attempts_a, attempts_b);
+    let change = Figure::new(a.change_to(&b), known);
+    let per_unit_change = Figure::new(a.scaled(pa).change_to(&b.scaled(pb)), known);
     LineChange {
         outcome,
         kind,
         source: source.to_owned(),
         name: name.to_owned(),
-        a,
-        b,
+        a: Figure::new(a, attempts_a >= MIN_OBSERVATIONS),
+        b: Figure::new(b, attempts_b >= MIN_OBSERVATIONS),
         change,
         per_unit_change,
         p_value: change.p_value(),

@@ -2,13 +2,10 @@
 //! that explain the change, largest first.
 use std::fmt::Write as _;
 
-use super::{Diff, LineChange, Unit};
+use super::{Diff, Figure, LatencyChange, LineChange, MIN_OBSERVATIONS, Unit};
 use crate::analysis::outcome::Outcome;
 use crate::model::names::terminal_safe;
-use crate::{
-    analysis::stats::Interval,
-    report::{human_ns, signed_ci},
-};
+use crate::report::{human_ns, signed_ci};
 
 /// Lines printed by default (the JSON has them all).
 pub const LINES_SHOWN: usize = 30;
@@ -28,12 +25,54 @@ impl Default for Shown {
     }
 }
 
-fn ci(i: &Interval) -> String {
-    format!("{} [{} – {}]", human_ns(i.value), human_ns(i.low), human_ns(i.high))
+/// What the significance column says where a change has no interval to test (fewer than
+/// two values on a side), and what the methods call that.
+const UNTESTED: &str = "n<2";
+
+/// A side's latency: with its interval; from one value, the value and `(n=1)`; without
+/// values, `no attempts` (never a distribution of zeros).
+fn side_cell(f: Option<&Figure>, values: u64) -> String {
+    match (f, f.and_then(Figure::interval)) {
+        (None, _) => "no attempts".into(),
+        (Some(f), None) => format!("{} (n={values})", human_ns(f.value)),
+        (Some(_), Some(i)) => format!("{} [{} – {}]", human_ns(i.value), human_ns(i.low), human_ns(i.high)),
+    }
 }
 
-fn yes(b: bool) -> &'static str {
-    if b { "yes" } else { "no" }
+/// A change: with its interval, or the bare difference where a side has fewer than two
+/// values; `-` where a side has none.
+fn change_cell(f: Option<&Figure>) -> String {
+    match (f, f.and_then(Figure::interval)) {
+        (None, _) => "-".into(),
+        (Some(f), None) => signed(f.value),
+        (Some(_), Some(i)) => signed_ci(&i),
+    }
+}
+
+fn signed(ns: f64) -> String {
+    if ns > 0.0 { format!("+{}", human_ns(ns)) } else { human_ns(ns) }
+}
+
+/// The significance column: `n<2` where the change has no interval to test, `-` where there
+/// is no change at all.
+fn sig_cell(f: Option<&Figure>, significant: bool) -> &'static str {
+    match f.map(|f| f.bounds.is_some()) {
+        None => "-",
+        Some(false) => UNTESTED,
+        Some(true) if significant => "yes",
+        Some(true) => "no",
+    }
+}
+
+/// `mean A → B (change)`, each side `(no attempts)` where it has none.
+fn means(l: &LatencyChange) -> String {
+    let side = |f: Option<Figure>| f.map_or("(no attempts)".into(), |f| human_ns(f.value));
+    let change = match l.mean_change {
+        None => String::new(),
+        Some(c) if c.bounds.is_none() => format!(" ({}, {UNTESTED})", signed(c.value)),
+        Some(c) => format!(" ({})", change_cell(Some(&c))),
+    };
+    format!("mean {} → {}{change}", side(l.mean_a), side(l.mean_b))
 }
 
 /// The diff as the terminal shows it, with the phase and function lines `shown` selects.
@@ -65,44 +104,34 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
         "  {:<12} {:>9} {:>9}  {:>30}  {:>30}  {:>34}  {:>4}",
         "outcome", "A count", "B count", "A median [95% CI]", "B median [95% CI]", "median change [95% CI]", "sig"
     );
-    for c in &d.outcomes {
+    let row = |o: &mut String, label: &str, na: u64, nb: u64, l: &LatencyChange| {
         let _ = writeln!(
             o,
             "  {:<12} {:>9} {:>9}  {:>30}  {:>30}  {:>34}  {:>4}",
-            c.outcome.label(),
-            c.count_a,
-            c.count_b,
-            ci(&c.latency.median_a),
-            ci(&c.latency.median_b),
-            signed_ci(&c.latency.median_change),
-            yes(c.latency.significant)
+            label,
+            na,
+            nb,
+            side_cell(l.median_a.as_ref(), na),
+            side_cell(l.median_b.as_ref(), nb),
+            change_cell(l.median_change.as_ref()),
+            sig_cell(l.median_change.as_ref(), l.significant)
         );
+    };
+    for c in &d.outcomes {
+        row(&mut o, c.outcome.label(), c.count_a, c.count_b, &c.latency);
         let _ = writeln!(
             o,
-            "  {:<12} mean {} → {} ({}); {:.2} → {:.2} attempts {unit}: {} {unit}",
+            "  {:<12} {}; {:.2} → {:.2} attempts {unit}: {} {unit}",
             "",
-            human_ns(c.latency.mean_a.value),
-            human_ns(c.latency.mean_b.value),
-            signed_ci(&c.latency.mean_change),
+            means(&c.latency),
             c.per_unit_a,
             c.per_unit_b,
-            signed_ci(&c.per_unit_change)
+            change_cell(Some(&c.per_unit_change))
         );
     }
     if let Some(s) = &d.step {
-        let _ = writeln!(
-            o,
-            "  {:<12} {:>9} {:>9}  {:>30}  {:>30}  {:>34}  {:>4}",
-            "chain step",
-            d.a.steps.unwrap_or(0),
-            d.b.steps.unwrap_or(0),
-            ci(&s.median_a),
-            ci(&s.median_b),
-            signed_ci(&s.median_change),
-            yes(s.significant)
-        );
-        let _ =
-            writeln!(o, "  {:<12} mean {} → {} ({})", "", human_ns(s.mean_a.value), human_ns(s.mean_b.value), signed_ci(&s.mean_change));
+        row(&mut o, "chain step", d.a.steps.unwrap_or(0), d.b.steps.unwrap_or(0), s);
+        let _ = writeln!(o, "  {:<12} {}", "", means(s));
     }
     let _ = writeln!(o);
     if d.lines.is_empty() {
@@ -126,20 +155,41 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
             let _ = writeln!(o, "  {} lines of other outcomes not shown (drop --outcome to see them)", d.lines.len() - selected.len());
         }
         let significant = selected.iter().filter(|l| l.significant).count();
-        let _ = writeln!(
-            o,
-            "  {significant} of {} lines{of_outcome} changed significantly per attempt (Holm-corrected over all {} lines, family-wise 5%)",
-            selected.len(),
-            d.lines.len()
-        );
+        let tested = d.lines.iter().filter(|l| l.p_value.is_some()).count();
+        if tested > 0 {
+            let family =
+                if tested == d.lines.len() { format!("all {tested} lines") } else { format!("the {tested} lines with an interval") };
+            let _ = writeln!(
+                o,
+                "  {significant} of {} lines{of_outcome} changed significantly per attempt (Holm-corrected over {family}, family-wise 5%)",
+                selected.len(),
+            );
+        }
+        let untested = selected.iter().filter(|l| l.p_value.is_none()).count();
+        if untested > 0 {
+            let _ = writeln!(
+                o,
+                "  {untested} of {} lines{of_outcome} not tested ({UNTESTED}): their outcome has fewer than {MIN_OBSERVATIONS} attempts on a side, so no interval",
+                selected.len(),
+            );
+        }
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "Methods");
     for m in &d.methods {
         let _ = writeln!(o, "  {m}");
     }
+    let few = |n: u64| n < MIN_OBSERVATIONS;
+    let step_few = d.step.is_some() && (few(d.a.steps.unwrap_or(0)) || few(d.b.steps.unwrap_or(0)));
+    if step_few || d.outcomes.iter().any(|c| few(c.count_a) || few(c.count_b)) {
+        let _ = writeln!(
+            o,
+            "  {UNTESTED}: fewer than {MIN_OBSERVATIONS} attempts (or steps) on a side: one value has no spread, so no interval and no test; no attempts: the outcome did not occur on that side"
+        );
+    }
     if d.unit == Unit::ExecAttempt {
-        let _ = writeln!(o, "  not both chains: changes are weighed per exec attempt of any outcome, not per chain step");
+        let _ =
+            writeln!(o, "  not both runs of the built-in chain: changes are weighed per exec attempt of any outcome, not per chain step");
     }
     o
 }
@@ -157,9 +207,9 @@ fn line(l: &LineChange) -> String {
         name,
         human_ns(l.a.value),
         human_ns(l.b.value),
-        signed_ci(&l.change),
-        yes(l.significant),
-        signed_ci(&l.per_unit_change),
-        yes(l.per_unit_significant)
+        change_cell(Some(&l.change)),
+        sig_cell(Some(&l.change), l.significant),
+        change_cell(Some(&l.per_unit_change)),
+        sig_cell(Some(&l.per_unit_change), l.per_unit_significant)
     )
 }

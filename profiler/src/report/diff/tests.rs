@@ -30,3 +30,187 @@ fn differential_flame_lines_are_time_per_attempt_not_sample_counts() {
         vec!["alloc_empty_file 0 1000000", "do_open_execat 500000 0", "do_open_execat;link_path_walk 500000 1000000"]
     );
 }
+
+mod per_chain_step {
+    use super::super::{Diff, Unit, compare, render};
+    use crate::{
+        analysis::outcome::Outcome,
+        report::test_support::{chain_spec, meta, report, steps},
+    };
+
+    fn enoent(d: &Diff) -> &super::super::OutcomeChange {
+        d.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap()
+    }
+
+    /// The built-in chain: 3 steps of 2 misses (10 attempts: 4 successes, 6 ENOENT).
+    fn chain() -> crate::report::RunReport {
+        report(meta(&["execprof-chain", "3"], Some(chain_spec(3, 2))), &steps(1, 3, 2, 1_000, |s| 40_000 + s * 1_000), None)
+    }
+
+    #[test]
+    fn a_chain_against_a_command_that_execs_twice_is_weighed_per_exec_attempt() {
+        // `sh -c 'for ...; exec env true'`: 40 misses, then one exec-to-exec step of its own
+        // (42 attempts). The analysis finds a chain step in it; the diff must not use it.
+        let command = report(meta(&["sh", "-c", "..."], None), &steps(7, 1, 40, 1_500, |s| 50_000 + s * 1_000), None);
+        assert_eq!(command.analysis.chain.as_ref().map(|c| c.steps), Some(1), "the command has an exec-to-exec step");
+        for (a, b) in [(&chain(), &command), (&command, &chain())] {
+            let d = compare("a", a, "b", b);
+            assert_eq!(d.unit, Unit::ExecAttempt);
+            assert!(d.step.is_none(), "no chain-step row unless both are the built-in chain");
+            assert_eq!(d.a.steps.is_some(), a.meta.chain.is_some());
+            assert_eq!(d.b.steps.is_some(), b.meta.chain.is_some());
+            let text = render(&d, &Default::default());
+            assert!(!text.contains("attempts per chain step") && !text.contains("chain step   "), "{text}");
+            assert!(text.contains("not both runs of the built-in chain"), "{text}");
+        }
+        // Per exec attempt of any outcome: 6 of 10, 40 of 42.
+        let d = compare("a", &chain(), "b", &command);
+        assert_eq!((enoent(&d).per_unit_a, enoent(&d).per_unit_b), (0.6, 40.0 / 42.0));
+        let text = render(&d, &Default::default());
+        assert!(text.contains("0.60 → 0.95 attempts per exec attempt (any outcome)"), "{text}");
+        assert!(text.contains("3 chain steps") && !text.contains("1 chain steps"), "only the built-in chain's steps are named: {text}");
+    }
+
+    #[test]
+    fn two_chains_are_weighed_per_chain_step() {
+        let other = report(meta(&["execprof-chain", "5"], Some(chain_spec(5, 1))), &steps(1, 5, 1, 1_000, |_| 40_000), None);
+        let d = compare("a", &chain(), "b", &other);
+        assert_eq!(d.unit, Unit::ChainStep);
+        assert_eq!((enoent(&d).per_unit_a, enoent(&d).per_unit_b), (2.0, 1.0));
+        assert_eq!((d.a.steps, d.b.steps), (Some(3), Some(5)));
+        assert!(d.step.is_some());
+        let text = render(&d, &Default::default());
+        assert!(text.contains("2.00 → 1.00 attempts per chain step") && !text.contains("not both"), "{text}");
+        assert!(d.step.as_ref().and_then(|s| s.median_change).is_some_and(|c| c.bounds.is_some()));
+    }
+
+    #[test]
+    fn one_chain_step_has_no_interval() {
+        let one = report(meta(&["execprof-chain", "1"], Some(chain_spec(1, 2))), &steps(1, 1, 2, 1_000, |_| 90_000), None);
+        let d = compare("a", &chain(), "b", &one);
+        let step = d.step.as_ref().expect("both chains");
+        assert!(step.median_b.unwrap().bounds.is_none() && step.median_change.unwrap().bounds.is_none() && !step.significant);
+        let text = render(&d, &Default::default());
+        let row = text.lines().find(|l| l.trim_start().starts_with("chain step")).unwrap();
+        assert!(row.contains("(n=1)") && row.ends_with("n<2"), "{row}");
+    }
+}
+
+/// Figures from too few attempts: no interval, no test; outcomes without attempts say so.
+mod few_observations {
+    use super::super::{Diff, OutcomeChange, compare, render};
+    use crate::{
+        analysis::{outcome::Outcome, test_support::attempt},
+        assemble::events::{Event, Sample},
+        report::{
+            RunReport,
+            test_support::{meta, report},
+        },
+    };
+
+    struct Table;
+    impl crate::analysis::attribution::Symbolizer for Table {
+        fn symbolize(&self, addrs: &[u64]) -> Vec<Option<String>> {
+            addrs.iter().map(|&a| (a == 0x20).then(|| "mm_alloc".to_owned())).collect()
+        }
+    }
+
+    /// Successful execs of these latencies (ns) and `enoent` failed ones of 1 µs, each with one
+    /// sample in mm_alloc.
+    fn run(successes: &[u64], enoent: u64) -> RunReport {
+        let mut events = Vec::new();
+        let mut t = 0;
+        let mut push = |ns: u64, ret: i64| {
+            let mut a = attempt(1, t, t + ns, ret, Some(0));
+            a.inside.samples = vec![Sample { ts_ns: t + 1, pid: 1, frames: vec![0x20] }];
+            events.push(Event::Exec(a));
+            t += 10_000_000;
+        };
+        successes.iter().for_each(|&ns| push(ns, 0));
+        (0..enoent).for_each(|i| push(1_000 + i * 10, -2));
+        report(meta(&["t"], None), &events, Some((&[0x20], &Table)))
+    }
+
+    fn outcome(d: &Diff, o: Outcome) -> &OutcomeChange {
+        d.outcomes.iter().find(|c| c.outcome == o).unwrap()
+    }
+
+    #[test]
+    fn one_attempt_a_side_has_no_interval_and_is_never_significant() {
+        // The "+2.43 ms [+2.43 … +2.43] yes": one attempt each side, 2.43 ms apart.
+        let d = compare("a", &run(&[1_000_000], 0), "b", &run(&[3_430_000], 0));
+        let s = outcome(&d, Outcome::Success);
+        let change = s.latency.median_change.unwrap();
+        assert_eq!((change.value, change.bounds), (2_430_000.0, None));
+        assert!(!s.latency.significant);
+        assert!(s.latency.median_a.unwrap().bounds.is_none() && s.latency.mean_change.unwrap().bounds.is_none());
+        assert!(s.per_unit_change.bounds.is_none());
+        assert!(!d.lines.is_empty(), "mm_alloc has lines");
+        for l in &d.lines {
+            assert!(l.change.bounds.is_none() && l.per_unit_change.bounds.is_none(), "{l:?}");
+            assert_eq!((l.p_value, l.per_unit_p_value, l.significant, l.per_unit_significant), (None, None, false, false), "{l:?}");
+        }
+        let text = render(&d, &Default::default());
+        let row = text.lines().find(|l| l.trim_start().starts_with("success ")).unwrap();
+        assert!(row.contains("1.00 ms (n=1)") && row.contains("3.43 ms (n=1)") && row.ends_with("+2.43 ms   n<2"), "{row}");
+        assert!(!text.contains("[+2.43"), "{text}");
+        assert!(text.contains(&format!("{0} of {0} lines not tested (n<2)", d.lines.len())), "{text}");
+        assert!(!text.contains("changed significantly"), "nothing was tested: {text}");
+        // JSON: the value, no ends, not significant.
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["outcomes"][0]["median_change"], serde_json::json!({ "value": 2_430_000.0 }));
+        assert_eq!(v["outcomes"][0]["significant"], false);
+        assert_eq!(v["lines"][0]["p_value"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn one_attempt_against_many_is_not_tested_either() {
+        let a = run(&[1_000_000, 1_010_000, 990_000, 1_020_000], 0);
+        let d = compare("a", &a, "b", &run(&[3_430_000], 0));
+        let s = outcome(&d, Outcome::Success);
+        assert!(s.latency.median_a.unwrap().bounds.is_some(), "A's own median keeps its interval");
+        assert!(s.latency.median_b.unwrap().bounds.is_none() && s.latency.median_change.unwrap().bounds.is_none());
+        assert!(!s.latency.significant && d.lines.iter().all(|l| l.p_value.is_none() && !l.significant));
+        // Two attempts a side are enough: intervals, and a test that finds the change.
+        let d = compare("a", &a, "b", &run(&[3_430_000, 3_440_000], 0));
+        let s = outcome(&d, Outcome::Success);
+        let change = s.latency.median_change.unwrap().interval().expect("an interval from two attempts");
+        assert!(change.low > 0.0 && s.latency.significant, "{change:?}");
+        assert!(d.lines.iter().all(|l| l.p_value.is_some()));
+        let text = render(&d, &Default::default());
+        assert!(!text.contains("n<2") && text.contains("lines changed significantly per attempt (Holm-corrected over all"), "{text}");
+    }
+
+    #[test]
+    fn an_outcome_without_attempts_says_so() {
+        // A: 2 successes and 4 ENOENT; B: 2 successes, no ENOENT at all.
+        let d = compare("a", &run(&[40_000, 41_000], 4), "b", &run(&[40_000, 41_000], 0));
+        let e = outcome(&d, Outcome::Enoent);
+        assert_eq!((e.count_a, e.count_b), (4, 0));
+        assert!(e.latency.median_b.is_none() && e.latency.mean_b.is_none(), "no latency, not a latency of 0");
+        assert!(e.latency.median_change.is_none() && e.latency.mean_change.is_none() && !e.latency.significant);
+        // Per unit, B spends exactly nothing in ENOENT: the change is A's share, with A's interval.
+        let per_unit = e.per_unit_change.interval().expect("known: B adds exactly 0");
+        let a_mean = 1_015.0; // 1000, 1010, 1020, 1030 ns
+        assert!((per_unit.value + a_mean * 4.0 / 6.0).abs() < 1e-6, "{per_unit:?}");
+        let text = render(&d, &Default::default());
+        let row = text.lines().find(|l| l.trim_start().starts_with("ENOENT ")).unwrap();
+        assert!(row.contains("no attempts") && row.ends_with(" -     -"), "{row}");
+        assert!(text.contains("mean 1.01 µs → (no attempts);"), "{text}");
+        assert!(!text.contains("0 ns [0 ns – 0 ns]") && !text.contains("[0 ns … 0 ns]"), "{text}");
+        assert!(text.contains("no attempts: the outcome did not occur on that side"), "{text}");
+        let v = serde_json::to_value(&d).unwrap();
+        let enoent = v["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "enoent").unwrap();
+        assert_eq!((&enoent["median_b"], &enoent["median_change"]), (&serde_json::Value::Null, &serde_json::Value::Null));
+    }
+
+    #[test]
+    fn json_reads_back_as_the_same_diff() {
+        // xtask reads diffs through this type: figures with and without intervals both survive.
+        let d = compare("a", &run(&[40_000, 41_000], 4), "b", &run(&[3_430_000], 0));
+        let json = serde_json::to_string(&d).unwrap();
+        let back: Diff = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        assert_eq!(render(&back, &Default::default()), render(&d, &Default::default()));
+    }
+}
