@@ -944,7 +944,17 @@ fn a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete() {
     assert!(mounted.success(), "mounting a 16 KiB tmpfs");
     let steps = if execprof::testing::slowdown() > 1 { 3_000 } else { 20_000 };
     let (v, out) = run_json(&["--steps", &steps.to_string(), "--sample-hz", "0", "--output", mnt.join("r.execprof").to_str().unwrap()]);
+    // What the disk kept is a readable prefix: `report` reads it, marked as cut.
+    let (kept, kept_json) = (dir.path().join("kept.execprof"), dir.path().join("kept.json"));
+    std::fs::copy(mnt.join("r.execprof"), &kept).unwrap();
     let _ = StdCommand::new("umount").arg(&mnt).status();
+    let replayed = execprof().arg("report").arg(&kept).arg("--json").arg(&kept_json).output().unwrap();
+    assert_eq!(replayed.status.code(), Some(0), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert!(String::from_utf8_lossy(&replayed.stdout).starts_with("RECORDING CUT at byte "));
+    let prefix: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&kept_json).unwrap()).unwrap();
+    let cut = prefix.recording_cut().expect("the kept recording is cut");
+    assert!(!prefix.complete && cut.at_byte <= 16 << 10, "{cut:?}");
+    assert!(prefix.analysis.attempts <= steps * 7 + 1, "{} attempts in the prefix", prefix.analysis.attempts);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Said during the run, and again as what failed; the run itself is whole.
     assert!(stderr.contains("No space left on device") && stderr.contains("tracing goes on"), "{stderr}");

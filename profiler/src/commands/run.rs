@@ -24,6 +24,7 @@ use crate::{
     model::chain::ChainSpec,
     model::failure::{Failure, code},
     model::meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
+    model::names::escape_name,
     pipeline::{Finished, OutputFile, Recorder, RunPipeline, TraceOutput},
     recording::RecordingWriter,
     report::export,
@@ -228,6 +229,15 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
         Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
     let (ra, rb) = (replay::report(a)?, replay::report(b)?);
+    for (side, r) in [("A", &ra), ("B", &rb)] {
+        if let (Some(c), Source::Replay { recording, .. }) = (r.recording_cut(), &r.source) {
+            eprintln!(
+                "execprof: warning: recording {side} ({}) was {}: its figures cover the intact prefix; the run was killed or its disk filled up",
+                escape_name(recording.path.as_bytes()),
+                c.describe(recording.bytes)
+            );
+        }
+    }
     let (pa, pb) = (a.display().to_string(), b.display().to_string());
     let d = crate::report::diff::compare(&pa, &ra, &pb, &rb);
     print!("{}", crate::report::diff::render(&d, shown));
@@ -267,7 +277,7 @@ fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outpu
         eprintln!(
             "execprof: warning: the report is incomplete: {}{}",
             incompleteness(&report),
-            if report.losses.0.first().is_some_and(|(_, n)| *n > 0) { "; raise --ring-mib and run again" } else { "" }
+            if report.losses.ring_full() > 0 { "; raise --ring-mib and run again" } else { "" }
         );
     }
     print!("{}", report::render(&report));
@@ -304,13 +314,22 @@ fn report_decode_error(report: &RunReport, first: Option<&str>) -> Option<String
 
 fn incompleteness(r: &RunReport) -> String {
     let mut why = Vec::new();
+    let cut = r.recording_cut();
+    if let (Some(c), Source::Replay { recording, .. }) = (cut, &r.source) {
+        why.push(format!(
+            "the recording was {}: the report covers the intact prefix; the run was killed or its disk filled up",
+            c.describe(recording.bytes)
+        ));
+    }
     if let Some(p) = &r.partial {
         why.push(p.clone());
     }
     if let Some(e) = &r.recording_error {
         why.push(format!("its recording stopped early ({e})"));
     }
-    if r.losses.total() > 0 {
+    if r.losses.total() > 0 && cut.is_some() {
+        why.push(format!("{} exec attempts or fork calls unjoined (those open at the cut among them)", r.attempts_affected));
+    } else if r.losses.total() > 0 {
         why.push(format!("{} losses, {} exec attempts or fork calls affected", r.losses.total(), r.attempts_affected));
     }
     if r.undecodable_records > 0 {
@@ -331,7 +350,7 @@ fn close_recording(recorder: Option<Recorder>, symbols: &SymbolTable, end: &RunE
         }
     };
     match recorder.close(symbols, &end) {
-        Ok(stats) => Some(RecordingFacts { path, bytes: stats.bytes, records: stats.records }),
+        Ok(stats) => Some(RecordingFacts { path, bytes: stats.bytes, records: stats.records, cut: None }),
         Err(e) => {
             errors.push(e);
             None

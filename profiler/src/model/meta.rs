@@ -53,14 +53,19 @@ pub enum ExitStatus {
     Code(i32),
     /// Killed by this signal number.
     Signal(i32),
+    /// Not known: the recording read was cut before the run ended (its END frame, which says
+    /// how the command ended, is missing). A live run always knows.
+    Unknown,
 }
 
 impl ExitStatus {
-    /// The status a shell would report: the code, or 128 + signal.
+    /// The status a shell would report: the code, or 128 + signal (and execprof's own error
+    /// code for an unknown status, which only a cut recording has).
     pub fn shell_code(self) -> i32 {
         match self {
             ExitStatus::Code(c) => c,
             ExitStatus::Signal(s) => 128 + s,
+            ExitStatus::Unknown => crate::model::failure::code::ERROR,
         }
     }
 }
@@ -70,6 +75,7 @@ impl std::fmt::Display for ExitStatus {
         match self {
             ExitStatus::Code(c) => write!(f, "exit code {c}"),
             ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
+            ExitStatus::Unknown => f.write_str("exit status unknown"),
         }
     }
 }
@@ -93,6 +99,12 @@ impl LossCounters {
     pub fn with_unjoined(mut self, unjoined: &Unjoined) -> Self {
         self.0.extend(unjoined.as_losses().iter().map(|&(name, n)| (name.to_owned(), n)));
         self
+    }
+
+    /// Records the ring buffer had no room for (0 where the counters are not known).
+    pub fn ring_full(&self) -> u64 {
+        let name = profiler_common::counter::NAMES[profiler_common::counter::RING_FULL as usize];
+        self.0.iter().find(|(n, _)| n == name).map_or(0, |&(_, v)| v)
     }
 
     /// All kernel counters at zero (for reports built without a kernel).
@@ -257,6 +269,23 @@ pub struct RunEnd {
     /// accounting (BPF run-time statistics, `--probe-costs`); empty without them.
     #[serde(default)]
     pub program_costs: Vec<ProgramCost>,
+}
+
+impl RunEnd {
+    /// What a recording cut before the run ended says of its end: only how far its records
+    /// reach (`covered_ns` after the command's release). No exit status, and no kernel loss
+    /// counters: those are read after the run and written in the END frame the cut lost.
+    pub fn cut(covered_ns: u64) -> Self {
+        RunEnd {
+            exit_status: ExitStatus::Unknown,
+            command_wall_ns: covered_ns,
+            kernel_losses: LossCounters::default(),
+            undecodable_records: 0,
+            first_decode_error: None,
+            partial: None,
+            program_costs: Vec::new(),
+        }
+    }
 }
 
 /// One eBPF program's runs and run time during a run (`bpf_prog_info.run_cnt/run_time_ns`).
