@@ -132,15 +132,33 @@ fn hostile_names_reach_the_terminal_escaped_and_shell_quoted() {
     require_root!();
     use std::os::unix::ffi::OsStrExt as _;
     let hostile = std::ffi::OsStr::from_bytes(b"x\nFAKE\x1b[31m\xff");
-    // The command header: one line, no control byte, pasteable back into a shell.
-    let out = execprof().args(["run", "--sample-hz", "0", "--", "/bin/sh", "-c", "true", "sh"]).arg(hostile).output().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, rec, replayed) = (dir.path().join("run.json"), dir.path().join("run.execprof"), dir.path().join("replayed.json"));
+    // The command header: one line, no control byte, pasteable back into a shell, the 0xff
+    // byte included; the JSON and the recording keep the exact bytes.
+    let out = execprof()
+        .args(["run", "--sample-hz", "0", "--json"])
+        .arg(&json)
+        .arg("--output")
+        .arg(&rec)
+        .args(["--", "/bin/sh", "-c", "true", "sh"])
+        .arg(hostile)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let header = stdout.lines().find(|l| l.starts_with("command ")).expect("a command line in the report");
-    // (The recording keeps the command as text: a byte that is not UTF-8 shows as U+FFFD.)
-    assert_eq!(header, "command   /bin/sh -c true sh $'x\\x0aFAKE\\x1b[31m\u{fffd}'", "{stdout}");
+    assert_eq!(header, "command   /bin/sh -c true sh $'x\\x0aFAKE\\x1b[31m\\xff'", "{stdout}");
     assert!(!stdout.lines().any(|l| l.starts_with("FAKE")), "{stdout}");
     assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b), "an escape byte reached the terminal");
+    let want: Vec<Vec<u8>> = [&b"/bin/sh"[..], b"-c", b"true", b"sh", hostile.as_bytes()].iter().map(|a| a.to_vec()).collect();
+    let live: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(live.meta.argv(), want, "the JSON's command_hex holds the exact bytes");
+    let again = execprof().arg("report").arg(&rec).arg("--json").arg(&replayed).output().unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stdout).lines().any(|l| l == header), "the recording's report prints the same header");
+    let back: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&replayed).unwrap()).unwrap();
+    assert_eq!(back.meta.argv(), want, "the recording keeps the exact bytes");
     // The launch error for a command that is not there.
     let out = execprof().arg("run").arg("--").arg(hostile).output().unwrap();
     assert_eq!(out.status.code(), Some(127));

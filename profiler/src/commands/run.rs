@@ -4,6 +4,7 @@ use std::{
     ffi::OsString,
     fs::File,
     io::BufWriter,
+    os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
     time::Instant,
 };
@@ -123,9 +124,12 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     attached.tracer.trace_process(child.pid())?;
     let mut machine = MachineFacts::current();
     machine.sched_prepare_exec = attached.sched_prepare_exec;
+    let argv: Vec<&[u8]> = command.argv.iter().map(|a| a.as_bytes()).collect();
+    let (command_text, command_hex) = RunMeta::command_fields(&argv);
     let meta = RunMeta {
         execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
-        command: command.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        command: command_text,
+        command_hex,
         program: command.program.display().to_string(),
         chain,
         kernel: KernelInfo::current(),

@@ -283,7 +283,7 @@ fn render_header(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), escape_name(r.meta.program.as_bytes()));
         }
         None => {
-            let _ = writeln!(o, "command   {}", shell_command(&r.meta.command));
+            let _ = writeln!(o, "command   {}", shell_command(&r.meta.argv()));
         }
     }
     let _ = writeln!(
@@ -926,6 +926,7 @@ mod tests {
         let meta = RunMeta {
             execprof_version: "0.0.0".into(),
             command: vec!["t".into(), "3".into()],
+            command_hex: vec![],
             program: "/x/t".into(),
             chain: None,
             kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },

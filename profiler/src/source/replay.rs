@@ -153,6 +153,7 @@ mod tests {
         RunMeta {
             execprof_version: "0.0.0".into(),
             command: vec!["chain".into()],
+            command_hex: vec![],
             program: "/x/chain".into(),
             chain: None,
             kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
@@ -192,18 +193,23 @@ mod tests {
                 }
             }
         }
-        let end = RunEnd {
+        let stats =
+            w.finish(&[(0xffff_ffff_8100_0000, "do_execveat_common".into())], &serde_json::to_value(end(last + 1)).unwrap()).unwrap();
+        assert_eq!(stats.bytes, out.len() as u64);
+        (out, ends, times)
+    }
+
+    /// The end of a run that exited 0 after `command_wall_ns`.
+    fn end(command_wall_ns: u64) -> RunEnd {
+        RunEnd {
             exit_status: ExitStatus::Code(0),
-            command_wall_ns: last + 1,
+            command_wall_ns,
             kernel_losses: LossCounters::zero(),
             undecodable_records: 0,
             first_decode_error: None,
             partial: None,
             program_costs: vec![],
-        };
-        let stats = w.finish(&[(0xffff_ffff_8100_0000, "do_execveat_common".into())], &serde_json::to_value(end).unwrap()).unwrap();
-        assert_eq!(stats.bytes, out.len() as u64);
-        (out, ends, times)
+        }
     }
 
     fn report_of(bytes: &[u8]) -> Result<RunReport> {
@@ -254,6 +260,22 @@ mod tests {
             assert_eq!(r.analysis.attempts, (whole as u64 + 1) * per_frame * u64::from(MISSES + 1), "cut at the end {end}");
             assert_eq!(r.recording_cut().map(|c| c.at_byte), Some(end));
         }
+    }
+
+    /// A command line that is not UTF-8 comes back from a recording byte for byte, and its
+    /// header is shell-quoted from those bytes.
+    #[test]
+    fn argv_bytes_round_trip_through_a_recording() {
+        let argv: [&[u8]; 3] = [b"/bin/sh", b"-c", b"a\xff\nb"];
+        let mut m = meta(0);
+        (m.command, m.command_hex) = RunMeta::command_fields(&argv);
+        let mut out = Vec::new();
+        let w = RecordingWriter::new(&mut out, &serde_json::to_value(&m).unwrap()).unwrap();
+        w.finish(&[], &serde_json::to_value(end(1)).unwrap()).unwrap();
+        let r = report_of(&out).unwrap();
+        assert_eq!(r.meta.argv(), argv.map(<[u8]>::to_vec));
+        let text = crate::report::render(&r);
+        assert!(text.contains("\ncommand   /bin/sh -c $'a\\xff\\x0ab'\n"), "{text}");
     }
 
     /// In SYMBOLS or END, every record is in; past SYMBOLS, its names are too.
