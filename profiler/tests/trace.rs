@@ -532,6 +532,52 @@ fn timeline_measures_start_up_to_main_of_a_dynamic_chain() {
     assert_eq!(parts, total("wall_ns"), "the parts of the steps add up to their wall time");
 }
 
+/// A stripped dynamic chain (its symbols in a separate debug file that is not there, as
+/// `objcopy --add-gnu-debuglink` leaves it): image start to main is not measured, and the
+/// report says why in those terms, not as the symbol lookup's error.
+#[test]
+#[ignore = "needs root"]
+fn a_stripped_chain_is_said_to_have_no_main() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("ts.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\n#include <stdlib.h>\n#include <stdio.h>\n\
+         int main(int argc, char **argv, char **envp) { char b[12]; int n;\n\
+         if (argc != 2) return 1; n = atoi(argv[1]); if (n <= 0) return 0;\n\
+         snprintf(b, sizeof b, \"%d\", n - 1); argv[1] = b; execve(argv[0], argv, envp); return 3; }\n",
+    )
+    .unwrap();
+    let (exe, debug) = (dir.path().join("ts"), dir.path().join("ts.debug"));
+    let built = StdCommand::new("cc").arg("-O2").arg("-o").arg(&exe).arg(&src).status().is_ok_and(|s| s.success())
+        && StdCommand::new("objcopy").arg("--only-keep-debug").arg(&exe).arg(&debug).status().is_ok_and(|s| s.success())
+        && StdCommand::new("objcopy")
+            .args(["--strip-all", "--add-gnu-debuglink=ts.debug"])
+            .arg(&exe)
+            .current_dir(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(built, "cc and objcopy (gcc, binutils) build the stripped chain");
+    std::fs::remove_file(&debug).unwrap();
+    let json = dir.path().join("out.json");
+    let out = execprof().args(["run", "--sample-hz", "0", "--json"]).arg(&json).arg("--").arg(&exe).arg("20").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let chain = r.analysis.chain.as_ref().expect("a chain");
+    assert_eq!(chain.steps, 20);
+    assert!(chain.startup_ns.is_none(), "no main, no start-up time");
+    let note = r.meta.startup_note.as_deref().unwrap_or_default();
+    let want = format!(
+        "image start to main: not measured, {} has no `main` symbol (it is stripped, and the separate debug file its .gnu_debuglink names, {}, is not there)",
+        exe.display(),
+        debug.display()
+    );
+    assert!(note.starts_with(&want), "{note}");
+    assert!(!note.contains("failed to access"), "{note}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("  {want}")), "the report prints it");
+}
+
 /// bench spawn --kernel: every spawn call of every method is matched with its syscall, and
 /// the benchmark's own time for the call is at least the kernel's.
 #[test]

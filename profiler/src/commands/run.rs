@@ -438,10 +438,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain:
     let startup_note = if builtin_chain {
         Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned())
     } else {
-        tracer
-            .attach_main(&command.program)
-            .err()
-            .map(|e| format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display()))
+        tracer.attach_main(&command.program).err().map(|e| crate::launch::elf::main_not_probed(&command.program, &e))
     };
     let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note);
     let sched_prepare_exec = crate::kernel::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());

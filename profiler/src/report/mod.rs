@@ -17,7 +17,7 @@ use crate::{
         stats::Distribution,
     },
     model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta, Unjoined},
-    model::names::{errno_name, escape_name, shell_command},
+    model::names::{errno_name, escape_name, shell_command, terminal_safe},
 };
 
 /// Bumped when a field of the JSON changes meaning or disappears.
@@ -460,7 +460,8 @@ fn render_chain(o: &mut String, r: &RunReport) {
             );
         }
         if let Some(note) = &r.meta.startup_note {
-            let _ = writeln!(o, "  {note}");
+            // Written by a recording, which anyone may have made.
+            let _ = writeln!(o, "  {}", terminal_safe(note));
         }
     }
 }
