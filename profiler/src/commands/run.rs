@@ -233,12 +233,13 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
         Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
     let (ra, rb) = (replay::report(a)?, replay::report(b)?);
-    for (side, r) in [("A", &ra), ("B", &rb)] {
-        if let (Some(c), Source::Replay { recording, .. }) = (r.recording_cut(), &r.source) {
+    for (side, recording) in [("A", ra.recording_read()), ("B", rb.recording_read())] {
+        if let Some(f) = recording
+            && let Some(at) = f.cut_position()
+        {
             eprintln!(
-                "execprof: warning: recording {side} ({}) was {}: its figures cover the intact prefix; the run was killed or its disk filled up",
-                escape_name(recording.path.as_bytes()),
-                c.describe(recording.bytes)
+                "execprof: warning: recording {side} ({}) was cut {at}: its figures cover the intact prefix; the run was killed or its disk filled up",
+                escape_name(f.path.as_bytes()),
             );
         }
     }
@@ -319,11 +320,8 @@ fn report_decode_error(report: &RunReport, first: Option<&str>) -> Option<String
 fn incompleteness(r: &RunReport) -> String {
     let mut why = Vec::new();
     let cut = r.recording_cut();
-    if let (Some(c), Source::Replay { recording, .. }) = (cut, &r.source) {
-        why.push(format!(
-            "the recording was {}: the report covers the intact prefix; the run was killed or its disk filled up",
-            c.describe(recording.bytes)
-        ));
+    if let Some(at) = r.recording_read().and_then(RecordingFacts::cut_position) {
+        why.push(format!("the recording was cut {at}: the report covers the intact prefix; the run was killed or its disk filled up"));
     }
     if let Some(p) = &r.partial {
         why.push(p.clone());

@@ -139,35 +139,31 @@ impl RunReport {
             source,
         }
     }
-}
 
-impl RunReport {
-    /// Where the recording this report was read from was cut, when it was.
-    pub fn recording_cut(&self) -> Option<&RecordingCut> {
+    /// The recording this report was read from (None for a live run).
+    pub fn recording_read(&self) -> Option<&RecordingFacts> {
         match &self.source {
-            Source::Replay { recording, .. } => recording.cut.as_ref(),
+            Source::Replay { recording, .. } => Some(recording),
             Source::Live { .. } => None,
         }
     }
+
+    /// Where the recording this report was read from was cut, when it was.
+    pub fn recording_cut(&self) -> Option<&RecordingCut> {
+        self.recording_read().and_then(|f| f.cut.as_ref())
+    }
 }
 
-impl RecordingCut {
-    /// Where the cut is in a recording of `bytes` bytes, and in the run: `cut at byte N of M
-    /// (after 1.23 s of the run)`.
-    pub fn describe(&self, bytes: u64) -> String {
-        let when = match self.covered_ns {
+impl RecordingFacts {
+    /// Where a recording read cut short was cut, in the file and in the run: `at byte N of M
+    /// (after 1.23 s of the run)`; None for a whole one.
+    pub fn cut_position(&self) -> Option<String> {
+        let c = self.cut.as_ref()?;
+        let when = match c.covered_ns {
             Some(ns) => format!("after {} of the run", human_ns(ns as f64)),
             None => "before the run's first record".to_owned(),
         };
-        format!("cut at byte {} of {bytes} ({when})", self.at_byte)
-    }
-
-    /// The report's first line for a cut recording of `bytes` bytes.
-    pub fn headline(&self, bytes: u64) -> String {
-        format!(
-            "RECORDING {}: the report covers the intact prefix; the run was killed or its disk filled up",
-            self.describe(bytes).replacen("cut", "CUT", 1)
-        )
+        Some(format!("at byte {} of {} ({when})", c.at_byte, self.bytes))
     }
 }
 
@@ -263,8 +259,8 @@ fn render_header(o: &mut String, r: &RunReport) {
         let _ = writeln!(o, "RECORDING INCOMPLETE {e}: the figures below are the whole run's, the recording holds what was written before");
     }
     let cut = r.recording_cut();
-    if let (Some(c), Source::Replay { recording, .. }) = (cut, &r.source) {
-        let _ = writeln!(o, "{}", c.headline(recording.bytes));
+    if let (Some(c), Some(at)) = (cut, r.recording_read().and_then(RecordingFacts::cut_position)) {
+        let _ = writeln!(o, "RECORDING CUT {at}: the report covers the intact prefix; the run was killed or its disk filled up");
         if !c.symbols && r.meta.sample_hz > 0 {
             let _ = writeln!(o, "          the kernel's symbol table was written after the cut: sampled stacks have no function names");
         }
