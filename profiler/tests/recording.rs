@@ -1,11 +1,16 @@
 //! Recordings without root: a real recording (the built-in chain, 200 steps, 6 misses, samples
-//! at 4999 Hz, made by `execprof run --output` on kernel 6.18) replays to its known answers,
-//! and every damaged copy of it (cut, flipped, mutated) is refused with a message that says
-//! what is wrong and where, never a panic.
+//! at 4999 Hz, made by `execprof run --output` on kernel 6.18) replays to its known answers;
+//! the reader refuses every damaged copy of it (cut, flipped, mutated) with a message that
+//! says what is wrong and where, never a panic; and `report` reads a cut copy up to its last
+//! intact frame, marked as cut, while a flipped byte stays an error.
 use std::{io::Cursor, path::Path, time::Duration};
 
 use assert_cmd::Command;
-use execprof::recording::{RecordingReader, check_mutations};
+use execprof::{
+    analysis::outcome::Outcome,
+    recording::{Ending, RecordingReader, check_mutations},
+    report::RunReport,
+};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -53,6 +58,32 @@ fn every_cut_is_refused_with_an_offset() {
     }
 }
 
+/// Taken as a cut instead (`finish_or_cut`), every cut after the META frame ends the intact
+/// prefix at the last frame boundary before it, with the records of the frames before.
+#[test]
+fn every_cut_after_the_meta_frame_keeps_the_frames_before_it() {
+    let bytes = fixture();
+    // (frame end, records up to it): META, RECORDS #1, RECORDS #2, SYMBOLS.
+    let boundaries = [(725u64, 0u64), (1306, 124), (7630, 3276), (9528, 3276)];
+    for cut in 0..bytes.len() {
+        let reader = RecordingReader::new(Cursor::new(&bytes[..cut]));
+        let Some(&(at, records)) = boundaries.iter().rev().find(|(end, _)| *end <= cut as u64) else {
+            assert!(reader.is_err(), "cut at {cut}, inside the META frame, was read");
+            continue;
+        };
+        let mut reader = reader.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        while let Ok(Some(_)) = reader.next_record() {}
+        let read = reader.records_read();
+        match reader.finish_or_cut() {
+            Ok(Ending::Cut(c)) => {
+                assert_eq!((c.intact_bytes, read), (at, records), "cut at {cut}");
+                assert_eq!(c.symbols.is_some(), at == 9528, "cut at {cut}");
+            }
+            other => panic!("cut at {cut}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn every_flipped_byte_is_refused() {
     let bytes = fixture();
@@ -60,6 +91,12 @@ fn every_flipped_byte_is_refused() {
         let mut b = bytes.clone();
         b[at] ^= 0x01;
         assert!(read_all(&b).is_err(), "a flipped bit at byte {at} went unnoticed");
+        // Nor is it taken for a cut, which `report` would read up to.
+        let lenient = RecordingReader::new(Cursor::new(&b)).and_then(|mut r| {
+            while r.next_record().is_ok_and(|x| x.is_some()) {}
+            r.finish_or_cut()
+        });
+        assert!(lenient.is_err(), "a flipped bit at byte {at} read as {lenient:?}");
     }
 }
 
@@ -80,7 +117,13 @@ fn report_names_the_damage_and_fails_with_its_own_code() {
         p
     };
     let report = |p: &Path| Command::new(env!("CARGO_BIN_EXE_execprof")).arg("report").arg(p).assert().code(5);
-    report(&write("cut", &bytes[..bytes.len() / 2])).stderr(predicate::str::contains("truncated at byte"));
+    let mut flipped = bytes[..5000].to_vec();
+    flipped[1000] ^= 0x01; // inside RECORDS frame #1, before the cut
+    report(&write("flipped", &flipped)).stderr(predicate::str::contains(
+        "corrupted recording at byte 754: RECORDS frame #1 (starting at byte 725): payload checksum mismatch",
+    ));
+    report(&write("header", &bytes[..12])).stderr(predicate::str::contains("the file ends right after its header, before the META frame"));
+    report(&write("empty", b"")).stderr(predicate::str::contains("the file is empty: nothing was ever recorded into it"));
     let mut newer = bytes.clone();
     newer[8] = 2; // the format version, little-endian after the 8-byte magic
     report(&write("newer", &newer)).stderr(predicate::str::contains("upgrade execprof"));
@@ -91,6 +134,69 @@ fn report_names_the_damage_and_fails_with_its_own_code() {
         .assert()
         .code(5)
         .stderr(predicate::str::contains("cannot open it"));
+}
+
+/// The fixture's frames: META ends at byte 725, RECORDS #1 (124 records: the launch exec, six
+/// steps and the seventh's enter) at 1306, RECORDS #2 (the other 3152) at 7630, SYMBOLS at
+/// 9528, END at 9758.
+fn report_of_cut(cut: usize) -> (String, String, RunReport) {
+    let dir = tempfile::tempdir().unwrap();
+    let (rec, json) = (dir.path().join("cut.execprof"), dir.path().join("out.json"));
+    std::fs::write(&rec, &fixture()[..cut]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_execprof")).arg("report").arg(&rec).arg("--json").arg(&json).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert_eq!(out.status.code(), Some(0), "cut at {cut}: {stderr}");
+    (stdout, stderr, serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap())
+}
+
+fn count(r: &RunReport, o: Outcome) -> u64 {
+    r.analysis.outcomes.iter().find(|s| s.outcome == o).map_or(0, |s| s.count)
+}
+
+/// A recording cut where a killed run leaves it is reported up to its last intact frame,
+/// marked as cut (exit 0: the report is made, `complete` says it is not the whole run).
+#[test]
+fn a_cut_recording_is_reported_up_to_its_last_intact_frame() {
+    for cut in [1306, 1306 + 10, 5000, 7629] {
+        let (stdout, stderr, r) = report_of_cut(cut);
+        assert_eq!((count(&r, Outcome::Enoent), count(&r, Outcome::Success)), (42, 7), "cut at {cut}: RECORDS #1 only");
+        assert!(!r.complete);
+        let c = r.recording_cut().expect("marked as cut");
+        assert_eq!(c.at_byte, 1306);
+        let head = format!(
+            "RECORDING CUT at byte 1306 of {cut} (after 3.19 ms of the run): the report covers the intact prefix; the run was killed or its disk filled up\n"
+        );
+        assert!(stdout.starts_with(&head), "cut at {cut}: {stdout}");
+        assert!(stdout.contains("result    unknown (the recording ends 3.19 ms into the run)"), "{stdout}");
+        assert!(stderr.contains("warning: the report is incomplete: the recording was cut at byte 1306"), "{stderr}");
+    }
+    // Cut right after RECORDS #2, or in the END frame: every attempt is in, 1,200 misses and
+    // 201 successes as in the whole file; past SYMBOLS, the stacks are named too.
+    for (cut, symbols) in [(7630, false), (9600, true)] {
+        let (_, _, r) = report_of_cut(cut);
+        assert_eq!((count(&r, Outcome::Enoent), count(&r, Outcome::Success)), (1200, 201), "cut at {cut}");
+        assert_eq!(r.recording_cut().map(|c| c.symbols), Some(symbols), "cut at {cut}");
+        assert!(!r.complete);
+    }
+}
+
+/// `diff` reads a cut recording the same way, and says which side was cut.
+#[test]
+fn diff_reads_a_cut_recording_and_names_the_cut_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.execprof");
+    std::fs::write(&cut, &fixture()[..5000]).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_execprof"))
+        .arg("diff")
+        .arg(FIXTURE)
+        .arg(&cut)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("recording B is incomplete"))
+        .stderr(
+            predicate::str::contains("warning: recording B (")
+                .and(predicate::str::contains(") was cut at byte 1306 of 5000 (after 3.19 ms of the run)")),
+        );
 }
 
 /// The call trees of a real recording: every node's children add up to at most the node, and

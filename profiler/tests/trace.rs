@@ -132,15 +132,33 @@ fn hostile_names_reach_the_terminal_escaped_and_shell_quoted() {
     require_root!();
     use std::os::unix::ffi::OsStrExt as _;
     let hostile = std::ffi::OsStr::from_bytes(b"x\nFAKE\x1b[31m\xff");
-    // The command header: one line, no control byte, pasteable back into a shell.
-    let out = execprof().args(["run", "--sample-hz", "0", "--", "/bin/sh", "-c", "true", "sh"]).arg(hostile).output().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, rec, replayed) = (dir.path().join("run.json"), dir.path().join("run.execprof"), dir.path().join("replayed.json"));
+    // The command header: one line, no control byte, pasteable back into a shell, the 0xff
+    // byte included; the JSON and the recording keep the exact bytes.
+    let out = execprof()
+        .args(["run", "--sample-hz", "0", "--json"])
+        .arg(&json)
+        .arg("--output")
+        .arg(&rec)
+        .args(["--", "/bin/sh", "-c", "true", "sh"])
+        .arg(hostile)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let header = stdout.lines().find(|l| l.starts_with("command ")).expect("a command line in the report");
-    // (The recording keeps the command as text: a byte that is not UTF-8 shows as U+FFFD.)
-    assert_eq!(header, "command   /bin/sh -c true sh $'x\\x0aFAKE\\x1b[31m\u{fffd}'", "{stdout}");
+    assert_eq!(header, "command   /bin/sh -c true sh $'x\\x0aFAKE\\x1b[31m\\xff'", "{stdout}");
     assert!(!stdout.lines().any(|l| l.starts_with("FAKE")), "{stdout}");
     assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b), "an escape byte reached the terminal");
+    let want: Vec<Vec<u8>> = [&b"/bin/sh"[..], b"-c", b"true", b"sh", hostile.as_bytes()].iter().map(|a| a.to_vec()).collect();
+    let live: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(live.meta.argv(), want, "the JSON's command_hex holds the exact bytes");
+    let again = execprof().arg("report").arg(&rec).arg("--json").arg(&replayed).output().unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stdout).lines().any(|l| l == header), "the recording's report prints the same header");
+    let back: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&replayed).unwrap()).unwrap();
+    assert_eq!(back.meta.argv(), want, "the recording keeps the exact bytes");
     // The launch error for a command that is not there.
     let out = execprof().arg("run").arg("--").arg(hostile).output().unwrap();
     assert_eq!(out.status.code(), Some(127));
@@ -512,6 +530,52 @@ fn timeline_measures_start_up_to_main_of_a_dynamic_chain() {
     assert!(chain["startup_ns"]["p50_ns"].as_u64().unwrap() > 1_000, "a dynamic loader takes more than 1 µs");
     let parts = total("failed_ns") + total("exec_ns") + total("startup_ns") + total("off_cpu_ns") + total("rest_ns");
     assert_eq!(parts, total("wall_ns"), "the parts of the steps add up to their wall time");
+}
+
+/// A stripped dynamic chain (its symbols in a separate debug file that is not there, as
+/// `objcopy --add-gnu-debuglink` leaves it): image start to main is not measured, and the
+/// report says why in those terms, not as the symbol lookup's error.
+#[test]
+#[ignore = "needs root"]
+fn a_stripped_chain_is_said_to_have_no_main() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("ts.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\n#include <stdlib.h>\n#include <stdio.h>\n\
+         int main(int argc, char **argv, char **envp) { char b[12]; int n;\n\
+         if (argc != 2) return 1; n = atoi(argv[1]); if (n <= 0) return 0;\n\
+         snprintf(b, sizeof b, \"%d\", n - 1); argv[1] = b; execve(argv[0], argv, envp); return 3; }\n",
+    )
+    .unwrap();
+    let (exe, debug) = (dir.path().join("ts"), dir.path().join("ts.debug"));
+    let built = StdCommand::new("cc").arg("-O2").arg("-o").arg(&exe).arg(&src).status().is_ok_and(|s| s.success())
+        && StdCommand::new("objcopy").arg("--only-keep-debug").arg(&exe).arg(&debug).status().is_ok_and(|s| s.success())
+        && StdCommand::new("objcopy")
+            .args(["--strip-all", "--add-gnu-debuglink=ts.debug"])
+            .arg(&exe)
+            .current_dir(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(built, "cc and objcopy (gcc, binutils) build the stripped chain");
+    std::fs::remove_file(&debug).unwrap();
+    let json = dir.path().join("out.json");
+    let out = execprof().args(["run", "--sample-hz", "0", "--json"]).arg(&json).arg("--").arg(&exe).arg("20").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let chain = r.analysis.chain.as_ref().expect("a chain");
+    assert_eq!(chain.steps, 20);
+    assert!(chain.startup_ns.is_none(), "no main, no start-up time");
+    let note = r.meta.startup_note.as_deref().unwrap_or_default();
+    let want = format!(
+        "image start to main: not measured, {} has no `main` symbol (it is stripped, and the separate debug file its .gnu_debuglink names, {}, is not there)",
+        exe.display(),
+        debug.display()
+    );
+    assert!(note.starts_with(&want), "{note}");
+    assert!(!note.contains("failed to access"), "{note}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("  {want}")), "the report prints it");
 }
 
 /// bench spawn --kernel: every spawn call of every method is matched with its syscall, and
@@ -944,7 +1008,17 @@ fn a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete() {
     assert!(mounted.success(), "mounting a 16 KiB tmpfs");
     let steps = if execprof::testing::slowdown() > 1 { 3_000 } else { 20_000 };
     let (v, out) = run_json(&["--steps", &steps.to_string(), "--sample-hz", "0", "--output", mnt.join("r.execprof").to_str().unwrap()]);
+    // What the disk kept is a readable prefix: `report` reads it, marked as cut.
+    let (kept, kept_json) = (dir.path().join("kept.execprof"), dir.path().join("kept.json"));
+    std::fs::copy(mnt.join("r.execprof"), &kept).unwrap();
     let _ = StdCommand::new("umount").arg(&mnt).status();
+    let replayed = execprof().arg("report").arg(&kept).arg("--json").arg(&kept_json).output().unwrap();
+    assert_eq!(replayed.status.code(), Some(0), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert!(String::from_utf8_lossy(&replayed.stdout).starts_with("RECORDING CUT at byte "));
+    let prefix: execprof::report::RunReport = serde_json::from_str(&std::fs::read_to_string(&kept_json).unwrap()).unwrap();
+    let cut = prefix.recording_cut().expect("the kept recording is cut");
+    assert!(!prefix.complete && cut.at_byte <= 16 << 10, "{cut:?}");
+    assert!(prefix.analysis.attempts <= steps * 7 + 1, "{} attempts in the prefix", prefix.analysis.attempts);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Said during the run, and again as what failed; the run itself is whole.
     assert!(stderr.contains("No space left on device") && stderr.contains("tracing goes on"), "{stderr}");

@@ -4,6 +4,7 @@ use std::{
     ffi::OsString,
     fs::File,
     io::BufWriter,
+    os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
     time::Instant,
 };
@@ -24,6 +25,7 @@ use crate::{
     model::chain::ChainSpec,
     model::failure::{Failure, code},
     model::meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
+    model::names::escape_name,
     pipeline::{Finished, OutputFile, Recorder, RunPipeline, TraceOutput},
     recording::RecordingWriter,
     report::export,
@@ -122,9 +124,12 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     attached.tracer.trace_process(child.pid())?;
     let mut machine = MachineFacts::current();
     machine.sched_prepare_exec = attached.sched_prepare_exec;
+    let argv: Vec<&[u8]> = command.argv.iter().map(|a| a.as_bytes()).collect();
+    let (command_text, command_hex) = RunMeta::command_fields(&argv);
     let meta = RunMeta {
         execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
-        command: command.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        command: command_text,
+        command_hex,
         program: command.program.display().to_string(),
         chain,
         kernel: KernelInfo::current(),
@@ -231,6 +236,16 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
         Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
     check_outputs(&outputs, None)?;
     let (ra, rb) = (replay::report(a)?, replay::report(b)?);
+    for (side, recording) in [("A", ra.recording_read()), ("B", rb.recording_read())] {
+        if let Some(f) = recording
+            && let Some(at) = f.cut_position()
+        {
+            eprintln!(
+                "execprof: warning: recording {side} ({}) was cut {at}: its figures cover the intact prefix; the run was killed or its disk filled up",
+                escape_name(f.path.as_bytes()),
+            );
+        }
+    }
     let (pa, pb) = (a.display().to_string(), b.display().to_string());
     let d = crate::report::diff::compare(&pa, &ra, &pb, &rb);
     print!("{}", crate::report::diff::render(&d, shown));
@@ -307,13 +322,19 @@ fn report_decode_error(report: &RunReport, first: Option<&str>) -> Option<String
 
 fn incompleteness(r: &RunReport) -> String {
     let mut why = Vec::new();
+    let cut = r.recording_cut();
+    if let Some(at) = r.recording_read().and_then(RecordingFacts::cut_position) {
+        why.push(format!("the recording was cut {at}: the report covers the intact prefix; the run was killed or its disk filled up"));
+    }
     if let Some(p) = &r.partial {
         why.push(p.clone());
     }
     if let Some(e) = &r.recording_error {
         why.push(format!("its recording stopped early ({e})"));
     }
-    if r.losses.total() > 0 {
+    if r.losses.total() > 0 && cut.is_some() {
+        why.push(format!("{} exec attempts or fork calls unjoined (those open at the cut among them)", r.attempts_affected));
+    } else if r.losses.total() > 0 {
         why.push(format!(
             "{} records lost or unjoined: {} exec attempts or fork calls not seen whole (the counts are lower bounds)",
             r.losses.total(),
@@ -338,7 +359,7 @@ fn close_recording(recorder: Option<Recorder>, symbols: &SymbolTable, end: &RunE
         }
     };
     match recorder.close(symbols, &end) {
-        Ok(stats) => Some(RecordingFacts { path, bytes: stats.bytes, records: stats.records }),
+        Ok(stats) => Some(RecordingFacts { path, bytes: stats.bytes, records: stats.records, cut: None }),
         Err(e) => {
             errors.push(e);
             None
@@ -422,10 +443,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain:
     let startup_note = if builtin_chain {
         Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned())
     } else {
-        tracer
-            .attach_main(&command.program)
-            .err()
-            .map(|e| format!("image start to main: not measured, no uprobe on main in {} ({e:#})", command.program.display()))
+        tracer.attach_main(&command.program).err().map(|e| crate::launch::elf::main_not_probed(&command.program, &e))
     };
     let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note);
     let sched_prepare_exec = crate::kernel::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());

@@ -14,7 +14,10 @@ pub mod code {
     pub const NO_PRIVILEGE: i32 = 3;
     /// The kernel lacks something execprof cannot do without.
     pub const UNSUPPORTED_KERNEL: i32 = 4;
-    /// A recording cannot be read (truncated, corrupted, from a newer execprof).
+    /// A recording cannot be read (corrupted, from a newer execprof, or cut before its run
+    /// metadata ends). One cut later (a run killed, a disk full) is not an error: `report`
+    /// reads it up to the cut and exits 0, the report marked incomplete (`complete: false`),
+    /// as it is for lost records.
     pub const BAD_RECORDING: i32 = 5;
     /// The command exists but cannot be executed (as a shell).
     pub const NOT_EXECUTABLE: i32 = 126;

@@ -4,7 +4,7 @@
 //! of a recording depend on this module only; the loader fills these types in.
 use serde::{Deserialize, Serialize};
 
-use crate::model::chain::ChainSpec;
+use crate::model::{chain::ChainSpec, names::HexBytes};
 
 /// Facts about the kernel a run ran on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,14 +53,19 @@ pub enum ExitStatus {
     Code(i32),
     /// Killed by this signal number.
     Signal(i32),
+    /// Not known: the recording read was cut before the run ended (its END frame, which says
+    /// how the command ended, is missing). A live run always knows.
+    Unknown,
 }
 
 impl ExitStatus {
-    /// The status a shell would report: the code, or 128 + signal.
+    /// The status a shell would report: the code, or 128 + signal (and execprof's own error
+    /// code for an unknown status, which only a cut recording has).
     pub fn shell_code(self) -> i32 {
         match self {
             ExitStatus::Code(c) => c,
             ExitStatus::Signal(s) => 128 + s,
+            ExitStatus::Unknown => crate::model::failure::code::ERROR,
         }
     }
 }
@@ -70,6 +75,7 @@ impl std::fmt::Display for ExitStatus {
         match self {
             ExitStatus::Code(c) => write!(f, "exit code {c}"),
             ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
+            ExitStatus::Unknown => f.write_str("exit status unknown"),
         }
     }
 }
@@ -220,8 +226,15 @@ impl Mode {
 pub struct RunMeta {
     /// The execprof version that made the run (the crate version).
     pub execprof_version: String,
-    /// The command line as given (the built-in chain's generated one when it ran).
+    /// The command line as given (the built-in chain's generated one when it ran), as text:
+    /// in an argument that is not valid UTF-8, each bad sequence is U+FFFD here, and
+    /// `command_hex` keeps the exact bytes ([`RunMeta::argv`] reads them back).
     pub command: Vec<String>,
+    /// Present only when an argument is not valid UTF-8: one entry per argument of `command`,
+    /// the argument's exact bytes in hex where it is not valid UTF-8, null where `command`
+    /// holds it exactly. Absent from the recordings of older execprofs (read as empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command_hex: Vec<Option<HexBytes>>,
     /// Path of the executable that ran (after the `PATH` search).
     pub program: String,
     /// Set when the built-in exec chain ran.
@@ -249,6 +262,23 @@ pub struct RunMeta {
     /// Runs merged into this recording (`run --repeat`); 0 or 1: a single run.
     #[serde(default)]
     pub repeats: u32,
+}
+
+impl RunMeta {
+    /// The `command` and `command_hex` of a command line: text for each argument, and the
+    /// exact bytes of those that are not valid UTF-8 (none at all when every one is).
+    pub fn command_fields<A: AsRef<[u8]>>(argv: &[A]) -> (Vec<String>, Vec<Option<HexBytes>>) {
+        let text = argv.iter().map(|a| String::from_utf8_lossy(a.as_ref()).into_owned()).collect();
+        let exact: Vec<Option<HexBytes>> =
+            argv.iter().map(|a| std::str::from_utf8(a.as_ref()).is_err().then(|| HexBytes(a.as_ref().to_vec()))).collect();
+        (text, if exact.iter().any(Option::is_some) { exact } else { Vec::new() })
+    }
+
+    /// The command line's exact bytes, argument by argument.
+    pub fn argv(&self) -> Vec<Vec<u8>> {
+        let exact = |i: usize| self.command_hex.get(i).and_then(Option::as_ref);
+        self.command.iter().enumerate().map(|(i, text)| exact(i).map_or_else(|| text.clone().into_bytes(), |h| h.0.clone())).collect()
+    }
 }
 
 /// How a run ended: the tail of a recording.
@@ -284,6 +314,24 @@ pub struct MissingInterpreter {
     pub file: Vec<u8>,
     /// What is missing, in words ("bad interpreter: /x does not exist").
     pub why: String,
+}
+
+impl RunEnd {
+    /// What a recording cut before the run ended says of its end: only how far its records
+    /// reach (`covered_ns` after the command's release). No exit status, and no kernel loss
+    /// counters: those are read after the run and written in the END frame the cut lost.
+    pub fn cut(covered_ns: u64) -> Self {
+        RunEnd {
+            exit_status: ExitStatus::Unknown,
+            command_wall_ns: covered_ns,
+            kernel_losses: LossCounters::default(),
+            undecodable_records: 0,
+            first_decode_error: None,
+            partial: None,
+            program_costs: Vec::new(),
+            missing_interpreters: Vec::new(),
+        }
+    }
 }
 
 /// One eBPF program's runs and run time during a run (`bpf_prog_info.run_cnt/run_time_ns`).
@@ -323,5 +371,59 @@ impl Unjoined {
             ("exec exit without enter", self.exit_without_enter),
             ("exec enter without exit", self.enter_without_exit),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta_json(command: serde_json::Value, command_hex: Option<serde_json::Value>) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "execprof_version": "0.1.0", "command": command, "program": "/bin/sh", "chain": null,
+            "kernel": {"release": "6.1.0", "machine": "x86_64", "btf": true, "lockdown": null},
+            "machine": MachineFacts::default(), "mode": Mode::new(None, 0, None), "sample_hz": 0,
+            "exact_plan": null, "ring_bytes": 1, "warnings": [], "startup_note": null,
+            "started_unix_s": 0, "started_mono_ns": 0,
+        });
+        if let (Some(hex), Some(map)) = (command_hex, v.as_object_mut()) {
+            map.insert("command_hex".into(), hex);
+        }
+        v
+    }
+
+    /// An argument with 0xff and a newline keeps its bytes through the JSON (a recording's
+    /// META, a report), and only it gets an exact entry.
+    #[test]
+    fn argv_bytes_that_are_not_utf8_round_trip_exactly() {
+        let argv: [&[u8]; 3] = [b"/bin/echo", b"a\xff\nb", "é\n".as_bytes()];
+        let (command, command_hex) = RunMeta::command_fields(&argv);
+        assert_eq!(command, ["/bin/echo", "a\u{fffd}\nb", "é\n"]);
+        let v = meta_json(serde_json::to_value(&command).unwrap(), Some(serde_json::to_value(&command_hex).unwrap()));
+        assert_eq!(v["command_hex"], serde_json::json!([null, "61ff0a62", null]));
+        let meta: RunMeta = serde_json::from_value(v).unwrap();
+        assert_eq!(meta.argv(), argv.map(<[u8]>::to_vec));
+        let again: RunMeta = serde_json::from_str(&serde_json::to_string(&meta).unwrap()).unwrap();
+        assert_eq!(again, meta);
+    }
+
+    /// All UTF-8: no `command_hex` at all, as in older recordings, which read as before.
+    #[test]
+    fn a_utf8_command_line_has_no_hex_and_old_recordings_read() {
+        let (command, command_hex) = RunMeta::command_fields(&["true", "x y"]);
+        assert!(command_hex.is_empty());
+        let old: RunMeta = serde_json::from_value(meta_json(serde_json::json!(["true", "x y"]), None)).unwrap();
+        assert_eq!((old.command.clone(), old.command_hex.clone()), (command, command_hex));
+        assert!(serde_json::to_value(&old).unwrap().get("command_hex").is_none());
+        assert_eq!(old.argv(), [b"true".to_vec(), b"x y".to_vec()]);
+    }
+
+    #[test]
+    fn hex_that_is_not_bytes_is_refused() {
+        for bad in ["f", "zz", "0g", "\u{e9}0"] {
+            let v = meta_json(serde_json::json!(["x"]), Some(serde_json::json!([bad])));
+            let e = serde_json::from_value::<RunMeta>(v).expect_err(bad).to_string();
+            assert!(e.contains("is not hex bytes"), "{bad}: {e}");
+        }
     }
 }

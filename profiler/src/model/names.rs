@@ -220,8 +220,40 @@ pub fn shell_quote(arg: &[u8]) -> String {
 }
 
 /// A command line as a shell reads it back (each argument [`shell_quote`]d).
-pub fn shell_command(args: &[String]) -> String {
-    args.iter().map(|a| shell_quote(a.as_bytes())).collect::<Vec<_>>().join(" ")
+pub fn shell_command<A: AsRef<[u8]>>(args: &[A]) -> String {
+    args.iter().map(|a| shell_quote(a.as_ref())).collect::<Vec<_>>().join(" ")
+}
+
+/// Bytes kept exactly in JSON, as a string of lowercase hex digits (two a byte: `ff0a` for
+/// 0xff and a newline), for what JSON text cannot hold (bytes that are not UTF-8).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HexBytes(pub Vec<u8>);
+
+impl Serialize for HexBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use std::fmt::Write as _;
+        let mut hex = String::with_capacity(self.0.len() * 2);
+        for b in &self.0 {
+            let _ = write!(hex, "{b:02x}");
+        }
+        s.serialize_str(&hex)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HexBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let digit = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
+        let bytes: Option<Vec<u8>> = text
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| match pair {
+                [hi, lo] => Some((digit(*hi)? << 4) | digit(*lo)?),
+                _ => None,
+            })
+            .collect();
+        bytes.map(HexBytes).ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not hex bytes (two hex digits a byte)")))
+    }
 }
 
 /// A message for the terminal: control characters other than newline and tab shown as
@@ -403,7 +435,7 @@ mod tests {
         assert_eq!(shell_quote(b""), "''");
         assert_eq!(shell_quote(b"x\nFAKE\x1b[31m"), "$'x\\x0aFAKE\\x1b[31m'");
         assert_eq!(shell_quote(b"\xff'\\"), "$'\\xff\\'\\\\'");
-        assert_eq!(shell_command(&["sh".into(), "-c".into(), "echo $HOME".into()]), "sh -c 'echo $HOME'");
+        assert_eq!(shell_command(&["sh", "-c", "echo $HOME"]), "sh -c 'echo $HOME'");
         // Nothing printed can carry a newline or an escape byte.
         for arg in [&b"a\nb"[..], b"\x1b]0;title\x07", b"\r"] {
             let q = shell_quote(arg);

@@ -53,7 +53,7 @@ mod writer;
 
 pub use damage::{check_mutations, synthetic_chain};
 pub use error::{ReadError, ReadErrorKind};
-pub use reader::{RecordingReader, Trailer};
+pub use reader::{Cut, Ending, RecordingReader, Trailer};
 pub use writer::{RecordingWriter, WriteStats};
 
 /// The version this code writes and the only one it reads. Bump it for any change of layout.

@@ -17,6 +17,29 @@ pub struct Trailer {
     pub end: serde_json::Value,
 }
 
+/// How a recording ends, as [`RecordingReader::finish_or_cut`] finds it.
+#[derive(Clone, Debug)]
+pub enum Ending {
+    /// Its SYMBOLS and END frames, every byte checked, nothing after them.
+    Whole(Trailer),
+    /// The file ends early (the run was killed, or its disk filled up): every frame before the
+    /// cut was intact and has been read.
+    Cut(Cut),
+}
+
+/// Where and how a recording ends early. Only a file that simply stops is a cut: damage (a
+/// checksum that fails, a frame out of sequence) is an error, never a shorter recording.
+#[derive(Clone, Debug)]
+pub struct Cut {
+    /// Bytes up to the end of the last intact frame: what was read. The file may hold a few
+    /// more, the part of a frame that was being written.
+    pub intact_bytes: u64,
+    /// The run's symbol table, when the SYMBOLS frame came before the cut.
+    pub symbols: Option<Vec<(u64, String)>>,
+    /// The reader's account of where the file ends (a [`ReadErrorKind::Truncated`] error).
+    pub error: ReadError,
+}
+
 /// The frame being read, for messages.
 #[derive(Clone, Copy)]
 struct FrameAt {
@@ -42,6 +65,8 @@ enum Phase {
 pub struct RecordingReader<R: Read> {
     input: R,
     offset: u64,
+    /// Where the last frame read whole ends.
+    intact: u64,
     meta: serde_json::Value,
     decoder: Decoder,
     unpacker: Unpacker,
@@ -67,6 +92,7 @@ impl<R: Read> RecordingReader<R> {
         let mut reader = RecordingReader {
             input,
             offset: 0,
+            intact: FILE_HEADER_LEN as u64,
             meta: serde_json::Value::Null,
             decoder: Decoder::default(),
             unpacker,
@@ -105,15 +131,50 @@ impl<R: Read> RecordingReader<R> {
         res
     }
 
+    /// Bytes of the file up to the end of the last frame read whole (checked and decompressed).
+    pub fn intact_bytes(&self) -> u64 {
+        self.intact
+    }
+
     /// After next_record returned None: SYMBOLS and END, and checks nothing follows END. Called
-    /// earlier, it decodes (and checks) the remaining records first.
-    pub fn finish(mut self) -> Result<Trailer, ReadError> {
-        while self.next_record()?.is_some() {}
+    /// earlier, it decodes (and checks) the remaining records first. A file that ends early is
+    /// an error here; [`RecordingReader::finish_or_cut`] takes it as a cut instead.
+    pub fn finish(self) -> Result<Trailer, ReadError> {
+        match self.finish_or_cut()? {
+            Ending::Whole(trailer) => Ok(trailer),
+            Ending::Cut(cut) => Err(cut.error),
+        }
+    }
+
+    /// Like [`RecordingReader::finish`], but a file that simply ends early (after its META
+    /// frame: `new` refuses one cut before) is a [`Cut`] rather than an error, so that the
+    /// records of its intact frames can be reported. A caller whose `next_record` returned a
+    /// [`ReadErrorKind::Truncated`] error gets the cut here. Damage is an error either way.
+    pub fn finish_or_cut(mut self) -> Result<Ending, ReadError> {
+        let cut = |intact_bytes: u64, symbols: Option<Vec<(u64, String)>>, error: ReadError| match error.kind() {
+            ReadErrorKind::Truncated => Ok(Ending::Cut(Cut { intact_bytes, symbols, error })),
+            _ => Err(error),
+        };
+        loop {
+            match self.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => return cut(self.intact, None, e),
+            }
+        }
         let symbols = match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Trailer(symbols) => symbols,
-            Phase::Failed(e) => return Err(e),
+            Phase::Failed(e) => return cut(self.intact, None, e),
             Phase::Records | Phase::Done => Vec::new(),
         };
+        match self.read_end() {
+            Ok(end) => Ok(Ending::Whole(Trailer { symbols, end })),
+            Err(e) => cut(self.intact, Some(symbols), e),
+        }
+    }
+
+    /// The END frame, and nothing after it.
+    fn read_end(&mut self) -> Result<serde_json::Value, ReadError> {
         let Some(end) = self.read_frame()? else {
             return Err(ReadError::truncated(
                 self.offset,
@@ -137,7 +198,7 @@ impl<R: Read> RecordingReader<R> {
                 format!("unexpected bytes after the {} (a recording ends with its END frame)", end.name()),
             ));
         }
-        Ok(Trailer { symbols, end: end_json })
+        Ok(end_json)
     }
 
     fn read_file_header(&mut self) -> Result<(), ReadError> {
@@ -324,6 +385,7 @@ impl<R: Read> RecordingReader<R> {
             .unpack(&self.stored, header.raw_len, &mut self.raw)
             .map_err(|e| ReadError::corrupt(start, format!("{}: {e}", frame.name())))?;
         self.pos = self.raw.len(); // nothing to decode until a RECORDS frame sets up its streams
+        self.intact = self.offset;
         self.next_seq = index.checked_add(1).ok_or_else(|| ReadError::corrupt(start, "more than 2^32 frames"))?;
         Ok(Some(frame))
     }

@@ -54,8 +54,29 @@ pub struct RecordingFacts {
     pub path: String,
     /// The recording's size, in bytes.
     pub bytes: u64,
-    /// Records it holds.
+    /// Records it holds (read from it, for a recording cut short).
     pub records: u64,
+    /// Set when the recording read was cut short (a run killed, a disk full): where, and how
+    /// much of the run the report covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<RecordingCut>,
+}
+
+/// Where a recording read back ends early: the report covers its intact frames, the prefix
+/// of the run they hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RecordingCut {
+    /// The intact frames end here: the report covers the file's bytes before this offset (of
+    /// [`RecordingFacts::bytes`]).
+    pub at_byte: u64,
+    /// How far into the run the intact records reach, in ns from the command's release; None
+    /// when the cut came before the first record.
+    pub covered_ns: Option<u64>,
+    /// Whether the kernel symbol table was before the cut (without it, sampled stacks are
+    /// kernel addresses without names).
+    pub symbols: bool,
+    /// Where and how the file ends, as the reader found it.
+    pub detail: String,
 }
 
 /// One run's report: what `--json` writes and the terminal rendering shows.
@@ -77,8 +98,8 @@ pub struct RunReport {
     pub losses: LossCounters,
     /// Records user space could not decode (a version mismatch).
     pub undecodable_records: u64,
-    /// False when anything was lost or the run was cut short: the figures are then not the
-    /// whole run's.
+    /// False when anything was lost, the run was cut short or the recording read was: the
+    /// figures are then not the whole run's.
     pub complete: bool,
     /// execprof's own programs' cost, and the part of each outcome's latency inside the
     /// attempt's window (None where the kernel keeps no BPF run-time statistics).
@@ -102,7 +123,8 @@ impl RunReport {
     /// The report of a run from its metadata, how it ended and its analysis.
     pub fn new(meta: RunMeta, end: RunEnd, analysis: Analysis, unjoined: &Unjoined, source: Source) -> Self {
         let losses = end.kernel_losses.with_unjoined(unjoined);
-        let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none();
+        let cut = matches!(&source, Source::Replay { recording: RecordingFacts { cut: Some(_), .. }, .. });
+        let complete = losses.total() == 0 && end.undecodable_records == 0 && end.partial.is_none() && !cut;
         let attempts_affected = calls_not_seen_whole(&losses, unjoined);
         let probe_cost = crate::analysis::probe_cost::estimate(&end.program_costs, &analysis, meta.exact_plan.as_ref());
         Self {
@@ -120,6 +142,32 @@ impl RunReport {
             recording_error: None,
             source,
         }
+    }
+
+    /// The recording this report was read from (None for a live run).
+    pub fn recording_read(&self) -> Option<&RecordingFacts> {
+        match &self.source {
+            Source::Replay { recording, .. } => Some(recording),
+            Source::Live { .. } => None,
+        }
+    }
+
+    /// Where the recording this report was read from was cut, when it was.
+    pub fn recording_cut(&self) -> Option<&RecordingCut> {
+        self.recording_read().and_then(|f| f.cut.as_ref())
+    }
+}
+
+impl RecordingFacts {
+    /// Where a recording read cut short was cut, in the file and in the run: `at byte N of M
+    /// (after 1.23 s of the run)`; None for a whole one.
+    pub fn cut_position(&self) -> Option<String> {
+        let c = self.cut.as_ref()?;
+        let when = match c.covered_ns {
+            Some(ns) => format!("after {} of the run", human_ns(ns as f64)),
+            None => "before the run's first record".to_owned(),
+        };
+        Some(format!("at byte {} of {} ({when})", c.at_byte, self.bytes))
     }
 }
 
@@ -229,7 +277,15 @@ fn render_header(o: &mut String, r: &RunReport) {
     if let Some(e) = &r.recording_error {
         let _ = writeln!(o, "RECORDING INCOMPLETE {e}: the figures below are the whole run's, the recording holds what was written before");
     }
-    if r.losses.total() > 0 {
+    let cut = r.recording_cut();
+    if let (Some(c), Some(at)) = (cut, r.recording_read().and_then(RecordingFacts::cut_position)) {
+        let _ = writeln!(o, "RECORDING CUT {at}: the report covers the intact prefix; the run was killed or its disk filled up");
+        if !c.symbols && r.meta.sample_hz > 0 {
+            let _ = writeln!(o, "          the kernel's symbol table was written after the cut: sampled stacks have no function names");
+        }
+    }
+    // A cut recording's unjoined calls are mostly the calls open at the cut: the line above says it.
+    if r.losses.total() > 0 && cut.is_none() {
         let seen = a.attempts + a.fork_calls.iter().map(|f| f.count).sum::<u64>();
         let _ = writeln!(
             o,
@@ -245,7 +301,7 @@ fn render_header(o: &mut String, r: &RunReport) {
             let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), escape_name(r.meta.program.as_bytes()));
         }
         None => {
-            let _ = writeln!(o, "command   {}", shell_command(&r.meta.command));
+            let _ = writeln!(o, "command   {}", shell_command(&r.meta.argv()));
         }
     }
     let _ = writeln!(
@@ -257,14 +313,17 @@ fn render_header(o: &mut String, r: &RunReport) {
     );
     let _ = writeln!(o, "timing    {}", r.meta.mode.timing);
     let _ = writeln!(o, "functions {}", r.meta.mode.attribution);
+    let ended = match r.exit_status {
+        ExitStatus::Unknown => match r.recording_cut().and_then(|c| c.covered_ns) {
+            Some(ns) => format!("unknown (the recording ends {} into the run)", human_ns(ns as f64)),
+            None => "unknown (the recording ends before the run's first record)".to_owned(),
+        },
+        status => format!("{status} after {}", human_ns(r.command_wall_ns as f64)),
+    };
     let _ = writeln!(
         o,
-        "result    {} after {}; {} process(es), {} thread(s) created, {} exec attempts",
-        r.exit_status,
-        human_ns(r.command_wall_ns as f64),
-        a.processes,
-        a.threads_created,
-        a.attempts
+        "result    {ended}; {} process(es), {} thread(s) created, {} exec attempts",
+        a.processes, a.threads_created, a.attempts
     );
     if let Some(c) = &a.compat {
         render_compat(o, c, a);
@@ -309,8 +368,9 @@ fn render_compat(o: &mut String, c: &crate::analysis::CompatSummary, a: &crate::
 }
 
 fn recording_facts(f: &RecordingFacts, attempts: u64) -> String {
-    let per = f.bytes as f64 / attempts.max(1) as f64;
-    format!("{} ({} bytes, {} records, {per:.1} bytes per exec attempt)", f.path, f.bytes, f.records)
+    // Of a cut recording, the bytes read hold the attempts.
+    let per = f.cut.as_ref().map_or(f.bytes, |c| c.at_byte) as f64 / attempts.max(1) as f64;
+    format!("{} ({} bytes, {} records, {per:.1} bytes per exec attempt)", escape_name(f.path.as_bytes()), f.bytes, f.records)
 }
 
 /// ENOENT attempts of files that exist: not PATH misses.
@@ -436,13 +496,16 @@ fn render_chain(o: &mut String, r: &RunReport) {
             );
         }
         let steps_ns = c.wall_ns.total_ns;
-        let _ = writeln!(
-            o,
-            "  execprof's own clock: the command ran {}; its steps add up to {}; the difference ({}) is the launch exec, the last image's run and the exit",
-            human_ns(r.command_wall_ns as f64),
-            human_ns(steps_ns as f64),
-            human_ns(r.command_wall_ns.saturating_sub(steps_ns) as f64)
-        );
+        // A cut recording never says how long the command ran.
+        if r.exit_status != ExitStatus::Unknown {
+            let _ = writeln!(
+                o,
+                "  execprof's own clock: the command ran {}; its steps add up to {}; the difference ({}) is the launch exec, the last image's run and the exit",
+                human_ns(r.command_wall_ns as f64),
+                human_ns(steps_ns as f64),
+                human_ns(r.command_wall_ns.saturating_sub(steps_ns) as f64)
+            );
+        }
         if c.steps_with_parts_over_wall > 0 {
             let _ = writeln!(
                 o,
@@ -451,7 +514,8 @@ fn render_chain(o: &mut String, r: &RunReport) {
             );
         }
         if let Some(note) = &r.meta.startup_note {
-            let _ = writeln!(o, "  {note}");
+            // Written by a recording, which anyone may have made.
+            let _ = writeln!(o, "  {}", terminal_safe(note));
         }
     }
 }
@@ -539,13 +603,19 @@ fn render_probe_cost(o: &mut String, r: &RunReport) {
 fn render_losses(o: &mut String, r: &RunReport) {
     let a = &r.analysis;
     let _ = writeln!(o, "\nLost or unseen (always printed; all should be 0)");
+    let cut = r.recording_cut().is_some();
+    if cut {
+        let _ = writeln!(o, "  {:<34} not known: they are written at the run's end, after the cut", "kernel loss counters");
+    }
     for (name, n) in &r.losses.0 {
         let _ = writeln!(o, "  {name:<34} {n}");
     }
     let _ = writeln!(o, "  {:<34} {}", "records not decodable", r.undecodable_records);
     let _ = writeln!(o, "  {:<34} {}", "file names truncated (kept)", a.filenames_truncated);
     let _ = writeln!(o, "  {:<34} {}", "file names unreadable (kept)", a.filenames_unreadable);
-    if r.losses.total() > 0 {
+    if cut && r.losses.total() > 0 {
+        let _ = writeln!(o, "  The recording was cut: a call still open at the cut counts as an enter without exit.");
+    } else if r.losses.total() > 0 {
         let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
     }
 }
@@ -958,6 +1028,33 @@ mod tests {
     fn renders_every_section() {
         let text = render(&sample_report());
         insta::assert_snapshot!(text);
+    }
+
+    /// A report from a cut recording says where it was cut, claims no exit status, no own
+    /// clock and no kernel counters, and is incomplete.
+    #[test]
+    fn a_cut_recording_is_marked_and_claims_nothing_it_lacks() {
+        let sample = sample_report();
+        let cut = RecordingCut { at_byte: 1306, covered_ns: Some(2_500_000_000), symbols: false, detail: "truncated at byte 5000".into() };
+        let facts = RecordingFacts { path: "run\x1b.execprof".into(), bytes: 5000, records: 124, cut: Some(cut) };
+        let end = RunEnd::cut(2_500_000_000);
+        let r = RunReport::new(sample.meta, end, sample.analysis, &Unjoined::default(), Source::Replay { recording: facts, ready_ms: 1 });
+        assert!(!r.complete);
+        let text = render(&r);
+        let first = text.lines().next().unwrap();
+        assert_eq!(
+            first,
+            "RECORDING CUT at byte 1306 of 5000 (after 2.50 s of the run): the report covers the intact prefix; the run was killed or its disk filled up"
+        );
+        assert!(text.contains("the kernel's symbol table was written after the cut"), "{text}");
+        assert!(text.contains("result    unknown (the recording ends 2.50 s into the run); "), "{text}");
+        assert!(text.contains("from the recording run\\x1b.execprof (5000 bytes, 124 records"), "{text}");
+        assert!(!text.contains("execprof's own clock"), "{text}");
+        assert!(text.contains("kernel loss counters               not known: they are written at the run's end, after the cut"), "{text}");
+        let json = serde_json::to_string(&r).unwrap();
+        let back: RunReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.recording_cut(), r.recording_cut());
+        assert_eq!(back.exit_status, ExitStatus::Unknown);
     }
 
     #[test]

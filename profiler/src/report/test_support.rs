@@ -15,6 +15,7 @@ pub(crate) fn meta(command: &[&str], chain: Option<ChainSpec>) -> RunMeta {
     RunMeta {
         execprof_version: "0.0.0".into(),
         command: command.iter().map(|s| (*s).to_owned()).collect(),
+        command_hex: vec![],
         program: format!("/x/{}", command.first().copied().unwrap_or("t")),
         chain,
         kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
