@@ -266,7 +266,7 @@ pub struct Diff {
 fn facts(path: &str, r: &RunReport) -> SideFacts {
     SideFacts {
         path: path.to_owned(),
-        command: crate::model::names::shell_command(&r.meta.command),
+        command: crate::model::names::shell_command(&r.meta.argv()),
         kernel: r.meta.kernel.release.clone(),
         functions_mode: r.meta.mode.functions_mode.clone(),
         sample_hz: r.meta.sample_hz,
@@ -302,7 +302,7 @@ fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
     );
     let workload = |r: &RunReport| match &r.meta.chain {
         Some(c) => format!("the built-in chain {}", serde_json::to_string(c).unwrap_or_default()),
-        None => format!("`{}`", r.meta.command.join(" ")),
+        None => format!("`{}`", crate::model::names::shell_command(&r.meta.argv())),
     };
     differs("workload", workload(a), workload(b));
     let mechanisms = |r: &RunReport| {
