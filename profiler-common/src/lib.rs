@@ -45,6 +45,12 @@ pub mod names {
     pub const GLOBAL_SIGNAL_GROUP_EXEC_TASK: &str = "SIGNAL_GROUP_EXEC_TASK_OFFSET";
     /// `task_struct.thread_info.status` (x86: its `TS_COMPAT` bit marks an ia32 syscall).
     pub const GLOBAL_THREAD_STATUS: &str = "THREAD_STATUS_OFFSET";
+    /// Which processes are traced: one of [`crate::scope`].
+    pub const GLOBAL_SCOPE: &str = "SCOPE";
+    /// `scope::CGROUP`: the cgroup v2 directory's id (its inode number) and its depth below
+    /// the root (the ancestor level `bpf_get_current_ancestor_cgroup_id` compares at).
+    pub const GLOBAL_CGROUP_ID: &str = "CGROUP_ID";
+    pub const GLOBAL_CGROUP_LEVEL: &str = "CGROUP_LEVEL";
     /// Non-zero when the kernel has no `sched_prepare_exec`: the exec'd name is then read at
     /// `sched_process_exec` instead.
     pub const GLOBAL_NAME_AT_LOADED: &str = "NAME_AT_LOADED";
@@ -181,6 +187,18 @@ pub mod id_flags {
     /// The enter record of the thread's current call was dropped (ring buffer full): its exit
     /// must not join an older call of the thread whose exit was dropped.
     pub const ENTER_LOST: u8 = 4;
+}
+
+/// Values of the `SCOPE` global: which processes the kernel side traces.
+pub mod scope {
+    /// The processes marked traced in the id flags (a launched command, `--pid` processes)
+    /// and every process they fork.
+    pub const TREE: u64 = 0;
+    /// Every process on the machine (`--all`).
+    pub const ALL: u64 = 1;
+    /// The marked ones, plus any process found in the cgroup (or below) at one of its exec
+    /// or fork-family calls, which marks it (`--cgroup`).
+    pub const CGROUP: u64 = 2;
 }
 
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see

@@ -3,7 +3,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, PerCpuArray, RingBuf},
 };
-use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY};
+use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, scope};
 
 /// Records to user space.
 #[map]
@@ -80,9 +80,46 @@ fn set(id: u32, bit: u8, on: bool) -> bool {
     true
 }
 
+/// Which processes are traced (`profiler_common::scope`), and for `scope::CGROUP` which
+/// cgroup: set by the loader.
+#[unsafe(no_mangle)]
+static SCOPE: u64 = 0;
+#[unsafe(no_mangle)]
+static CGROUP_ID: u64 = 0;
+#[unsafe(no_mangle)]
+static CGROUP_LEVEL: u64 = 0;
+
+#[inline(always)]
+fn global(g: &'static u64) -> u64 {
+    // Globals are rewritten by the loader; a plain read would be constant-folded to 0.
+    unsafe { core::ptr::read_volatile(g) }
+}
+
+/// Whether process `tgid` is traced: marked in the id flags, or every process (`--all`).
 #[inline(always)]
 pub fn is_traced(tgid: u32) -> bool {
-    has(tgid, id_flags::TRACED)
+    global(&SCOPE) == scope::ALL || has(tgid, id_flags::TRACED)
+}
+
+/// [`is_traced`] for the current task at one of its traced calls: with `--cgroup`, a process
+/// not marked yet that is in the cgroup (or below it) now is marked here, so a task that moved
+/// in after tracing began is traced from its first exec or fork-family call on.
+#[inline(always)]
+pub fn current_is_traced(tgid: u32) -> bool {
+    if is_traced(tgid) {
+        return true;
+    }
+    if global(&SCOPE) != scope::CGROUP {
+        return false;
+    }
+    let id = unsafe { aya_ebpf::helpers::generated::bpf_get_current_ancestor_cgroup_id(global(&CGROUP_LEVEL) as i32) };
+    if id == 0 || id != global(&CGROUP_ID) {
+        return false;
+    }
+    if set_traced(tgid, true) {
+        tree_alive_add(1);
+    }
+    true
 }
 
 #[inline(always)]

@@ -131,7 +131,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         return 0;
     }
     let (pid, tgid) = task::current_ids();
-    if !maps::is_traced(tgid) {
+    if !maps::current_is_traced(tgid) {
         return 0;
     }
     let current = task::current();

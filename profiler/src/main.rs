@@ -7,7 +7,7 @@ use clap::Parser as _;
 use execprof::{
     cli::{
         self, Cli, Command,
-        config::{chain_spec, outputs, repeat_config, run_config, spawn_config},
+        config::{chain_spec, check_repeatable, outputs, repeat_config, run_config, spawn_config},
     },
     commands::{bench, doctor, repeat, run},
     model::failure::{Failure, code},
@@ -22,9 +22,11 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) if args.repeat.any_given() => {
             let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-            repeat::Plan::new(&argv, &repeat_config(&args), args.output.as_deref(), outputs(args.outputs))
-                .map_err(anyhow::Error::from)
-                .and_then(repeat::run)
+            check_repeatable(&args).and_then(|()| {
+                repeat::Plan::new(&argv, &repeat_config(&args), args.output.as_deref(), outputs(args.outputs))
+                    .map_err(anyhow::Error::from)
+                    .and_then(repeat::run)
+            })
         }
         Command::Run(args) => run_config(args, &std::env::args_os().skip(1).collect::<Vec<_>>(), cli.verbose).and_then(run::run),
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),

@@ -1203,3 +1203,188 @@ fn enoent_of_an_existing_file_names_its_missing_interpreter() {
     assert!(why(&script).contains("bad interpreter: /nonexistent/interp"), "{existing:?}");
     assert!(why(&badld).contains("/nonexistent/ld.so"), "{existing:?}");
 }
+
+/// Starts `execprof run ARGS` and returns it once its stderr says tracing began (the marker
+/// line, not a fixed sleep), with the rest of stderr collected in the background.
+fn start_scoped(args: &[&str], json: &Path) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead as _, BufReader};
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["run", "--sample-hz", "0", "--json"])
+        .arg(json)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "execprof ended before tracing: {seen}");
+        seen.push_str(&line);
+        if line.starts_with("execprof: tracing ") {
+            break;
+        }
+    }
+    let rest = std::thread::spawn(move || {
+        let mut all = seen;
+        std::io::Read::read_to_string(&mut stderr, &mut all).ok();
+        all
+    });
+    (child, rest)
+}
+
+/// A FIFO a workload blocks on until the test releases it.
+fn gate(dir: &Path) -> std::path::PathBuf {
+    let fifo = dir.join("gate");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    fifo
+}
+
+/// `--pid`: a process started before execprof, blocked until released, then running 3 failing
+/// and 7 successful execs in children and grandchildren: exactly those are seen, and the run
+/// ends when the process and its descendants are gone.
+#[test]
+#[ignore = "needs root"]
+fn pid_scope_traces_a_running_process_and_its_descendants() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = gate(dir.path());
+    let script = format!(
+        "read x < {}; for i in 1 2 3 4 5; do /bin/true; done; /bin/sh -c 'for i in 1 2 3; do /nonexistent/pid-scope 2>/dev/null; done; /bin/true'",
+        fifo.display()
+    );
+    let mut target = StdCommand::new("/bin/sh").arg("-c").arg(&script).spawn().unwrap();
+    let json = dir.path().join("out.json");
+    let pid = target.id().to_string();
+    let (execprof, stderr) = start_scoped(&["--pid", &pid], &json);
+    std::fs::write(&fifo, "go\n").unwrap();
+    assert!(target.wait().unwrap().success());
+    let out = execprof.wait_with_output().unwrap();
+    let stderr = stderr.join().unwrap();
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(outcome_count(&v, "enoent"), 3, "{}", v["analysis"]["outcomes"]);
+    assert_eq!(outcome_count(&v, "success"), 7, "5 × /bin/true, the grandchild shell and its /bin/true");
+    assert_eq!(v["scope"]["kind"], "pids");
+    assert_eq!(v["exit_status"]["kind"], "traced");
+    assert_no_losses(&v);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("scope     --pid {pid}: running process(es)")), "{stdout}");
+}
+
+/// The cgroup2 hierarchy's mount point, mounting one under `dir` when none is mounted.
+fn cgroup2_root(dir: &Path) -> std::path::PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    if let Some(point) = info.lines().find(|l| l.contains(" - cgroup2 ")).and_then(|l| l.split_whitespace().nth(4)) {
+        return point.into();
+    }
+    let point = dir.join("cgroup2");
+    std::fs::create_dir(&point).unwrap();
+    let ok = StdCommand::new("mount").args(["-t", "cgroup2", "none"]).arg(&point).status().unwrap();
+    assert!(ok.success(), "mounting cgroup2");
+    point
+}
+
+/// `--cgroup`: a workload inside a fresh cgroup v2 directory is seen (4 execs), an identical one
+/// outside it is not.
+#[test]
+#[ignore = "needs root"]
+fn cgroup_scope_sees_the_cgroup_and_nothing_else() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = root.join(format!("execprof-test-{}", std::process::id()));
+    std::fs::create_dir(&cg).unwrap();
+    let fifo = gate(dir.path());
+    let body = format!("read x < {}; for i in 1 2 3 4; do /bin/true; done", fifo.display());
+    let inside = StdCommand::new("/bin/sh").arg("-c").arg(format!("echo $$ > {}/cgroup.procs; {body}", cg.display())).spawn().unwrap();
+    // Moved in before tracing starts: wait until the cgroup lists it.
+    let listed = || std::fs::read_to_string(cg.join("cgroup.procs")).unwrap().lines().any(|l| l == inside.id().to_string());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !listed() {
+        assert!(std::time::Instant::now() < deadline, "the shell never joined the cgroup");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let fifo2 = dir.path().join("gate2");
+    let c = std::ffi::CString::new(fifo2.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut outside = StdCommand::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("read x < {}; for i in 1 2 3 4; do /bin/true; done", fifo2.display()))
+        .spawn()
+        .unwrap();
+    let json = dir.path().join("out.json");
+    let (execprof, stderr) = start_scoped(&["--cgroup", cg.to_str().unwrap(), "--duration", "600"], &json);
+    std::fs::write(&fifo2, "go\n").unwrap();
+    assert!(outside.wait().unwrap().success());
+    std::fs::write(&fifo, "go\n").unwrap();
+    let mut inside = inside;
+    assert!(inside.wait().unwrap().success());
+    unsafe { libc::kill(execprof.id() as i32, libc::SIGINT) };
+    let out = execprof.wait_with_output().unwrap();
+    let stderr = stderr.join().unwrap();
+    std::fs::remove_dir(&cg).ok();
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(outcome_count(&v, "success"), 4, "the cgroup's four, not the other shell's: {}", v["analysis"]["outcomes"]);
+    assert_eq!(v["analysis"]["attempts"], 4);
+    assert_eq!(v["scope"]["kind"], "cgroup");
+    assert_eq!(v["complete"], true, "Ctrl-C is how such a trace ends, not a cut: {}", v["partial"]);
+}
+
+/// `--all`: a process started independently of execprof (not its child) is seen, with its 7
+/// failed execs of a name no other process uses.
+#[test]
+#[ignore = "needs root"]
+fn all_scope_sees_an_independent_process() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = gate(dir.path());
+    let marker = format!("/nonexistent/execprof-all-{}", std::process::id());
+    // setsid: its own session, reparented away from the test when its parent exits.
+    let script = format!("read x < {}; for i in 1 2 3 4 5 6 7; do {marker} 2>/dev/null; done; true", fifo.display());
+    let mut other = StdCommand::new("setsid").args(["-f", "/bin/sh", "-c", &script]).spawn().unwrap();
+    other.wait().unwrap();
+    let json = dir.path().join("out.json");
+    let (execprof, stderr) = start_scoped(&["--all", "--", "/bin/sh", "-c", &format!("echo go > {}; sleep 1", fifo.display())], &json);
+    let out = execprof.wait_with_output().unwrap();
+    let stderr = stderr.join().unwrap();
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let files = v["analysis"]["files"].as_array().unwrap();
+    let seen = files.iter().find(|f| f["filename"] == marker.as_str()).map(|f| f["attempts"].as_u64().unwrap());
+    assert_eq!(seen, Some(7), "{files:?}");
+    assert_eq!(v["scope"]["kind"], "all");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("window    while /bin/sh -c"), "{stdout}");
+}
+
+/// Scopes that cannot be used are errors before anything is attached, saying why.
+#[test]
+#[ignore = "needs root"]
+fn bad_scopes_are_clear_errors() {
+    require_root!();
+    let err = |args: &[&str]| {
+        let out = execprof().arg("run").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, e) = err(&["--pid", "999999999"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("--pid 999999999: no such process"), "{e}");
+    let (code, e) = err(&["--cgroup", "/tmp"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("not a cgroup v2 directory") || e.contains("cgroup v1 only"), "{e}");
+    let (code, e) = err(&["--cgroup", "no/such/cgroup/here"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("no such cgroup directory") || e.contains("cgroup v1 only"), "{e}");
+    let (code, e) = err(&["--pid", "1", "--", "true"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("a window for --all and --cgroup only"), "{e}");
+    let (code, e) = err(&["--all", "--duration", "0"]);
+    assert_eq!(code, Some(2), "{e}");
+    let (code, e) = err(&["--all", "--repeat", "2"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("there is none"), "{e}");
+}

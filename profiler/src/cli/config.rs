@@ -9,7 +9,7 @@ use crate::{
         repeat::{OwnOption, RepeatConfig},
         run::{ModeRequest, Outputs, RunConfig, Target},
     },
-    model::{chain::ChainSpec, failure::Failure},
+    model::{chain::ChainSpec, failure::Failure, scope::Scope},
 };
 
 /// Linux refuses an argument or environment string over 128 KiB, and the whole over a
@@ -59,7 +59,30 @@ pub fn run_config(args: RunArgs, argv: &[std::ffi::OsString], verbose: bool) -> 
     let ring_bytes = args.ring_mib.checked_mul(1 << 20).filter(|b| b.is_power_of_two() && *b >= 4096).ok_or_else(|| {
         Failure::usage(format!("--ring-mib {} is not a power of two between 1 and 2048; try --ring-mib 16", args.ring_mib))
     })?;
-    let target = if args.command.is_empty() {
+    let scope = if !args.pid.is_empty() {
+        Some(Scope::Pids { pids: args.pid.clone() })
+    } else if let Some(path) = &args.cgroup {
+        Some(Scope::Cgroup { path: path.display().to_string() })
+    } else if args.all {
+        Some(Scope::All)
+    } else {
+        None
+    };
+    let duration = match args.duration {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(std::time::Duration::from_secs_f64(s)),
+        Some(s) => return Err(Failure::usage(format!("--duration {s}: give a number of seconds above 0, e.g. --duration 10")).into()),
+    };
+    let target = if let Some(scope) = scope {
+        if args.chain.any_given() {
+            return Err(Failure::usage("the chain options shape the built-in workload, which --pid, --cgroup and --all do not run").into());
+        }
+        let window = (!args.command.is_empty()).then_some(args.command);
+        if window.is_some() && matches!(scope, Scope::Pids { .. }) {
+            return Err(Failure::usage("--pid traces the processes given until they exit; a command after `--` is a window for --all and --cgroup only (or use --duration)").into());
+        }
+        Target::Running { scope, window }
+    } else if args.command.is_empty() {
         Target::Chain(chain_spec(&args.chain)?)
     } else if args.chain.any_given() {
         return Err(Failure::usage("the chain options (--steps, --misses, --direct, --env-*, --args, --arg-size) shape the built-in workload and cannot be used with a command").into());
@@ -87,6 +110,7 @@ pub fn run_config(args: RunArgs, argv: &[std::ffi::OsString], verbose: bool) -> 
         return Err(Failure::usage("--mode sampled needs samples; drop --sample-hz 0").into());
     }
     Ok(RunConfig {
+        duration,
         target,
         outputs: outputs(args.outputs),
         recording: args.output,
@@ -108,6 +132,19 @@ fn max_sample_rate() -> Option<u64> {
 /// What a report writes besides the terminal text, from its output options.
 pub fn outputs(a: OutputArgs) -> Outputs {
     Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree, fast_path: a.fast_path }
+}
+
+/// `--repeat`/`--vs` with a running-system scope: each run is the scope traced over its window
+/// command again (`--all --repeat 5 -- make`); without a window, or with `--pid` (whose
+/// processes do not come back), there is nothing to run again.
+pub fn check_repeatable(args: &RunArgs) -> anyhow::Result<()> {
+    if !args.pid.is_empty() || ((args.all || args.cgroup.is_some()) && args.command.is_empty()) {
+        return Err(Failure::usage(
+            "--repeat and --vs run a command again; with --pid, or --all/--cgroup without a window command after `--`, there is none: record runs with --output and compare them with `execprof diff`",
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// `execprof run --repeat/--vs ...`: the repeated run's own options, and which options of the

@@ -20,6 +20,7 @@ pub struct Cli {
 
 /// execprof's subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing the run options would only move the bytes")]
 pub enum Command {
     /// Run COMMAND (or the built-in exec chain) and trace every exec attempt of its process tree.
     Run(RunArgs),
@@ -295,7 +296,24 @@ pub struct RunArgs {
     /// Repeated and A/B runs.
     #[command(flatten)]
     pub repeat: RepeatArgs,
-    /// The command to trace, after `--`. Without it, the built-in exec chain runs.
+    /// Trace running processes instead of a command: these (comma-separated ids), their
+    /// threads, their descendants and every descendant born while tracing. Ends when they have
+    /// all exited, on Ctrl-C, or after --duration.
+    #[arg(long, value_name = "PID", value_delimiter = ',', conflicts_with_all = ["cgroup", "all"])]
+    pub pid: Vec<u32>,
+    /// Trace every task in this cgroup v2 directory or below (a container's, a systemd
+    /// service's), including tasks that move in later. PATH under the cgroup2 mount, or
+    /// relative to it (`system.slice/ssh.service`).
+    #[arg(long, value_name = "PATH", conflicts_with = "all")]
+    pub cgroup: Option<PathBuf>,
+    /// Trace every process on the machine.
+    #[arg(long, short = 'a')]
+    pub all: bool,
+    /// Stop tracing after this many seconds (any scope).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// The command to trace, after `--`. Without it, the built-in exec chain runs. With --all or
+    /// --cgroup, the command is the window: the scope is traced while it runs.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }

@@ -121,7 +121,11 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
     };
     crate::kernel::privileges::require_tracing_privileges("bench spawn --kernel")?;
     let layout = TaskLayout::from_running_kernel()?;
-    let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: 8 << 20, verbose: false })?;
+    let mut tracer = Tracer::load(
+        &layout,
+        RUN_PROBES,
+        &TracerOptions { ring_bytes: 8 << 20, verbose: false, scope: crate::kernel::scope::KernelScope::tree() },
+    )?;
     tracer.trace_process(std::process::id())?;
     let ring = tracer.take_ring()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

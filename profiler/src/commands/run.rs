@@ -18,6 +18,7 @@ use crate::{
     kernel::layout::TaskLayout,
     kernel::privileges,
     kernel::probes::RUN_PROBES,
+    kernel::scope::KernelScope,
     kernel::symbolize::KernelSymbolizer,
     kernel::tracer::{Tracer, TracerOptions},
     launch::child::{Command, SuspendedChild},
@@ -26,6 +27,7 @@ use crate::{
     model::failure::{Failure, code},
     model::meta::{ExactPlan, KernelInfo, MachineFacts, Mode, RunEnd, RunMeta},
     model::names::escape_name,
+    model::scope::Scope,
     pipeline::{Finished, OutputFile, Recorder, RunPipeline, TraceOutput},
     recording::RecordingWriter,
     report::export,
@@ -53,6 +55,14 @@ pub enum Target {
     Command(Vec<OsString>),
     /// The built-in exec chain, of this shape.
     Chain(ChainSpec),
+    /// Running processes (`--pid`, `--cgroup`, `--all`); `window`: a command run meanwhile
+    /// whose run is the window traced (`--all -- sleep 10`), traced only if it is in scope.
+    Running {
+        /// Which processes.
+        scope: Scope,
+        /// The window command, if any.
+        window: Option<Vec<OsString>>,
+    },
 }
 
 /// Files a report can write besides the terminal output.
@@ -90,6 +100,8 @@ pub struct RunConfig {
     pub ring_bytes: u32,
     /// Debug logs and eBPF-side diagnostics.
     pub verbose: bool,
+    /// Stop tracing this long after the start (`--duration`).
+    pub duration: Option<std::time::Duration>,
 }
 
 /// Everything attached and decided before the command starts.
@@ -107,30 +119,40 @@ struct Attached {
 pub fn run(cfg: RunConfig) -> Result<i32> {
     privileges::require_tracing_privileges("run")?;
     check_outputs(&cfg.outputs, cfg.recording.as_deref())?;
-    // Resolve before tracing: a missing command fails fast, like a shell.
-    let (workload, command, chain) = match &cfg.target {
-        Target::Command(argv) => (None, Command::resolve(argv.clone())?, None),
+    // Resolve before tracing: a missing command fails fast, like a shell; a scope that
+    // cannot be used fails before anything is attached.
+    let (workload, command, chain, scope) = match &cfg.target {
+        Target::Command(argv) => (None, Some(Command::resolve(argv.clone())?), None, Scope::Launched),
         Target::Chain(spec) => {
             let w = ChainWorkload::prepare(*spec)?;
             let command = w.command();
-            (Some(w), command, Some(*spec))
+            (Some(w), Some(command), Some(*spec), Scope::Launched)
         }
+        Target::Running { scope, window } => (None, window.clone().map(Command::resolve).transpose()?, None, scope.clone()),
     };
+    let (scope, kernel_scope) = crate::kernel::scope::resolve(&scope)?;
+    let launched = scope == Scope::Launched;
     let model = PhaseModel::builtin()?;
-    let mut attached = attach(&cfg, &model, &command, chain.is_some())?;
+    let mut attached = attach(&cfg, &model, command.as_ref().filter(|_| launched), chain.is_some(), &kernel_scope)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
 
-    let child = SuspendedChild::spawn(&command)?;
-    attached.tracer.trace_process(child.pid())?;
+    let child = command.as_ref().map(SuspendedChild::spawn).transpose()?;
+    if let Some(c) = child.as_ref().filter(|_| launched) {
+        attached.tracer.trace_process(c.pid())?;
+    }
+    let seeded = seed(&mut attached.tracer, &scope, &kernel_scope);
+    if matches!(scope, Scope::Pids { .. }) && seeded == 0 {
+        return Err(Failure::usage("--pid: every process given exited before it could be traced; nothing to trace").into());
+    }
     let mut machine = MachineFacts::current();
     machine.sched_prepare_exec = attached.sched_prepare_exec;
-    let argv: Vec<&[u8]> = command.argv.iter().map(|a| a.as_bytes()).collect();
-    let (command_text, command_hex) = RunMeta::command_fields(&argv);
+    let argv: Vec<OsString> = command.as_ref().map(|c| c.argv.clone()).unwrap_or_default();
+    let (command_text, command_hex) = RunMeta::command_fields(&argv.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
     let meta = RunMeta {
         execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
         command: command_text,
         command_hex,
-        program: command.program.display().to_string(),
+        program: command.as_ref().map(|c| c.program.display().to_string()).unwrap_or_default(),
         chain,
         kernel: KernelInfo::current(),
         machine,
@@ -143,6 +165,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         started_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         started_mono_ns: monotonic_ns(),
         repeats: 1,
+        scope: scope.clone(),
     };
     let ctx = AnalysisContext { model: &model, sampled: attached.sample_hz > 0, exact: attached.exact_plan.as_ref() };
     let recorder = match &cfg.recording {
@@ -150,7 +173,8 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         None => None,
     };
     let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), &meta)?;
-    let mut pipeline = RunPipeline::new(ctx, trace, recorder, Some(child.pid()));
+    // Only the launched tree's processes are signalled when execprof is.
+    let mut pipeline = RunPipeline::new(ctx, trace, recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
@@ -166,18 +190,31 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         None
     };
     let released = Instant::now();
-    let running = match child.release() {
+    let running = match child.map(SuspendedChild::release).transpose() {
         Ok(running) => running,
         Err((mut running, failure)) => {
             running.wait_blocking()?;
             return Err(failure.into());
         }
     };
+    if !launched {
+        eprintln!(
+            "execprof: tracing {}{}",
+            scope.describe(),
+            match (cfg.duration, running.is_some()) {
+                (Some(d), _) => format!(" for {} s; Ctrl-C stops it sooner", d.as_secs_f64()),
+                (None, true) => " while the command runs; Ctrl-C stops it sooner".to_owned(),
+                (None, false) if matches!(scope, Scope::Pids { .. }) => " until they exit; Ctrl-C stops it sooner".to_owned(),
+                (None, false) => "; Ctrl-C stops it".to_owned(),
+            }
+        );
+    }
+    let watch = live::Watch { child: running, launched, until_scope_gone: matches!(scope, Scope::Pids { .. }), duration: cfg.duration };
     let end = runtime.block_on(live::trace(
         &attached.tracer,
         live::Feeds { ring, logger, run_stats },
         &mut pipeline,
-        running,
+        watch,
         released,
         &mut progress,
     ))?;
@@ -419,10 +456,13 @@ fn monotonic_ns() -> u64 {
 }
 
 /// Loads and attaches everything the run needs, before the command exists.
-fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain: bool) -> Result<Attached> {
+/// `command`: the launched command (None in a running-system scope, where start-up to main is
+/// not measured).
+fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builtin_chain: bool, scope: &KernelScope) -> Result<Attached> {
     let layout = TaskLayout::from_running_kernel().map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
-    let mut tracer = Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose })
-        .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+    let mut tracer =
+        Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose, scope: scope.clone() })
+            .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
     let mut warnings = tracer.attach.warnings.clone();
     if layout.maj_flt != layout.min_flt + 8 {
         warnings.push("task_struct.maj_flt does not follow min_flt on this kernel: page faults per attempt are not counted".into());
@@ -440,14 +480,36 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: &Command, builtin_chain:
     if let Some(note) = &mode_note {
         eprintln!("execprof: {note}");
     }
-    let startup_note = if builtin_chain {
-        Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned())
-    } else {
-        tracer.attach_main(&command.program).err().map(|e| crate::launch::elf::main_not_probed(&command.program, &e))
+    let startup_note = match command {
+        _ if builtin_chain => Some("image start to main: not applicable, the built-in chain has no libc start-up and no main".to_owned()),
+        None => {
+            Some("image start to main: not measured when tracing running processes (it needs a uprobe on one program's main)".to_owned())
+        }
+        Some(command) => tracer.attach_main(&command.program).err().map(|e| crate::launch::elf::main_not_probed(&command.program, &e)),
     };
     let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note);
     let sched_prepare_exec = crate::kernel::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());
     Ok(Attached { tracer, exact_plan, sample_hz, mode, warnings, startup_note, sched_prepare_exec })
+}
+
+/// Marks the processes already running in a `--pid` or `--cgroup` scope as traced (the
+/// kernel side is attached, so what they fork from now on is marked by the fork hook), looking
+/// again until nothing new turns up. Returns how many were marked.
+fn seed(tracer: &mut Tracer, scope: &Scope, kernel: &KernelScope) -> usize {
+    let mut marked = std::collections::HashSet::new();
+    for _ in 0..4 {
+        let new = crate::kernel::scope::seeds(scope, kernel, &marked);
+        if new.is_empty() {
+            break;
+        }
+        for pid in new {
+            // A process that exited meanwhile cannot be marked: nothing of it to trace.
+            if tracer.trace_process(pid).is_ok() {
+                marked.insert(pid);
+            }
+        }
+    }
+    marked.len()
 }
 
 /// Attaches exact-mode probes as the mode asks. Returns the plan of what is probed (None:

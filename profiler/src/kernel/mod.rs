@@ -1,11 +1,12 @@
 //! What touches aya and the running kernel: loading and attaching (`tracer`, the `probes`
 //! table, the `exact_plan`), `privileges`, kernel `facts`, struct `layout`s from BTF, kernel
-//! symbols (`ksyms`) and stack symbolization.
+//! symbols (`ksyms`), stack symbolization, and the running-system `scope`s.
 pub(crate) mod exact_plan;
 pub(crate) mod facts;
 pub(crate) mod ksyms;
 pub(crate) mod layout;
 pub(crate) mod privileges;
 pub(crate) mod probes;
+pub(crate) mod scope;
 pub(crate) mod symbolize;
 pub(crate) mod tracer;

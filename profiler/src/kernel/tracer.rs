@@ -23,6 +23,8 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub(crate) struct TracerOptions {
     pub ring_bytes: u32,
     pub verbose: bool,
+    /// Which processes the kernel side traces.
+    pub scope: crate::kernel::scope::KernelScope,
 }
 
 pub(crate) struct Tracer {
@@ -65,6 +67,10 @@ impl Tracer {
         let index = tgid / IDS_PER_ENTRY as u32;
         let context = || format!("adding process {tgid} to the traced set");
         let mut entry = self.ids.get(&index, 0).with_context(|| format!("{}: its id is above this kernel's pid_max", context()))?;
+        if entry[tgid as usize % IDS_PER_ENTRY] & id_flags::TRACED != 0 {
+            // Marked already (by its parent's fork, in a running-system scope): counted once.
+            return Ok(());
+        }
         entry[tgid as usize % IDS_PER_ENTRY] |= id_flags::TRACED;
         self.ids.set(index, entry, 0).with_context(context)?;
         let mut alive: Vec<i64> = self.tree_alive.get(&0, 0).with_context(context)?.iter().copied().collect();
@@ -265,6 +271,9 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_TASK_PENDING_SIGNAL, &layout.pending_signal, true)
         .override_global(names::GLOBAL_SIGNAL_GROUP_EXEC_TASK, &layout.group_exec_task, true)
         .override_global(names::GLOBAL_THREAD_STATUS, &layout.thread_status, true)
+        .override_global(names::GLOBAL_SCOPE, &opts.scope.kind, true)
+        .override_global(names::GLOBAL_CGROUP_ID, &opts.scope.cgroup_id, true)
+        .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
         .map_max_entries(names::MAP_EVENTS, opts.ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);

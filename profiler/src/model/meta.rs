@@ -56,6 +56,22 @@ pub enum ExitStatus {
     /// Not known: the recording read was cut before the run ended (its END frame, which says
     /// how the command ended, is missing). A live run always knows.
     Unknown,
+    /// No command of its own: running processes were traced (`--pid`, `--cgroup`, `--all`
+    /// without a window command) until they were gone, Ctrl-C or `--duration`. Named by how
+    /// tracing ended.
+    Traced(TraceEnd),
+}
+
+/// How tracing of running processes ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceEnd {
+    /// Every traced process exited.
+    AllExited,
+    /// `--duration` ran out.
+    Duration,
+    /// SIGINT (Ctrl-C), SIGTERM or SIGHUP reached execprof.
+    Signal,
 }
 
 impl ExitStatus {
@@ -66,6 +82,7 @@ impl ExitStatus {
             ExitStatus::Code(c) => c,
             ExitStatus::Signal(s) => 128 + s,
             ExitStatus::Unknown => crate::model::failure::code::ERROR,
+            ExitStatus::Traced(_) => 0,
         }
     }
 }
@@ -76,6 +93,9 @@ impl std::fmt::Display for ExitStatus {
             ExitStatus::Code(c) => write!(f, "exit code {c}"),
             ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
             ExitStatus::Unknown => f.write_str("exit status unknown"),
+            ExitStatus::Traced(TraceEnd::AllExited) => f.write_str("traced until every traced process exited"),
+            ExitStatus::Traced(TraceEnd::Duration) => f.write_str("traced for --duration"),
+            ExitStatus::Traced(TraceEnd::Signal) => f.write_str("traced until a signal stopped execprof"),
         }
     }
 }
@@ -262,6 +282,9 @@ pub struct RunMeta {
     /// Runs merged into this recording (`run --repeat`); 0 or 1: a single run.
     #[serde(default)]
     pub repeats: u32,
+    /// Which processes were traced.
+    #[serde(default)]
+    pub scope: crate::model::scope::Scope,
 }
 
 impl RunMeta {

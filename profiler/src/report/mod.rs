@@ -18,7 +18,7 @@ use crate::{
         outcome::Outcome,
         stats::Distribution,
     },
-    model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta, Unjoined},
+    model::meta::{ExactPlan, ExitStatus, LossCounters, RunEnd, RunMeta, TraceEnd, Unjoined},
     model::names::{errno_name, escape_name, shell_command, terminal_safe},
 };
 
@@ -295,10 +295,18 @@ fn render_header(o: &mut String, r: &RunReport) {
             r.losses.total()
         );
     }
-    let _ = writeln!(o, "execprof {} — exec attempts of the traced process tree", r.meta.execprof_version);
+    let running = r.meta.scope.is_running_system();
+    let what = if running { "the traced processes" } else { "the traced process tree" };
+    let _ = writeln!(o, "execprof {} — exec attempts of {what}", r.meta.execprof_version);
     match &r.meta.chain {
         Some(c) => {
             let _ = writeln!(o, "command   built-in exec chain: {} ({})", c.describe(), escape_name(r.meta.program.as_bytes()));
+        }
+        None if running => {
+            let _ = writeln!(o, "scope     {}", r.meta.scope.describe());
+            if !r.meta.command.is_empty() {
+                let _ = writeln!(o, "window    while {} ran", shell_command(&r.meta.argv()));
+            }
         }
         None => {
             let _ = writeln!(o, "command   {}", shell_command(&r.meta.argv()));
@@ -318,13 +326,23 @@ fn render_header(o: &mut String, r: &RunReport) {
             Some(ns) => format!("unknown (the recording ends {} into the run)", human_ns(ns as f64)),
             None => "unknown (the recording ends before the run's first record)".to_owned(),
         },
+        ExitStatus::Traced(end) => {
+            let why = match end {
+                TraceEnd::AllExited => "until every traced process exited",
+                TraceEnd::Duration => "for --duration",
+                TraceEnd::Signal => "until a signal (Ctrl-C) stopped it",
+            };
+            format!("traced {} ({why})", human_ns(r.command_wall_ns as f64))
+        }
         status => format!("{status} after {}", human_ns(r.command_wall_ns as f64)),
     };
-    let _ = writeln!(
-        o,
-        "result    {ended}; {} process(es), {} thread(s) created, {} exec attempts",
-        a.processes, a.threads_created, a.attempts
-    );
+    // The analysis counts the launched process as the first; running processes were not.
+    let processes = if running {
+        format!("{} process(es) started while tracing", a.processes.saturating_sub(1))
+    } else {
+        format!("{} process(es)", a.processes)
+    };
+    let _ = writeln!(o, "result    {ended}; {processes}, {} thread(s) created, {} exec attempts", a.threads_created, a.attempts);
     if let Some(c) = &a.compat {
         render_compat(o, c, a);
     }

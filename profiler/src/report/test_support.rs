@@ -29,6 +29,7 @@ pub(crate) fn meta(command: &[&str], chain: Option<ChainSpec>) -> RunMeta {
         started_unix_s: 0,
         started_mono_ns: 0,
         repeats: 1,
+        scope: Default::default(),
     }
 }
 

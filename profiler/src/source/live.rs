@@ -3,9 +3,11 @@
 //! traced command (a pidfd), on SIGINT/SIGTERM/SIGHUP, and on a one-second ticker for
 //! progress and recording checkpoints. Every record goes into the pipeline as it arrives.
 //!
-//! Signals: the first SIGINT, SIGTERM or SIGHUP stops the traced tree (the signal is passed
+//! Signals: the first SIGINT, SIGTERM or SIGHUP stops the launched tree (the signal is passed
 //! on to every traced process, then SIGKILL after half a second), drains what is left and
-//! ends the loop, so a partial report is still made; a second one ends the loop at once.
+//! ends the loop, so a partial report is still made; a second one ends the loop at once. In a
+//! running-system scope (`--pid`, `--cgroup`, `--all`) the traced processes are not ours: a
+//! signal (or `--duration`) ends the trace, and is passed on to the window command only.
 use std::{
     io::IsTerminal as _,
     os::fd::{FromRawFd as _, OwnedFd},
@@ -24,7 +26,7 @@ use crate::{
     assemble::events::EventSink,
     kernel::tracer::{EbpfLog, Tracer},
     launch::child::RunningChild,
-    model::meta::ExitStatus,
+    model::meta::{ExitStatus, TraceEnd},
     pipeline::{Pipeline, RunPipeline},
 };
 
@@ -145,29 +147,49 @@ pub(crate) struct Feeds {
     pub run_stats: Option<std::os::fd::OwnedFd>,
 }
 
-/// Runs until the traced command and all its traced descendants are gone, or a signal stops
-/// them; feeds every record to `pipeline`.
+/// What ends a live run, and who gets the signals execprof receives.
+pub(crate) struct Watch {
+    /// The command execprof started, if any: the launched tree's root, or the window command
+    /// of a running-system scope (`--all -- sleep 10`).
+    pub child: Option<RunningChild>,
+    /// The launched tree: a signal is passed on to every traced process, and the run waits for
+    /// the last of them. Otherwise traced processes are never signalled: they are not ours.
+    pub launched: bool,
+    /// `--pid`: the run ends when no traced process is left.
+    pub until_scope_gone: bool,
+    /// `--duration`: the run ends this long after it began.
+    pub duration: Option<Duration>,
+}
+
+/// Runs until what `watch` waits for is over, or a signal stops it; feeds every record to
+/// `pipeline`.
 pub(crate) async fn trace(
     tracer: &Tracer,
     feeds: Feeds,
     pipeline: &mut RunPipeline<'_>,
-    mut child: RunningChild,
+    watch: Watch,
     released: Instant,
     progress: &mut Progress,
 ) -> Result<LiveEnd> {
     let Feeds { ring, logger, run_stats } = feeds;
-    let mut ring = watch(ring).context("watching the ring buffer")?;
-    let mut logger = logger.map(watch).transpose().context("watching the eBPF side's log")?;
-    let pidfd = watch(pidfd_open(child.pid())?).context("watching the traced command")?;
+    let Watch { mut child, launched, until_scope_gone, duration } = watch;
+    let mut ring = self::watch(ring).context("watching the ring buffer")?;
+    let mut logger = logger.map(self::watch).transpose().context("watching the eBPF side's log")?;
+    let pidfd = match &child {
+        Some(c) => Some(self::watch(pidfd_open(c.pid())?).context("watching the traced command")?),
+        None => None,
+    };
     let (mut sigint, mut sigterm, mut sighup) =
         (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
     let mut poll = interval(POLL);
     poll.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut second = interval(Duration::from_secs(1));
     second.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let deadline = duration.map(|d| tokio::time::Instant::from_std(released + d));
 
     let mut status: Option<(ExitStatus, u64)> = None;
     let mut stop: Option<(&'static str, Instant)> = None;
+    let mut traced_end: Option<TraceEnd> = None;
     let mut recording_failure_said = false;
     let mut waiting_announced = false;
     loop {
@@ -182,9 +204,9 @@ pub(crate) async fn trace(
                 drain(ring.get_mut(), pipeline);
                 None
             }
-            r = pidfd.readable(), if status.is_none() => {
+            r = async { pidfd.as_ref().expect("guarded by the select condition").readable().await }, if pidfd.is_some() && status.is_none() => {
                 let mut guard = r.context("waiting on the traced command")?;
-                if let Some(s) = child.try_wait()? {
+                if let Some(s) = child.as_mut().expect("a pidfd has its child").try_wait()? {
                     status = Some((s, released.elapsed().as_nanos() as u64));
                 } else {
                     guard.clear_ready();
@@ -196,6 +218,9 @@ pub(crate) async fn trace(
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
                 None
+            }
+            _ = async { tokio::time::sleep_until(deadline.expect("guarded by the select condition")).await }, if deadline.is_some() && stop.is_none() => {
+                Some("--duration")
             }
             _ = sigint.recv() => Some("SIGINT"),
             _ = sigterm.recv() => Some("SIGTERM"),
@@ -214,33 +239,39 @@ pub(crate) async fn trace(
         if let Some(name) = signal_name {
             if stop.is_some() {
                 // A second signal: stop waiting for anything.
-                kill_all(&tree(pipeline, &child), libc::SIGKILL);
+                kill_all(&signalled(pipeline, child.as_ref(), launched), libc::SIGKILL);
                 drain(ring.get_mut(), pipeline);
                 break;
             }
             let sig = match name {
-                "SIGINT" => libc::SIGINT,
                 "SIGTERM" => libc::SIGTERM,
-                _ => libc::SIGHUP,
+                "SIGHUP" => libc::SIGHUP,
+                _ => libc::SIGINT,
             };
-            kill_all(&tree(pipeline, &child), sig);
+            traced_end = Some(if name == "--duration" { TraceEnd::Duration } else { TraceEnd::Signal });
+            kill_all(&signalled(pipeline, child.as_ref(), launched), sig);
             stop = Some((name, Instant::now()));
         }
         if let Some((_, at)) = stop {
             let waited = at.elapsed();
             if waited > GRACE {
-                kill_all(&tree(pipeline, &child), libc::SIGKILL);
+                kill_all(&signalled(pipeline, child.as_ref(), launched), libc::SIGKILL);
             }
             if status.is_none()
-                && let Some(s) = child.try_wait()?
+                && let Some(c) = child.as_mut()
+                && let Some(s) = c.try_wait()?
             {
                 status = Some((s, released.elapsed().as_nanos() as u64));
+            }
+            // Running processes are not waited for: only the window command, if any.
+            if !launched && (child.is_none() || status.is_some()) {
+                break;
             }
             if waited > 2 * GRACE {
                 break;
             }
         }
-        if status.is_some() {
+        if launched && status.is_some() {
             if tracer.traced_alive() == 0 {
                 break;
             }
@@ -253,6 +284,14 @@ pub(crate) async fn trace(
                 waiting_announced = true;
             }
         }
+        if !launched && child.is_some() && status.is_some() {
+            // The window command ended: so does the window.
+            break;
+        }
+        if until_scope_gone && stop.is_none() && tracer.traced_alive() == 0 {
+            traced_end = Some(TraceEnd::AllExited);
+            break;
+        }
     }
     drop(run_stats);
     // The last records of the tree are in the buffer already.
@@ -261,21 +300,23 @@ pub(crate) async fn trace(
         l.get_mut().flush();
     }
     progress.clear();
-    let (status, command_wall_ns) = match status {
-        Some(s) => s,
-        None => {
-            // Only after a second signal: the command was SIGKILLed a moment ago.
-            let s = child.wait_blocking()?;
-            (s, released.elapsed().as_nanos() as u64)
-        }
+    let (status, command_wall_ns) = match (status, child.as_mut()) {
+        (Some(s), _) => s,
+        // Only after a second signal: the command was SIGKILLed a moment ago.
+        (None, Some(c)) => (c.wait_blocking()?, released.elapsed().as_nanos() as u64),
+        (None, None) => (ExitStatus::Traced(traced_end.unwrap_or(TraceEnd::Signal)), released.elapsed().as_nanos() as u64),
     };
-    Ok(LiveEnd { status, command_wall_ns, partial: stop.map(|(name, _)| format!("interrupted by {name}")) })
+    // Stopping the launched tree cuts its run short; ending a running-system trace with
+    // Ctrl-C or --duration is how such a trace ends.
+    let partial = if launched { stop.map(|(name, _)| format!("interrupted by {name}")) } else { None };
+    Ok(LiveEnd { status, command_wall_ns, partial })
 }
 
-/// The traced processes to signal: the command and every process the records say is alive.
-fn tree(pipeline: &RunPipeline<'_>, child: &RunningChild) -> Vec<u32> {
-    let mut pids = pipeline.alive();
-    pids.push(child.pid() as u32);
+/// The processes a signal to execprof is passed on to: in the launched tree, the command and
+/// every process the records say is alive; otherwise only the window command.
+fn signalled(pipeline: &RunPipeline<'_>, child: Option<&RunningChild>, launched: bool) -> Vec<u32> {
+    let mut pids = if launched { pipeline.alive() } else { Vec::new() };
+    pids.extend(child.map(|c| c.pid() as u32));
     pids.sort_unstable();
     pids.dedup();
     pids

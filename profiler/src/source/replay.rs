@@ -168,6 +168,7 @@ mod tests {
             started_unix_s: 0,
             started_mono_ns,
             repeats: 1,
+            scope: Default::default(),
         }
     }
 
