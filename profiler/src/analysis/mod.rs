@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::{
     analysis::phases::PhaseModel,
     assemble::events::{Event, EventSink, ExecAttempt, ForkCall},
-    model::meta::ExactPlan,
+    model::meta::{ExactPlan, ProcessName},
     model::names::escape_name,
     model::names::{Abi, ExecSyscall, ForkSyscall},
 };
@@ -166,8 +166,8 @@ pub struct FileCount {
     pub successes: u64,
 }
 
-/// What the analysis needs besides the events: how functions map to phases, and in exact
-/// mode which function each probe slot holds.
+/// What the analysis needs besides the events: how functions map to phases, in exact mode
+/// which function each probe slot holds, and which processes existed before tracing began.
 #[derive(Clone, Copy)]
 pub struct AnalysisContext<'a> {
     /// How functions map to phases.
@@ -176,6 +176,9 @@ pub struct AnalysisContext<'a> {
     pub sampled: bool,
     /// In exact mode, which function each probe slot holds; None otherwise.
     pub exact: Option<&'a ExactPlan>,
+    /// The processes that existed when tracing began ([`crate::model::meta::RunMeta::preexisting`]):
+    /// what names the callers that started before the trace. Empty for a launched tree.
+    pub preexisting: &'a [ProcessName],
 }
 
 /// Folds a run's events; see the module documentation.
@@ -442,7 +445,7 @@ mod tests {
 
     fn plain(events: &[Event]) -> Analysis {
         let model = PhaseModel::builtin().unwrap();
-        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None }, &SymbolTable::default())
+        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[] }, &SymbolTable::default())
     }
 
     /// The ENOENT names are offered most attempted first; those found to exist are reported
@@ -450,7 +453,7 @@ mod tests {
     #[test]
     fn enoent_of_existing_files_is_reported_apart() {
         let model = PhaseModel::builtin().unwrap();
-        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None });
+        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[] });
         let named = |name: &[u8], ret| {
             let mut e = test_support::attempt(1, 0, 10, ret, None);
             e.name.bytes = name.to_vec();

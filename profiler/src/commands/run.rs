@@ -138,8 +138,14 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         started_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         started_mono_ns: monotonic_ns(),
         repeats: 1,
+        preexisting: Vec::new(),
     };
-    let ctx = AnalysisContext { model: &model, sampled: attached.sample_hz > 0, exact: attached.exact_plan.as_ref() };
+    let ctx = AnalysisContext {
+        model: &model,
+        sampled: attached.sample_hz > 0,
+        exact: attached.exact_plan.as_ref(),
+        preexisting: &meta.preexisting,
+    };
     let recorder = match &cfg.recording {
         Some(path) => Some(create_recording(path, &meta)?),
         None => None,
