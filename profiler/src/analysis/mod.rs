@@ -5,9 +5,11 @@
 //! end. A live run and the replay of its recording feed it the same events.
 pub mod agreement;
 pub mod attribution;
+pub mod callers;
 pub mod chain;
 pub mod exact;
 pub mod fastpath;
+pub mod identity;
 pub mod modes;
 pub mod outcome;
 pub mod phases;
@@ -74,6 +76,13 @@ pub struct Analysis {
     pub files: Vec<FileCount>,
     /// Distinct file names beyond [`MAX_FILES`], not listed.
     pub files_not_listed: u64,
+    /// Exec attempts and fork-family calls by the program that made them, most exec kernel
+    /// time first (at most [`callers::MAX_CALLERS`]).
+    #[serde(default)]
+    pub callers: Vec<callers::CallerSummary>,
+    /// Calling programs beyond [`callers::MAX_CALLERS`], not listed.
+    #[serde(default)]
+    pub callers_not_listed: u64,
 }
 
 /// The calls made in the compat ABI (x86_64: by ia32 programs), traced like the 64-bit ones
@@ -195,6 +204,8 @@ pub struct Analyzer<'a> {
     missing_interpreters: Vec<crate::model::meta::MissingInterpreter>,
     counts: Counts,
     compat: CompatTally,
+    identities: identity::Identities,
+    callers: callers::Callers,
 }
 
 /// Plain counts of the run.
@@ -219,10 +230,12 @@ impl EventSink for Analyzer<'_> {
                 } else {
                     self.counts.processes += 1;
                 }
+                self.identities.task_new(t);
             }
             Event::TaskExit(x) => {
                 if x.group_dead {
                     self.chain.process_gone(x.tgid);
+                    self.identities.process_gone(x.tgid);
                 }
             }
             Event::OffCpu(o) => self.chain.off_cpu(o),
@@ -250,10 +263,16 @@ impl<'a> Analyzer<'a> {
             // The launched process is not forked inside the tree.
             counts: Counts { processes: 1, ..Counts::default() },
             compat: CompatTally::default(),
+            identities: identity::Identities::new(ctx.preexisting),
+            callers: callers::Callers::default(),
         }
     }
 
     fn exec(&mut self, a: &ExecAttempt) {
+        // Charged to the program that made the attempt, before a success renames the process.
+        let caller = self.identities.of(a.tgid);
+        self.callers.attempt(caller, a);
+        self.identities.exec(a);
         let outcome = outcome::Outcome::of_attempt(a);
         self.outcomes.add(a);
         self.chain.attempt(a);
@@ -284,6 +303,8 @@ impl<'a> Analyzer<'a> {
     }
 
     fn fork_call(&mut self, f: &ForkCall) {
+        let caller = self.identities.of(f.tgid);
+        self.callers.fork_call(caller, f);
         let t = self.fork_calls.entry(f.syscall).or_default();
         t.latency.record(f.duration_ns());
         t.failed += u64::from(f.ret < 0);
@@ -318,7 +339,23 @@ impl<'a> Analyzer<'a> {
 
     /// Ends the run: attributes the samples with names from `symbols` and returns the analysis.
     pub fn finish(self, symbols: &dyn attribution::Symbolizer) -> Analysis {
-        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, enoent, missing_interpreters, counts, compat } = self;
+        let Analyzer {
+            ctx,
+            outcomes,
+            chain,
+            fork_calls,
+            samples,
+            exact,
+            files,
+            enoent,
+            missing_interpreters,
+            counts,
+            compat,
+            identities,
+            callers,
+        } = self;
+        let programs = identities.programs();
+        let (callers, callers_not_listed) = callers.finish(&programs);
         let mut enoent_existing: Vec<EnoentExisting> = missing_interpreters
             .into_iter()
             .filter_map(|m| {
@@ -380,6 +417,8 @@ impl<'a> Analyzer<'a> {
             enoent_existing,
             files,
             files_not_listed,
+            callers,
+            callers_not_listed,
         }
     }
 }
@@ -410,9 +449,11 @@ pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribu
 
 #[cfg(test)]
 pub(crate) mod test_support {
+    use super::{Analysis, AnalysisContext, analyse, attribution::SymbolTable, phases::PhaseModel};
     use crate::{
-        assemble::events::{ExecAttempt, Inside},
-        model::names::{Abi, ExecSyscall, Name},
+        assemble::events::{Event, ExecAttempt, ForkCall, Inside, TaskExit, TaskNew},
+        model::meta::ProcessName,
+        model::names::{Abi, ExecSyscall, ForkSyscall, Name},
     };
 
     pub(crate) fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
@@ -435,6 +476,107 @@ pub(crate) mod test_support {
             major_faults: faults.map(|_| 0),
             inside: Inside::default(),
         }
+    }
+
+    /// An exec attempt of `name` by thread `pid` of process `tgid`, `ns` long.
+    pub(crate) fn exec_by(pid: u32, tgid: u32, name: &str, ret: i64, enter_ns: u64, ns: u64) -> Event {
+        let mut a = attempt(tgid, enter_ns, enter_ns + ns, ret, Some(0));
+        a.pid = pid;
+        a.exit_pid = if ret == 0 { tgid } else { pid };
+        a.name.bytes = name.as_bytes().to_vec();
+        Event::Exec(a)
+    }
+
+    /// An exec attempt of `name` by process `tgid`'s main thread.
+    pub(crate) fn exec(tgid: u32, name: &str, ret: i64, enter_ns: u64, ns: u64) -> Event {
+        exec_by(tgid, tgid, name, ret, enter_ns, ns)
+    }
+
+    /// `parent` forks `child` (the call and the new process).
+    pub(crate) fn fork(parent: u32, child: u32, enter_ns: u64, ns: u64) -> [Event; 2] {
+        let call = ForkCall {
+            id: enter_ns,
+            pid: parent,
+            tgid: parent,
+            syscall: ForkSyscall::Clone,
+            abi: Abi::Native,
+            enter_ns,
+            exit_ns: enter_ns + ns,
+            ret: i64::from(child),
+            minor_faults: Some(0),
+            major_faults: Some(0),
+            inside: Inside::default(),
+        };
+        let new =
+            TaskNew { ts_ns: enter_ns + ns, parent_pid: parent, parent_tgid: parent, child_pid: child, child_tgid: child, thread: false };
+        [Event::TaskNew(new), Event::ForkCall(call)]
+    }
+
+    /// Thread `pid` of `tgid` exits; the process with it when `group_dead`.
+    pub(crate) fn exit(pid: u32, tgid: u32, group_dead: bool) -> Event {
+        Event::TaskExit(TaskExit { ts_ns: 0, pid, tgid, group_dead })
+    }
+
+    /// A process of the table of those that existed before tracing.
+    pub(crate) fn process(tgid: u32, ppid: u32, exe: &str, comm: &str) -> ProcessName {
+        ProcessName { tgid, ppid, exe: exe.as_bytes().to_vec(), comm: comm.as_bytes().to_vec() }
+    }
+
+    /// The analysis of `events` traced with `preexisting` as the processes alive at attach.
+    pub(crate) fn analyse_from(preexisting: &[ProcessName], events: &[Event]) -> Analysis {
+        let model = PhaseModel::builtin().unwrap();
+        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting }, &SymbolTable::default())
+    }
+
+    /// The PATH of [`who_pays`]'s searches, in order.
+    pub(crate) const PATH: [&str; 3] = ["/usr/local/sbin", "/usr/local/bin", "/usr/bin"];
+
+    /// A machine traced while running work that existed before: known answers for the
+    /// calling programs and the PATH searches.
+    /// - bash (300, under systemd) forks 301, which execs /usr/bin/make by its path (a search
+    ///   of 0 misses, 200 µs);
+    /// - make forks 10 children, each searching `cc` along [`PATH`]: misses of 1.0 and 1.5 µs,
+    ///   found in /usr/bin (60 µs); then one child that misses `ccache` in all three (1.2 µs
+    ///   each) and exits: not found;
+    /// - cron (400) forks 3 children, each exec'ing the missing /opt/backup/run once (2 µs):
+    ///   lone failures, not searches;
+    /// - pid 777, not in the table, execs /usr/bin/true (50 µs).
+    pub(crate) fn who_pays() -> (Vec<ProcessName>, Vec<Event>) {
+        let table = vec![
+            process(1, 0, "/usr/lib/systemd/systemd", "systemd"),
+            process(300, 1, "/usr/bin/bash", "bash"),
+            process(400, 1, "/usr/sbin/cron", "cron"),
+        ];
+        let mut events = Vec::new();
+        let mut t = 1_000_000;
+        let mut next = |ns: u64| {
+            t += 10_000 + ns;
+            t - ns
+        };
+        events.extend(fork(300, 301, next(30_000), 30_000));
+        events.push(exec(301, "/usr/bin/make", 0, next(200_000), 200_000));
+        for i in 0..11 {
+            let child = 310 + i;
+            events.extend(fork(301, child, next(25_000), 25_000));
+            if i < 10 {
+                events.push(exec(child, &format!("{}/cc", PATH[0]), -2, next(1_000), 1_000));
+                events.push(exec(child, &format!("{}/cc", PATH[1]), -2, next(1_500), 1_500));
+                events.push(exec(child, &format!("{}/cc", PATH[2]), 0, next(60_000), 60_000));
+            } else {
+                for dir in PATH {
+                    events.push(exec(child, &format!("{dir}/ccache"), -2, next(1_200), 1_200));
+                }
+            }
+            events.push(exit(child, child, true));
+        }
+        for i in 0..3 {
+            let child = 401 + i;
+            events.extend(fork(400, child, next(20_000), 20_000));
+            events.push(exec(child, "/opt/backup/run", -2, next(2_000), 2_000));
+            events.push(exit(child, child, true));
+        }
+        events.push(exec(777, "/usr/bin/true", 0, next(50_000), 50_000));
+        (table, events)
     }
 }
 
