@@ -14,6 +14,7 @@ pub mod modes;
 pub mod outcome;
 pub mod phases;
 pub mod probe_cost;
+pub mod searches;
 pub mod stats;
 pub mod tree;
 
@@ -83,6 +84,10 @@ pub struct Analysis {
     /// Calling programs beyond [`callers::MAX_CALLERS`], not listed.
     #[serde(default)]
     pub callers_not_listed: u64,
+    /// The run's PATH searches: misses, the directories they missed in, what a reordered
+    /// PATH would save.
+    #[serde(default)]
+    pub path_searches: searches::PathSearches,
 }
 
 /// The calls made in the compat ABI (x86_64: by ia32 programs), traced like the 64-bit ones
@@ -206,6 +211,7 @@ pub struct Analyzer<'a> {
     compat: CompatTally,
     identities: identity::Identities,
     callers: callers::Callers,
+    searches: searches::Searches,
 }
 
 /// Plain counts of the run.
@@ -233,6 +239,7 @@ impl EventSink for Analyzer<'_> {
                 self.identities.task_new(t);
             }
             Event::TaskExit(x) => {
+                self.searches.thread_gone(x.pid);
                 if x.group_dead {
                     self.chain.process_gone(x.tgid);
                     self.identities.process_gone(x.tgid);
@@ -265,6 +272,7 @@ impl<'a> Analyzer<'a> {
             compat: CompatTally::default(),
             identities: identity::Identities::new(ctx.preexisting),
             callers: callers::Callers::default(),
+            searches: searches::Searches::default(),
         }
     }
 
@@ -272,6 +280,7 @@ impl<'a> Analyzer<'a> {
         // Charged to the program that made the attempt, before a success renames the process.
         let caller = self.identities.of(a.tgid);
         self.callers.attempt(caller, a);
+        self.searches.attempt(caller.program, a);
         self.identities.exec(a);
         let outcome = outcome::Outcome::of_attempt(a);
         self.outcomes.add(a);
@@ -353,6 +362,7 @@ impl<'a> Analyzer<'a> {
             compat,
             identities,
             callers,
+            searches,
         } = self;
         let programs = identities.programs();
         let (callers, callers_not_listed) = callers.finish(&programs);
@@ -419,6 +429,7 @@ impl<'a> Analyzer<'a> {
             files_not_listed,
             callers,
             callers_not_listed,
+            path_searches: searches.finish(&programs),
         }
     }
 }
