@@ -167,6 +167,11 @@ impl Identities {
         self.processes.remove(&tgid);
     }
 
+    /// Whether `program` is execprof's own child before the launch exec.
+    pub(crate) fn is_launcher(&self, program: ProgramId) -> bool {
+        self.programs[program as usize] == ProgramKey::Launcher
+    }
+
     /// Processes in the table.
     #[cfg(test)]
     pub(crate) fn alive(&self) -> usize {

@@ -280,7 +280,10 @@ impl<'a> Analyzer<'a> {
         // Charged to the program that made the attempt, before a success renames the process.
         let caller = self.identities.of(a.tgid);
         self.callers.attempt(caller, a);
-        self.searches.attempt(caller.program, a);
+        if !self.identities.is_launcher(caller.program) {
+            // execprof looked the command up itself: the launch exec is no search.
+            self.searches.attempt(caller.program, a);
+        }
         self.identities.exec(a);
         let outcome = outcome::Outcome::of_attempt(a);
         self.outcomes.add(a);

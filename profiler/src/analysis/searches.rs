@@ -7,7 +7,8 @@
 //!
 //! One successful attempt alone is a search of 0 misses (found at the first try, or exec'd
 //! by its path: the two look the same), so every successful exec belongs to exactly one
-//! search. One failed attempt alone is not a search: it tried one directory, which is a
+//! search — but for execprof's own launch exec, which is no search (execprof looked the
+//! command up itself) and is left out. One failed attempt alone is not a search: it tried one directory, which is a
 //! direct exec of a missing or refused file (`./configure` without a `+x`, a stale absolute
 //! path) as much as a PATH of one entry, and no order of PATH would save it; such attempts
 //! are counted apart as lone failures. Shells that look PATH up with `stat` before one exec
@@ -474,8 +475,24 @@ mod tests {
     #[test]
     fn a_search_open_at_the_end_is_not_found() {
         let events = [exec(10, "/a/x", -2, 0, 10), exec(10, "/b/x", -2, 100, 10)];
-        let s = analyse_from(&[], &events).path_searches;
+        let s = analyse_from(&[process(1, 0, "/sbin/init", "init")], &events).path_searches;
         assert_eq!((s.searches, s.not_found, s.misses, s.lone_failures), (1, 1, 2, 0));
-        assert_eq!(s.programs[0].program, Program::Launcher);
+        assert_eq!(s.programs[0].program, Program::Unknown { pid: 10 });
+    }
+
+    /// In a launched tree the launch exec is execprof's, no search: a chain of 3 steps of 2
+    /// misses is 3 searches of 2 misses each, as its spec says.
+    #[test]
+    fn the_launch_exec_is_no_search() {
+        let mut events = vec![exec(100, "/t/bin/chain", 0, 0, 40_000)];
+        for step in 1..=3u64 {
+            for (i, dir) in ["/t/m1", "/t/m2"].iter().enumerate() {
+                events.push(exec(100, &format!("{dir}/chain"), -2, step * 100_000 + i as u64 * 1_000, 500));
+            }
+            events.push(exec(100, "/t/bin/chain", 0, step * 100_000 + 10_000, 40_000));
+        }
+        let s = analyse_from(&[], &events).path_searches;
+        assert_eq!((s.searches, s.found_after_misses, s.misses, s.misses_per_search()), (3, 3, 6, 2.0));
+        assert!(s.programs.iter().all(|p| p.program != Program::Launcher));
     }
 }
