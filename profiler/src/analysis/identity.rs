@@ -1,7 +1,7 @@
 //! Which program each traced process runs, so that an exec attempt or a fork-family call is
 //! charged to the program that made it, in any scope: the processes that existed before
 //! tracing began come from the run's [`ProcessName`] table, a new process inherits its
-//! parent's program ([`TaskNew`]) and keeps it until it execs, and a successful exec gives it
+//! parent's program (`TaskNew`) and keeps it until it execs, and a successful exec gives it
 //! the exec'd file's name. An attempt is charged to its caller *before* the exec: the program
 //! that made it, not the image it became.
 //!
@@ -12,7 +12,7 @@
 //! A process never named by any of these (it began before tracing and is not in the table,
 //! or its start was lost) is `pid N (unknown program)` — except when the table is empty:
 //! then execprof launched what it traces, every traced process descends from the launched
-//! one, and the one process that appears without a [`TaskNew`] is execprof's own child
+//! one, and the one process that appears without a `TaskNew` is execprof's own child
 //! before it exec'd the command: [`Program::Launcher`] (one per run of a `--repeat`
 //! recording).
 use std::collections::HashMap;
