@@ -224,3 +224,62 @@ fn the_fixtures_call_trees_add_up_to_the_measured_mean() {
         adds_up(tree);
     }
 }
+
+/// The report of a recording: (its text, its JSON).
+fn report_of(path: &str) -> (String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_execprof")).arg("report").arg(path).arg("--json").arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8(out.stdout).unwrap(), serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap())
+}
+
+/// The chain's PATH searches are its steps: 200 searches of 6 misses, one directory each
+/// time, all found in its bin directory; one program searched, so no programs table.
+#[test]
+fn the_chains_path_searches_are_its_steps() {
+    let (text, v) = report_of(FIXTURE);
+    let s = &v["analysis"]["path_searches"];
+    assert_eq!((s["searches"].as_u64(), s["found_after_misses"].as_u64(), s["misses"].as_u64()), (Some(200), Some(200), Some(1_200)));
+    assert_eq!((s["not_found"].as_u64(), s["lone_failures"].as_u64()), (Some(0), Some(0)));
+    let missed = s["missed_dirs"].as_array().unwrap();
+    assert_eq!(missed.len(), 6);
+    assert!(missed.iter().all(|d| d["misses"] == 200 && d["dir"].as_str().unwrap().contains("/miss")), "{missed:?}");
+    let found = &s["found_dirs"][0];
+    assert!(found["dir"].as_str().unwrap().ends_with("/bin"), "{found}");
+    assert_eq!(
+        (found["found"].as_u64(), found["misses_before"].as_u64(), found["added_misses_at_most"].as_u64()),
+        (Some(200), Some(1_200), Some(0))
+    );
+    assert_eq!(found["misses_before_ns"], s["miss_ns"], "moving bin first saves every miss");
+    assert!(
+        text.contains("\nPATH searches")
+            && text.contains("200 searches: 200 found (200 after misses), 0 not found; 1200 misses, 6.00 per search"),
+        "{text}"
+    );
+    assert!(!text.contains("Exec attempts by calling program"), "one program besides the launcher: {text}");
+}
+
+/// A recorded command (see tests/diff.rs: env, sh, env, true in one process, each PATH
+/// search missing twice, and a child of sh refused /etc/passwd): who made each attempt.
+#[test]
+fn the_command_fixture_says_who_made_each_attempt() {
+    let (text, v) = report_of(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sh-exec.execprof"));
+    let callers = v["analysis"]["callers"].as_array().unwrap();
+    let row = |exe: &str| callers.iter().find(|c| c["program"]["exe"] == exe).unwrap_or_else(|| panic!("no {exe} in {callers:?}"));
+    let counts = |c: &Value| ["attempts", "successes", "enoent", "eacces", "fork_calls"].map(|k| c[k].as_u64().unwrap());
+    assert_eq!(counts(row("/usr/bin/env")), [6, 2, 4, 0, 0], "env searched sh and true");
+    assert_eq!(counts(row("/usr/bin/sh")), [4, 1, 2, 1, 1], "sh searched env, and its child tried /etc/passwd");
+    let launcher = callers.iter().find(|c| c["program"]["kind"] == "launcher").unwrap();
+    assert_eq!(counts(launcher), [1, 1, 0, 0, 0]);
+    assert_eq!(callers.len(), 3);
+    let s = &v["analysis"]["path_searches"];
+    assert_eq!((s["searches"].as_u64(), s["misses"].as_u64(), s["lone_failures"].as_u64()), (Some(3), Some(6), Some(1)));
+    let mut dirs: Vec<(&str, u64)> =
+        s["missed_dirs"].as_array().unwrap().iter().map(|d| (d["dir"].as_str().unwrap(), d["misses"].as_u64().unwrap())).collect();
+    dirs.sort();
+    assert_eq!(dirs, [("/nonexistent-a", 3), ("/nonexistent-b", 3)]);
+    assert_eq!((s["found_dirs"][0]["dir"].as_str(), s["found_dirs"][0]["misses_before"].as_u64()), (Some("/usr/bin"), Some(6)));
+    assert!(text.contains("Exec attempts by calling program (3 programs,"), "{text}");
+    assert!(text.contains("/usr/bin/sh (started by /usr/bin/env)"), "{text}");
+}

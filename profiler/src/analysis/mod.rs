@@ -5,13 +5,16 @@
 //! end. A live run and the replay of its recording feed it the same events.
 pub mod agreement;
 pub mod attribution;
+pub mod callers;
 pub mod chain;
 pub mod exact;
 pub mod fastpath;
+pub mod identity;
 pub mod modes;
 pub mod outcome;
 pub mod phases;
 pub mod probe_cost;
+pub mod searches;
 pub mod stats;
 pub mod tree;
 
@@ -22,7 +25,7 @@ use serde::Serialize;
 use crate::{
     analysis::phases::PhaseModel,
     assemble::events::{Event, EventSink, ExecAttempt, ForkCall},
-    model::meta::ExactPlan,
+    model::meta::{ExactPlan, ProcessName},
     model::names::escape_name,
     model::names::{Abi, ExecSyscall, ForkSyscall},
 };
@@ -74,6 +77,17 @@ pub struct Analysis {
     pub files: Vec<FileCount>,
     /// Distinct file names beyond [`MAX_FILES`], not listed.
     pub files_not_listed: u64,
+    /// Exec attempts and fork-family calls by the program that made them, most exec kernel
+    /// time first (at most [`callers::MAX_CALLERS`]).
+    #[serde(default)]
+    pub callers: Vec<callers::CallerSummary>,
+    /// Calling programs beyond [`callers::MAX_CALLERS`], not listed.
+    #[serde(default)]
+    pub callers_not_listed: u64,
+    /// The run's PATH searches: misses, the directories they missed in, what a reordered
+    /// PATH would save.
+    #[serde(default)]
+    pub path_searches: searches::PathSearches,
 }
 
 /// The calls made in the compat ABI (x86_64: by ia32 programs), traced like the 64-bit ones
@@ -166,8 +180,8 @@ pub struct FileCount {
     pub successes: u64,
 }
 
-/// What the analysis needs besides the events: how functions map to phases, and in exact
-/// mode which function each probe slot holds.
+/// What the analysis needs besides the events: how functions map to phases, in exact mode
+/// which function each probe slot holds, and which processes existed before tracing began.
 #[derive(Clone, Copy)]
 pub struct AnalysisContext<'a> {
     /// How functions map to phases.
@@ -176,6 +190,9 @@ pub struct AnalysisContext<'a> {
     pub sampled: bool,
     /// In exact mode, which function each probe slot holds; None otherwise.
     pub exact: Option<&'a ExactPlan>,
+    /// The processes that existed when tracing began ([`crate::model::meta::RunMeta::preexisting`]):
+    /// what names the callers that started before the trace. Empty for a launched tree.
+    pub preexisting: &'a [ProcessName],
 }
 
 /// Folds a run's events; see the module documentation.
@@ -192,6 +209,9 @@ pub struct Analyzer<'a> {
     missing_interpreters: Vec<crate::model::meta::MissingInterpreter>,
     counts: Counts,
     compat: CompatTally,
+    identities: identity::Identities,
+    callers: callers::Callers,
+    searches: searches::Searches,
 }
 
 /// Plain counts of the run.
@@ -216,10 +236,13 @@ impl EventSink for Analyzer<'_> {
                 } else {
                     self.counts.processes += 1;
                 }
+                self.identities.task_new(t);
             }
             Event::TaskExit(x) => {
+                self.searches.thread_gone(x.pid);
                 if x.group_dead {
                     self.chain.process_gone(x.tgid);
+                    self.identities.process_gone(x.tgid);
                 }
             }
             Event::OffCpu(o) => self.chain.off_cpu(o),
@@ -247,10 +270,21 @@ impl<'a> Analyzer<'a> {
             // The launched process is not forked inside the tree.
             counts: Counts { processes: 1, ..Counts::default() },
             compat: CompatTally::default(),
+            identities: identity::Identities::new(ctx.preexisting),
+            callers: callers::Callers::default(),
+            searches: searches::Searches::default(),
         }
     }
 
     fn exec(&mut self, a: &ExecAttempt) {
+        // Charged to the program that made the attempt, before a success renames the process.
+        let caller = self.identities.of(a.tgid);
+        self.callers.attempt(caller, a);
+        if !self.identities.is_launcher(caller.program) {
+            // execprof looked the command up itself: the launch exec is no search.
+            self.searches.attempt(caller.program, a);
+        }
+        self.identities.exec(a);
         let outcome = outcome::Outcome::of_attempt(a);
         self.outcomes.add(a);
         self.chain.attempt(a);
@@ -281,6 +315,8 @@ impl<'a> Analyzer<'a> {
     }
 
     fn fork_call(&mut self, f: &ForkCall) {
+        let caller = self.identities.of(f.tgid);
+        self.callers.fork_call(caller, f);
         let t = self.fork_calls.entry(f.syscall).or_default();
         t.latency.record(f.duration_ns());
         t.failed += u64::from(f.ret < 0);
@@ -315,7 +351,24 @@ impl<'a> Analyzer<'a> {
 
     /// Ends the run: attributes the samples with names from `symbols` and returns the analysis.
     pub fn finish(self, symbols: &dyn attribution::Symbolizer) -> Analysis {
-        let Analyzer { ctx, outcomes, chain, fork_calls, samples, exact, files, enoent, missing_interpreters, counts, compat } = self;
+        let Analyzer {
+            ctx,
+            outcomes,
+            chain,
+            fork_calls,
+            samples,
+            exact,
+            files,
+            enoent,
+            missing_interpreters,
+            counts,
+            compat,
+            identities,
+            callers,
+            searches,
+        } = self;
+        let programs = identities.programs();
+        let (callers, callers_not_listed) = callers.finish(&programs);
         let mut enoent_existing: Vec<EnoentExisting> = missing_interpreters
             .into_iter()
             .filter_map(|m| {
@@ -377,6 +430,9 @@ impl<'a> Analyzer<'a> {
             enoent_existing,
             files,
             files_not_listed,
+            callers,
+            callers_not_listed,
+            path_searches: searches.finish(&programs),
         }
     }
 }
@@ -407,9 +463,11 @@ pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribu
 
 #[cfg(test)]
 pub(crate) mod test_support {
+    use super::{Analysis, AnalysisContext, analyse, attribution::SymbolTable, phases::PhaseModel};
     use crate::{
-        assemble::events::{ExecAttempt, Inside},
-        model::names::{Abi, ExecSyscall, Name},
+        assemble::events::{Event, ExecAttempt, ForkCall, Inside, TaskExit, TaskNew},
+        model::meta::ProcessName,
+        model::names::{Abi, ExecSyscall, ForkSyscall, Name},
     };
 
     pub(crate) fn attempt(tgid: u32, enter_ns: u64, exit_ns: u64, ret: i64, faults: Option<u64>) -> ExecAttempt {
@@ -433,6 +491,107 @@ pub(crate) mod test_support {
             inside: Inside::default(),
         }
     }
+
+    /// An exec attempt of `name` by thread `pid` of process `tgid`, `ns` long.
+    pub(crate) fn exec_by(pid: u32, tgid: u32, name: &str, ret: i64, enter_ns: u64, ns: u64) -> Event {
+        let mut a = attempt(tgid, enter_ns, enter_ns + ns, ret, Some(0));
+        a.pid = pid;
+        a.exit_pid = if ret == 0 { tgid } else { pid };
+        a.name.bytes = name.as_bytes().to_vec();
+        Event::Exec(a)
+    }
+
+    /// An exec attempt of `name` by process `tgid`'s main thread.
+    pub(crate) fn exec(tgid: u32, name: &str, ret: i64, enter_ns: u64, ns: u64) -> Event {
+        exec_by(tgid, tgid, name, ret, enter_ns, ns)
+    }
+
+    /// `parent` forks `child` (the call and the new process).
+    pub(crate) fn fork(parent: u32, child: u32, enter_ns: u64, ns: u64) -> [Event; 2] {
+        let call = ForkCall {
+            id: enter_ns,
+            pid: parent,
+            tgid: parent,
+            syscall: ForkSyscall::Clone,
+            abi: Abi::Native,
+            enter_ns,
+            exit_ns: enter_ns + ns,
+            ret: i64::from(child),
+            minor_faults: Some(0),
+            major_faults: Some(0),
+            inside: Inside::default(),
+        };
+        let new =
+            TaskNew { ts_ns: enter_ns + ns, parent_pid: parent, parent_tgid: parent, child_pid: child, child_tgid: child, thread: false };
+        [Event::TaskNew(new), Event::ForkCall(call)]
+    }
+
+    /// Thread `pid` of `tgid` exits; the process with it when `group_dead`.
+    pub(crate) fn exit(pid: u32, tgid: u32, group_dead: bool) -> Event {
+        Event::TaskExit(TaskExit { ts_ns: 0, pid, tgid, group_dead })
+    }
+
+    /// A process of the table of those that existed before tracing.
+    pub(crate) fn process(tgid: u32, ppid: u32, exe: &str, comm: &str) -> ProcessName {
+        ProcessName { tgid, ppid, exe: exe.as_bytes().to_vec(), comm: comm.as_bytes().to_vec() }
+    }
+
+    /// The analysis of `events` traced with `preexisting` as the processes alive at attach.
+    pub(crate) fn analyse_from(preexisting: &[ProcessName], events: &[Event]) -> Analysis {
+        let model = PhaseModel::builtin().unwrap();
+        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting }, &SymbolTable::default())
+    }
+
+    /// The PATH of [`who_pays`]'s searches, in order.
+    pub(crate) const PATH: [&str; 3] = ["/usr/local/sbin", "/usr/local/bin", "/usr/bin"];
+
+    /// A machine traced while running work that existed before: known answers for the
+    /// calling programs and the PATH searches.
+    /// - bash (300, under systemd) forks 301, which execs /usr/bin/make by its path (a search
+    ///   of 0 misses, 200 µs);
+    /// - make forks 10 children, each searching `cc` along [`PATH`]: misses of 1.0 and 1.5 µs,
+    ///   found in /usr/bin (60 µs); then one child that misses `ccache` in all three (1.2 µs
+    ///   each) and exits: not found;
+    /// - cron (400) forks 3 children, each exec'ing the missing /opt/backup/run once (2 µs):
+    ///   lone failures, not searches;
+    /// - pid 777, not in the table, execs /usr/bin/true (50 µs).
+    pub(crate) fn who_pays() -> (Vec<ProcessName>, Vec<Event>) {
+        let table = vec![
+            process(1, 0, "/usr/lib/systemd/systemd", "systemd"),
+            process(300, 1, "/usr/bin/bash", "bash"),
+            process(400, 1, "/usr/sbin/cron", "cron"),
+        ];
+        let mut events = Vec::new();
+        let mut t = 1_000_000;
+        let mut next = |ns: u64| {
+            t += 10_000 + ns;
+            t - ns
+        };
+        events.extend(fork(300, 301, next(30_000), 30_000));
+        events.push(exec(301, "/usr/bin/make", 0, next(200_000), 200_000));
+        for i in 0..11 {
+            let child = 310 + i;
+            events.extend(fork(301, child, next(25_000), 25_000));
+            if i < 10 {
+                events.push(exec(child, &format!("{}/cc", PATH[0]), -2, next(1_000), 1_000));
+                events.push(exec(child, &format!("{}/cc", PATH[1]), -2, next(1_500), 1_500));
+                events.push(exec(child, &format!("{}/cc", PATH[2]), 0, next(60_000), 60_000));
+            } else {
+                for dir in PATH {
+                    events.push(exec(child, &format!("{dir}/ccache"), -2, next(1_200), 1_200));
+                }
+            }
+            events.push(exit(child, child, true));
+        }
+        for i in 0..3 {
+            let child = 401 + i;
+            events.extend(fork(400, child, next(20_000), 20_000));
+            events.push(exec(child, "/opt/backup/run", -2, next(2_000), 2_000));
+            events.push(exit(child, child, true));
+        }
+        events.push(exec(777, "/usr/bin/true", 0, next(50_000), 50_000));
+        (table, events)
+    }
 }
 
 #[cfg(test)]
@@ -442,7 +601,7 @@ mod tests {
 
     fn plain(events: &[Event]) -> Analysis {
         let model = PhaseModel::builtin().unwrap();
-        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None }, &SymbolTable::default())
+        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[] }, &SymbolTable::default())
     }
 
     /// The ENOENT names are offered most attempted first; those found to exist are reported
@@ -450,7 +609,7 @@ mod tests {
     #[test]
     fn enoent_of_existing_files_is_reported_apart() {
         let model = PhaseModel::builtin().unwrap();
-        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None });
+        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[] });
         let named = |name: &[u8], ret| {
             let mut e = test_support::attempt(1, 0, 10, ret, None);
             e.name.bytes = name.to_vec();

@@ -141,7 +141,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         attached.tracer.trace_process(c.pid())?;
     }
     let seeded = seed(&mut attached.tracer, &scope, &kernel_scope);
-    if matches!(scope, Scope::Pids { .. }) && seeded == 0 {
+    if matches!(scope, Scope::Pids { .. }) && seeded.is_empty() {
         return Err(Failure::usage("--pid: every process given exited before it could be traced; nothing to trace").into());
     }
     let mut machine = MachineFacts::current();
@@ -166,8 +166,14 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         started_mono_ns: monotonic_ns(),
         repeats: 1,
         scope: scope.clone(),
+        preexisting: crate::kernel::scope::process_table(&scope, &seeded),
     };
-    let ctx = AnalysisContext { model: &model, sampled: attached.sample_hz > 0, exact: attached.exact_plan.as_ref() };
+    let ctx = AnalysisContext {
+        model: &model,
+        sampled: attached.sample_hz > 0,
+        exact: attached.exact_plan.as_ref(),
+        preexisting: &meta.preexisting,
+    };
     let recorder = match &cfg.recording {
         Some(path) => Some(create_recording(path, &meta)?),
         None => None,
@@ -494,8 +500,8 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
 
 /// Marks the processes already running in a `--pid` or `--cgroup` scope as traced (the
 /// kernel side is attached, so what they fork from now on is marked by the fork hook), looking
-/// again until nothing new turns up. Returns how many were marked.
-fn seed(tracer: &mut Tracer, scope: &Scope, kernel: &KernelScope) -> usize {
+/// again until nothing new turns up. Returns those marked.
+fn seed(tracer: &mut Tracer, scope: &Scope, kernel: &KernelScope) -> std::collections::HashSet<u32> {
     let mut marked = std::collections::HashSet::new();
     for _ in 0..4 {
         let new = crate::kernel::scope::seeds(scope, kernel, &marked);
@@ -509,7 +515,7 @@ fn seed(tracer: &mut Tracer, scope: &Scope, kernel: &KernelScope) -> usize {
             }
         }
     }
-    marked.len()
+    marked
 }
 
 /// Attaches exact-mode probes as the mode asks. Returns the plan of what is probed (None:

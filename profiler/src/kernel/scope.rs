@@ -190,6 +190,48 @@ fn has_traced_ancestor(_pid: u32, ppid: &u32, parents: &HashMap<u32, u32>, trace
     false
 }
 
+/// The processes running when tracing began, by name, for the report's "who pays" tables:
+/// every process (`--all`), or those marked traced and their ancestors (who started them).
+/// Read after the kernel side is attached, so a process is either here or seen being born.
+pub(crate) fn process_table(scope: &Scope, marked: &HashSet<u32>) -> Vec<crate::model::meta::ProcessName> {
+    let parents = parents();
+    let wanted: HashSet<u32> = match scope {
+        Scope::Launched => return Vec::new(),
+        Scope::All => parents.keys().copied().collect(),
+        Scope::Pids { .. } | Scope::Cgroup { .. } => {
+            let mut w = HashSet::new();
+            for &pid in marked {
+                let mut p = pid;
+                // The process and its ancestors up to init (bounded against a racy /proc).
+                for _ in 0..64 {
+                    if !w.insert(p) {
+                        break;
+                    }
+                    match parents.get(&p) {
+                        Some(&next) if next != 0 && next != p => p = next,
+                        _ => break,
+                    }
+                }
+            }
+            w
+        }
+    };
+    let mut out: Vec<crate::model::meta::ProcessName> = wanted
+        .into_iter()
+        .filter_map(|tgid| {
+            let ppid = *parents.get(&tgid)?;
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).map(|p| p.into_os_string().into_encoded_bytes()).unwrap_or_default();
+            let mut comm = std::fs::read(format!("/proc/{tgid}/comm")).unwrap_or_default();
+            if comm.last() == Some(&b'\n') {
+                comm.pop();
+            }
+            Some(crate::model::meta::ProcessName { tgid, ppid, exe, comm })
+        })
+        .collect();
+    out.sort_by_key(|p| p.tgid);
+    out
+}
+
 /// The processes of a cgroup directory and of every directory below it.
 fn cgroup_procs(dir: &Path, out: &mut Vec<u32>) {
     if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {

@@ -285,6 +285,13 @@ pub struct RunMeta {
     /// Which processes were traced.
     #[serde(default)]
     pub scope: crate::model::scope::Scope,
+    /// The processes that existed when tracing began (read from /proc at attach), so that an
+    /// exec attempt or fork-family call of a process started before the trace is charged to
+    /// a program by name. Empty when execprof launched what it traces: every traced process
+    /// then descends from the launched one, and the report takes it as that mode (see
+    /// `analysis::identity`).
+    #[serde(default)]
+    pub preexisting: Vec<ProcessName>,
 }
 
 impl RunMeta {
@@ -302,6 +309,20 @@ impl RunMeta {
         let exact = |i: usize| self.command_hex.get(i).and_then(Option::as_ref);
         self.command.iter().enumerate().map(|(i, text)| exact(i).map_or_else(|| text.clone().into_bytes(), |h| h.0.clone())).collect()
     }
+}
+
+/// A process that existed before tracing began, as /proc showed it at attach.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessName {
+    /// Its process id (thread group id).
+    pub tgid: u32,
+    /// Its parent's process id (0 for the kernel's own roots, init and kthreadd).
+    pub ppid: u32,
+    /// The target of `/proc/PID/exe`, as bytes; empty when it cannot be read (kernel
+    /// threads, or another user's process without the privilege).
+    pub exe: Vec<u8>,
+    /// `/proc/PID/comm` without its newline (at most 15 bytes).
+    pub comm: Vec<u8>,
 }
 
 /// How a run ended: the tail of a recording.

@@ -6,6 +6,7 @@ pub mod diff;
 pub mod export;
 #[cfg(test)]
 pub(crate) mod test_support;
+mod who_pays;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -255,6 +256,8 @@ pub fn render(r: &RunReport) -> String {
     render_success_split(&mut o, r);
     render_chain(&mut o, r);
     render_fork_calls(&mut o, r);
+    who_pays::render_callers(&mut o, r);
+    who_pays::render_searches(&mut o, r);
     if let Some(x) = &r.analysis.exact {
         render_exact(&mut o, x, r.meta.exact_plan.as_ref());
     }
@@ -988,8 +991,12 @@ mod tests {
         let mut t = 0;
         let sample = |ts_ns: u64, frames: &[u64]| crate::assemble::events::Sample { ts_ns, pid: 100, frames: frames.to_vec() };
         for step in 0..3u64 {
+            // The chain's PATH search: two missed directories, then the program's. This run
+            // has no launch exec, so the first step's attempts are execprof's launcher's and
+            // no search: the PATH searches count the two steps after it.
             for i in 0..2 {
                 let mut fail = attempt(100, t, t + 1_500, -2, Some(0));
+                fail.name.bytes = format!("/m{}/t", i + 1).into_bytes();
                 if step == 0 && i == 0 {
                     // Two samples in the first ENOENT attempt (lookup).
                     fail.inside.samples = vec![sample(t + 10, &[0x10, 0x30]), sample(t + 20, &[0x10, 0x30])];
@@ -998,6 +1005,7 @@ mod tests {
                 t += 2_000;
             }
             let mut ok = attempt(100, t, t + 40_000 + step * 1_000, 0, Some(25));
+            ok.name.bytes = b"/bin/t".to_vec();
             ok.prepare_ns = Some(t + 15_000);
             ok.loaded_ns = Some(t + 35_000);
             if step == 0 {

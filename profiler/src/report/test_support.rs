@@ -30,6 +30,7 @@ pub(crate) fn meta(command: &[&str], chain: Option<ChainSpec>) -> RunMeta {
         started_mono_ns: 0,
         repeats: 1,
         scope: Default::default(),
+        preexisting: vec![],
     }
 }
 
@@ -42,7 +43,7 @@ pub(crate) fn chain_spec(steps: u32, misses: u32) -> ChainSpec {
 /// when `symbols` is given.
 pub(crate) fn report(meta: RunMeta, events: &[Event], symbols: Option<(&[u64], &dyn analysis::attribution::Symbolizer)>) -> RunReport {
     let model = analysis::phases::PhaseModel::builtin().unwrap();
-    let ctx = analysis::AnalysisContext { model: &model, sampled: symbols.is_some(), exact: None };
+    let ctx = analysis::AnalysisContext { model: &model, sampled: symbols.is_some(), exact: None, preexisting: &meta.preexisting };
     let table =
         symbols.map_or_else(analysis::attribution::SymbolTable::default, |(addrs, s)| analysis::attribution::SymbolTable::build(addrs, s));
     let end = RunEnd {

@@ -46,7 +46,8 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
     let replay = Replay::open(path)?;
     let meta = replay.meta().clone();
     let model = PhaseModel::builtin()?;
-    let ctx = AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref() };
+    let ctx =
+        AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref(), preexisting: &meta.preexisting };
     let trace = TraceOutput::create(trace, &meta)?;
     let mut pipeline = RunPipeline::new(ctx, trace, None, None);
     let replayed = replay.feed(&mut pipeline)?;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The tax of watching on everyone else: the time of an untraced process's unrelated syscalls
+# (a getpid loop, and a pipe ping-pong: a read, a write and a context switch per message)
+# while each tracer runs, in interleaved rounds so that every tracer sees the same machine:
+# none; execprof --all; execprof --pid on a sleeping process; perf trace -e execve (system
+# wide); bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide). Prints ns per call
+# per round, then the median of each and its ratio to no tracer.
+#
+#   sudo benches/tax.sh [--rounds N] [--execprof PATH]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+exe="$here/../target/release/execprof"
+rounds=5
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --execprof) exe=$2; shift 2 ;;
+    *) echo "tax.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "tax.sh: run as root: the tracers need it" >&2; exit 2; }
+[ -x "$exe" ] || { echo "tax.sh: $exe is not built; run cargo build --release" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
+cat >"$work/loop.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+int main(int argc, char **argv) {
+    long n = atol(argv[2]);
+    if (argv[1][0] == 'g') {
+        double t0 = now();
+        for (long i = 0; i < n; i++) syscall(SYS_getpid);
+        printf("%.1f\n", (now() - t0) / n);
+        return 0;
+    }
+    int a[2], b[2]; char c = 'x';
+    if (pipe(a) || pipe(b)) return 1;
+    if (fork() == 0) { while (read(a[0], &c, 1) == 1) write(b[1], &c, 1); _exit(0); }
+    double t0 = now();
+    for (long i = 0; i < n; i++) { write(a[1], &c, 1); read(b[0], &c, 1); }
+    printf("%.1f\n", (now() - t0) / n);
+    close(a[1]);
+    return 0;
+}
+C
+gcc -O2 -o "$work/loop" "$work/loop.c"
+sleep 3600 & sleeper=$!
+
+# start TRACER: starts it in the background and waits until it is attached.
+start() {
+  case "$1" in
+    none) tracer= ;;
+    execprof-all) "$exe" run --sample-hz 0 --all --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
+    execprof-pid) "$exe" run --sample-hz 0 --pid "$sleeper" >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
+    perf-trace) perf trace -e execve -a >/dev/null 2>"$work/err" & tracer=$!; sleep 2 ;;
+    bpftrace) bpftrace /usr/sbin/execsnoop.bt >"$work/err" 2>&1 & tracer=$!; wait_for 'PID' ;;
+  esac
+}
+wait_for() { for _ in $(seq 300); do grep -q "$1" "$work/err" 2>/dev/null && return; sleep 0.1; done; echo "tax.sh: tracer did not start: $(cat "$work/err")" >&2; exit 1; }
+stop() { [ -z "$tracer" ] || { kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true; }; }
+
+tracers=(none execprof-all execprof-pid perf-trace bpftrace)
+for r in $(seq "$rounds"); do
+  for t in "${tracers[@]}"; do
+    start "$t"
+    g=$("$work/loop" g 2000000)
+    p=$("$work/loop" p 200000)
+    stop
+    echo "$r $t $g $p" | tee -a "$work/results" >&2
+  done
+done
+python3 - "$work/results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+by = {}
+for _, t, g, p in rows:
+    by.setdefault(t, ([], []))
+    by[t][0].append(float(g)); by[t][1].append(float(p))
+base = [statistics.median(v) for v in by["none"]]
+print("| tracer | getpid ns/call (median) | × untraced | pipe ping-pong ns/message (median) | × untraced |")
+print("|---|---|---|---|---|")
+for t, (g, p) in by.items():
+    mg, mp = statistics.median(g), statistics.median(p)
+    print(f"| {t} | {mg:.0f} [{min(g):.0f}–{max(g):.0f}] | {mg / base[0]:.2f} | {mp:.0f} [{min(p):.0f}–{max(p):.0f}] | {mp / base[1]:.2f} |")
+PY
