@@ -39,7 +39,12 @@ int main(int argc, char **argv) {
     }
     int a[2], b[2]; char c = 'x';
     if (pipe(a) || pipe(b)) return 1;
-    if (fork() == 0) { while (read(a[0], &c, 1) == 1) write(b[1], &c, 1); _exit(0); }
+    if (fork() == 0) {
+        close(a[1]); close(b[0]);
+        while (read(a[0], &c, 1) == 1) write(b[1], &c, 1);
+        _exit(0);
+    }
+    close(a[0]); close(b[1]);
     double t0 = now();
     for (long i = 0; i < n; i++) { write(a[1], &c, 1); read(b[0], &c, 1); }
     printf("%.1f\n", (now() - t0) / n);

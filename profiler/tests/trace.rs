@@ -1388,3 +1388,34 @@ fn bad_scopes_are_clear_errors() {
     assert_eq!(code, Some(2), "{e}");
     assert!(e.contains("there is none"), "{e}");
 }
+
+/// A PATH search with 3 misses before the directory that holds the program (env's execvp,
+/// 5 times): 5 searches of 3 misses, each missed directory named with 5 misses, and the found
+/// directory's reorder saving is the 15 misses. Through `--all` with a window command, so
+/// the scope's tables name env as the program that paid.
+#[test]
+#[ignore = "needs root"]
+fn a_path_search_shows_its_misses_and_the_directories_that_missed() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let missing: Vec<std::path::PathBuf> = (1..=3).map(|i| dir.path().join(format!("miss{i}"))).collect();
+    for m in &missing {
+        std::fs::create_dir(m).unwrap();
+    }
+    let path = format!("{}:/usr/bin", missing.iter().map(|m| m.display().to_string()).collect::<Vec<_>>().join(":"));
+    let script = format!("for i in 1 2 3 4 5; do PATH={path} /usr/bin/env true; done");
+    let (v, out) = run_json(&["--sample-hz", "0", "--", "/bin/sh", "-c", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = &v["analysis"]["path_searches"];
+    let env = s["programs"].as_array().unwrap().iter().find(|p| p["program"]["exe"].as_str().is_some_and(|e| e.ends_with("/env")));
+    let env = env.unwrap_or_else(|| panic!("env's searches: {s}"));
+    assert_eq!((env["searches"].as_u64(), env["misses"].as_u64()), (Some(5), Some(15)), "{env}");
+    for m in &missing {
+        let d = s["missed_dirs"].as_array().unwrap().iter().find(|d| d["dir"] == m.to_str().unwrap());
+        assert_eq!(d.map(|d| d["misses"].as_u64()), Some(Some(5)), "{m:?} in {}", s["missed_dirs"]);
+    }
+    let found = s["found_dirs"].as_array().unwrap().iter().find(|d| d["dir"] == "/usr/bin").unwrap_or_else(|| panic!("{s}"));
+    assert!(found["misses_before"].as_u64().unwrap() >= 15, "{found}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("PATH searches"), "{stdout}");
+}
