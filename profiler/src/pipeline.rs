@@ -22,7 +22,7 @@ use crate::{
     model::meta::{MissingInterpreter, RunMeta, Unjoined},
     record::{self, Record},
     recording::{RecordingWriter, WriteStats},
-    render::perfetto::TraceWriter,
+    render::{events::EventLines, perfetto::TraceWriter},
 };
 
 /// An output file written as the run goes on, remembered with its path so an error can name it.
@@ -33,11 +33,14 @@ pub(crate) struct OutputFile<T> {
 
 pub(crate) type Recorder = OutputFile<RecordingWriter<BufWriter<File>>>;
 pub(crate) type TraceOutput = OutputFile<TraceWriter<BufWriter<File>>>;
+/// `--events`: a file, or standard output (path `-`).
+pub(crate) type EventsOutput = OutputFile<EventLines<Box<dyn std::io::Write>>>;
 
 /// Where a run's assembled events go: the analysis and the Perfetto trace.
 pub(crate) struct RunSinks<'a> {
     analyzer: Analyzer<'a>,
     trace: Option<TraceOutput>,
+    events: Option<EventsOutput>,
     /// Processes of the traced tree alive, as the events tell (for stopping the tree).
     alive: HashSet<u32>,
     attempts: u64,
@@ -58,6 +61,9 @@ impl EventSink for RunSinks<'_> {
         self.analyzer.event(event);
         if let Some(t) = &mut self.trace {
             t.writer.event(event);
+        }
+        if let Some(e) = &mut self.events {
+            e.writer.event(event);
         }
     }
 }
@@ -168,8 +174,14 @@ impl<S: EventSink> Pipeline<S> {
 
 impl<'a> RunPipeline<'a> {
     /// `launched`: the process the run starts (alive until its exit arrives).
-    pub(crate) fn new(ctx: AnalysisContext<'a>, trace: Option<TraceOutput>, recorder: Option<Recorder>, launched: Option<u32>) -> Self {
-        let sinks = RunSinks { analyzer: Analyzer::new(ctx), trace, alive: launched.into_iter().collect(), attempts: 0 };
+    pub(crate) fn new(
+        ctx: AnalysisContext<'a>,
+        outputs: (Option<TraceOutput>, Option<EventsOutput>),
+        recorder: Option<Recorder>,
+        launched: Option<u32>,
+    ) -> Self {
+        let (trace, events) = outputs;
+        let sinks = RunSinks { analyzer: Analyzer::new(ctx), trace, events, alive: launched.into_iter().collect(), attempts: 0 };
         Self::with_sink(sinks, recorder)
     }
 
@@ -203,6 +215,11 @@ impl<'a> RunPipeline<'a> {
         {
             output_errors.push(format!("writing the trace {} failed: {e}", t.path.display()));
         }
+        if let Some(e) = d.sink.events
+            && let Err(err) = e.writer.finish()
+        {
+            output_errors.push(format!("writing the events to {} failed: {err}", e.path.display()));
+        }
         Finished {
             analysis: d.sink.analyzer.finish(&table),
             unjoined: d.unjoined,
@@ -215,6 +232,19 @@ impl<'a> RunPipeline<'a> {
             missing_interpreters: missing,
         }
     }
+}
+
+/// `--events`' lines to `path` (`-`: standard output), when asked for.
+pub(crate) fn events_output(path: Option<&Path>, meta: &RunMeta) -> anyhow::Result<Option<EventsOutput>> {
+    use anyhow::Context as _;
+    let Some(path) = path else { return Ok(None) };
+    let out: Box<dyn std::io::Write> = if path == Path::new("-") {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(BufWriter::new(File::create(path).with_context(|| format!("creating the events file {}", path.display()))?))
+    };
+    let shown = if path == Path::new("-") { PathBuf::from("standard output") } else { path.to_owned() };
+    Ok(Some(OutputFile { path: shown, writer: EventLines::new(out, meta.started_mono_ns, &meta.preexisting) }))
 }
 
 impl TraceOutput {

@@ -1419,3 +1419,31 @@ fn a_path_search_shows_its_misses_and_the_directories_that_missed() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("PATH searches"), "{stdout}");
 }
+
+/// `--events FILE`: a header and one line per exec attempt (the chain's 20 × 2 misses, its 20
+/// execs and the launch exec), outcomes by symbolic errno; and `report --events` of the
+/// recording prints the same lines.
+#[test]
+#[ignore = "needs root"]
+fn events_are_one_line_per_attempt_live_and_replayed() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let (events, rec) = (dir.path().join("events.txt"), dir.path().join("run.execprof"));
+    let out = execprof()
+        .args(["run", "--sample-hz", "0", "--steps", "20", "--misses", "2", "--events"])
+        .arg(&events)
+        .arg("--output")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&events).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].trim_start().starts_with("TIME(s)"), "{text}");
+    assert_eq!(lines.len(), 1 + 20 * 2 + 21, "{text}");
+    assert_eq!(lines.iter().filter(|l| l.contains(" ENOENT ")).count(), 40);
+    assert_eq!(lines.iter().filter(|l| l.contains(" ok ")).count(), 21);
+    let replayed = execprof().arg("report").arg(&rec).arg("--events").arg(dir.path().join("replayed.txt")).output().unwrap();
+    assert!(replayed.status.success(), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert_eq!(std::fs::read_to_string(dir.path().join("replayed.txt")).unwrap(), text);
+}

@@ -173,6 +173,10 @@ pub struct OutputArgs {
     /// Write folded stacks and a flame graph SVG per outcome into DIR.
     #[arg(long, value_name = "DIR")]
     pub folded: Option<PathBuf>,
+    /// One line per exec attempt as attempts finish (time, pid, ppid, comm, outcome, latency,
+    /// file), to FILE, or to standard output without one (or with `-`).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub events: Option<PathBuf>,
 }
 
 /// Options of `report`.

@@ -78,6 +78,8 @@ pub struct Outputs {
     pub tree: bool,
     /// Print the fast-path estimate.
     pub fast_path: bool,
+    /// One line per exec attempt here (`-`: standard output).
+    pub events: Option<PathBuf>,
 }
 
 /// Everything `execprof run` needs, from its command line.
@@ -180,7 +182,8 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     };
     let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), &meta)?;
     // Only the launched tree's processes are signalled when execprof is.
-    let mut pipeline = RunPipeline::new(ctx, trace, recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
+    let events = crate::pipeline::events_output(cfg.outputs.events.as_deref(), &meta)?;
+    let mut pipeline = RunPipeline::new(ctx, (trace, events), recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
@@ -262,7 +265,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
 pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     check_outputs(outputs, None)?;
     let started = Instant::now();
-    let loaded = load(path, outputs.trace.as_deref())?;
+    let loaded = load(path, outputs.trace.as_deref(), outputs.events.as_deref())?;
     let source = Source::Replay { recording: loaded.facts, ready_ms: started.elapsed().as_millis() as u64 };
     let mut finished = loaded.finished;
     let mut errors = std::mem::take(&mut finished.output_errors);
@@ -275,8 +278,14 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
 
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
 pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, shown: &crate::report::diff::Shown) -> Result<i32> {
-    let outputs =
-        Outputs { json: json.map(Path::to_path_buf), trace: None, folded: folded.map(Path::to_path_buf), tree: false, fast_path: false };
+    let outputs = Outputs {
+        json: json.map(Path::to_path_buf),
+        trace: None,
+        folded: folded.map(Path::to_path_buf),
+        tree: false,
+        fast_path: false,
+        events: None,
+    };
     check_outputs(&outputs, None)?;
     let (ra, rb) = (replay::report(a)?, replay::report(b)?);
     for (side, recording) in [("A", ra.recording_read()), ("B", rb.recording_read())] {

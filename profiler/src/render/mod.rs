@@ -1,2 +1,3 @@
 //! Streaming exporters written as events arrive.
+pub(crate) mod events;
 pub(crate) mod perfetto;

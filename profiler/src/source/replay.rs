@@ -42,14 +42,16 @@ pub(crate) struct Loaded {
 
 /// Reads a recording through the same pipeline as a live run, writing a Perfetto trace to
 /// `trace` if given.
-pub(crate) fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
+/// `events`: `--events`' destination, if any.
+pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>) -> Result<Loaded> {
     let replay = Replay::open(path)?;
     let meta = replay.meta().clone();
     let model = PhaseModel::builtin()?;
     let ctx =
         AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref(), preexisting: &meta.preexisting };
     let trace = TraceOutput::create(trace, &meta)?;
-    let mut pipeline = RunPipeline::new(ctx, trace, None, None);
+    let events = crate::pipeline::events_output(events, &meta)?;
+    let mut pipeline = RunPipeline::new(ctx, (trace, events), None, None);
     let replayed = replay.feed(&mut pipeline)?;
     let missing = replayed.end.missing_interpreters.clone();
     let finished = pipeline.finish(|_| replayed.symbols, |_| missing);
@@ -60,7 +62,7 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>) -> Result<Loaded> {
 /// xtask, read a run back.
 pub fn report(path: &Path) -> Result<RunReport> {
     let started = Instant::now();
-    let l = load(path, None)?;
+    let l = load(path, None, None)?;
     let source = Source::Replay { recording: l.facts, ready_ms: started.elapsed().as_millis() as u64 };
     Ok(RunReport::new(l.meta, l.end, l.finished.analysis, &l.finished.unjoined, source))
 }
@@ -170,6 +172,7 @@ mod tests {
             started_mono_ns,
             repeats: 1,
             scope: Default::default(),
+            preexisting: vec![],
         }
     }
 
