@@ -89,11 +89,7 @@ static CGROUP_ID: u64 = 0;
 #[unsafe(no_mangle)]
 static CGROUP_LEVEL: u64 = 0;
 
-#[inline(always)]
-fn global(g: &'static u64) -> u64 {
-    // Globals are rewritten by the loader; a plain read would be constant-folded to 0.
-    unsafe { core::ptr::read_volatile(g) }
-}
+use crate::task::global;
 
 /// Whether process `tgid` is traced: marked in the id flags, or every process (`--all`).
 #[inline(always)]

@@ -24,8 +24,9 @@ static SIGNAL_GROUP_EXEC_TASK_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static THREAD_STATUS_OFFSET: u64 = 0;
 
+/// A global the loader set (a read-only setting for the run).
 #[inline(always)]
-fn global(g: &'static u64) -> u64 {
+pub fn global(g: &'static u64) -> u64 {
     // Globals are rewritten by the loader; a plain read would be constant-folded to 0.
     unsafe { core::ptr::read_volatile(g) }
 }
