@@ -146,7 +146,8 @@ fn make_ext4(dir: &Path, image: &Path) -> Result<()> {
 }
 
 /// The repository's files the tests use, at their absolute paths, in a small image: the test
-/// binaries and execprof without debug info, the fixtures, the snapshots, the seed's `t.c`.
+/// binaries and execprof without debug info, the fixtures, the C sources of the test programs
+/// (built with gcc inside the guest), the snapshots, the seed's `t.c`.
 fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
     let stage = work.join("repo-stage");
     let _ = std::fs::remove_dir_all(&stage);
@@ -167,7 +168,8 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
         std::fs::create_dir_all(stage.join(b.dir.strip_prefix("/").unwrap_or(&b.dir)))?;
     }
     // insta's snapshots sit beside the modules they test, wherever those move.
-    let mut data: Vec<PathBuf> = ["profiler/tests/fixtures", "benches/seed", "README.md"].iter().map(|d| root.join(d)).collect();
+    let mut data: Vec<PathBuf> =
+        ["profiler/tests/fixtures", "profiler/tests/programs", "benches/seed", "README.md"].iter().map(|d| root.join(d)).collect();
     snapshot_dirs(&root.join("profiler/src"), &mut data)?;
     for from in data {
         let to = place(&from)?;
