@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// Bumped when what goes into the userland image changes.
-const USERLAND_RECIPE: u32 = 2;
+const USERLAND_RECIPE: u32 = 3;
 /// What of this machine's userland the tests need (the rest of `/usr` is left out: the image
 /// is ~1.5 GB as it is).
 const USERLAND: &[&str] = &[
@@ -36,6 +36,10 @@ const USERLAND: &[&str] = &[
     "usr/sbin",
     "usr/lib/x86_64-linux-gnu",
     "usr/lib64",
+    // gcc-multilib's 32-bit and x32 C libraries: the ia32 and x32 tests build their programs
+    // with gcc -m32/-mx32 inside the guest.
+    "usr/lib32",
+    "usr/libx32",
     "usr/lib/python3",
     "usr/lib/python3.11",
     "usr/include",
@@ -120,7 +124,14 @@ fn userland_image() -> Result<PathBuf> {
             run(Command::new("cp").arg("-a").arg(&from).arg(&to))?;
         }
     }
-    for (link, target) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
+    for (link, target) in [
+        ("bin", "usr/bin"),
+        ("sbin", "usr/sbin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+        ("lib32", "usr/lib32"),
+        ("libx32", "usr/libx32"),
+    ] {
         std::os::unix::fs::symlink(target, stage.join(link))?;
     }
     for d in ["proc", "sys", "dev", "tmp", "run", "root", "var/tmp"] {
