@@ -227,15 +227,12 @@ pub(crate) async fn trace(
             _ = sighup.recv() => Some("SIGHUP"),
             _ = second.tick() => {
                 pipeline.checkpoint();
-                // Said when it happens, not only at the end: the run goes on without it.
-                if !recording_failure_said && let Some(e) = pipeline.recorder_error() {
-                    eprintln!("execprof: warning: {e}; tracing goes on, and the report will be marked incomplete");
-                    recording_failure_said = true;
-                }
                 progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far());
                 None
             }
         };
+        // Said when it happens, not only at the end: the run goes on without it.
+        say_recording_failure(pipeline, progress, &mut recording_failure_said);
         if let Some(name) = signal_name {
             if stop.is_some() {
                 // A second signal: stop waiting for anything.
@@ -296,6 +293,7 @@ pub(crate) async fn trace(
     drop(run_stats);
     // The last records of the tree are in the buffer already.
     drain(ring.get_mut(), pipeline);
+    say_recording_failure(pipeline, progress, &mut recording_failure_said);
     if let Some(l) = &mut logger {
         l.get_mut().flush();
     }
@@ -367,6 +365,15 @@ impl Drop for SlowNotice {
         if let Some(tx) = self.0.take() {
             let _ = tx.send(());
         }
+    }
+}
+
+/// Warns, once, that the recording stopped (a full disk): tracing and the report go on.
+fn say_recording_failure(pipeline: &RunPipeline<'_>, progress: &mut Progress, said: &mut bool) {
+    if !*said && let Some(e) = pipeline.recorder_error() {
+        progress.clear();
+        eprintln!("execprof: warning: {e}; tracing goes on, and the report will be marked incomplete");
+        *said = true;
     }
 }
 
