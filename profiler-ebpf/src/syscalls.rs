@@ -241,13 +241,16 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
 #[inline(always)]
 fn read_user_filename(user_ptr: u64, rec: &mut SyscallExitRecord) {
     let n = unsafe { generated::bpf_probe_read_user_str(rec.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, user_ptr as *const _) };
-    if n <= 0 {
+    if n < 0 {
         rec.flags |= record_flags::FILENAME_UNREADABLE;
         maps::count(counter::FILENAME_UNREADABLE);
         return;
     }
-    // n counts the NUL. A full buffer is a cut name unless the name fits exactly.
-    rec.filename_len = (n - 1) as u32;
+    // n counts the NUL, but on 6.1 and 6.12 an empty name gives 0, not 1 (their
+    // strncpy_from_user_nofault adds the NUL only to a length > 0): `execveat(fd, "",
+    // AT_EMPTY_PATH)` is an empty name there, not an unreadable one. A full buffer is a cut
+    // name unless the name fits exactly.
+    rec.filename_len = if n > 0 { (n - 1) as u32 } else { 0 };
     if n as usize == FILENAME_CAP {
         let mut next = [0u8; 1];
         let fits = unsafe { bpf_probe_read_user_buf((user_ptr + FILENAME_CAP as u64 - 1) as *const u8, &mut next) }.is_ok() && next[0] == 0;

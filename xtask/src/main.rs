@@ -50,6 +50,9 @@ enum Task {
         /// Only this guest kernel (6.1 or 6.12).
         #[arg(long)]
         kernel: Option<String>,
+        /// Only the tests whose names contain this (as `cargo test FILTER`).
+        #[arg(long)]
+        filter: Option<String>,
     },
     /// Run execprof's exact-mode check inside stock Debian kernels under QEMU (TCG).
     VmTest {
@@ -87,10 +90,10 @@ fn main() -> ExitCode {
         Task::Run { args } => setup(Needs::Build).and_then(|()| run_builtin(&args)),
         Task::Ci => setup(Needs::Test)
             .and_then(|()| ci())
-            .and_then(|()| vm_suite(None))
+            .and_then(|()| vm_suite(None, None))
             .and_then(|()| vm_test(None, 200))
             .and_then(|()| fastpath::lab(LAB_STEPS, LAB_REPEAT, false)),
-        Task::VmSuite { kernel } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref())),
+        Task::VmSuite { kernel, filter } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps } => setup(Needs::Test).and_then(|()| vm_test(kernel.as_deref(), steps)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
     };
@@ -148,12 +151,12 @@ fn lint() -> Result<()> {
 }
 
 /// The whole test suite inside each guest kernel (see `suite.rs`).
-fn vm_suite(only: Option<&str>) -> Result<()> {
+fn vm_suite(only: Option<&str>, filter: Option<&str>) -> Result<()> {
     run(Command::new("cargo").args(["build", "--release"]))?;
     let bins = suite::test_binaries()?;
     let mut failures = Vec::new();
     for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
-        let r = suite::run_suite(label, meta, &bins, std::time::Duration::from_secs(40 * 60))?;
+        let r = suite::run_suite(label, meta, &bins, filter, std::time::Duration::from_secs(40 * 60))?;
         let failed = r.failures();
         println!(
             "vm-suite: {label}: {} of {} test binaries passed (console: {}; each binary's output: {})",

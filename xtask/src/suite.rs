@@ -248,7 +248,7 @@ impl SuiteRun {
     }
 }
 
-pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], timeout: Duration) -> Result<SuiteRun> {
+pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Option<&str>, timeout: Duration) -> Result<SuiteRun> {
     let package = vm::resolve_package(meta)?;
     let pkg_dir = vm::fetch_package(&package)?;
     let kernel = vm::vmlinuz(&pkg_dir)?;
@@ -272,7 +272,8 @@ pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], timeout: Duration
         .set("REPO_DEV", guest::virtio_disk(1))
         .set("RESULTS_DEV", guest::virtio_disk(2))
         .set("INSTA_ROOT", std::env::current_dir()?.display())
-        .set("SLOWDOWN", SLOWDOWN);
+        .set("SLOWDOWN", SLOWDOWN)
+        .set("TEST_FILTER", filter.unwrap_or(""));
     c.file("guest.env", env.as_bytes(), 0o644);
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
