@@ -54,6 +54,9 @@ pub mod names {
     /// Non-zero when the kernel has no `sched_prepare_exec`: the exec'd name is then read at
     /// `sched_process_exec` instead.
     pub const GLOBAL_NAME_AT_LOADED: &str = "NAME_AT_LOADED";
+    /// Non-zero with `--argv`: each exec attempt's arguments are read at its enter and sent
+    /// as an [`crate::ArgvRecord`] just before its [`crate::SyscallEnterRecord`].
+    pub const GLOBAL_ARGV: &str = "ARGV";
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.
@@ -71,6 +74,12 @@ pub mod limits {
     pub const MAX_OFF_CPU: u32 = 65_536;
     /// Exact mode: probed calls open at once (thread, function).
     pub const MAX_OPEN_CALLS: u32 = 131_072;
+    /// `--argv`: bytes of an exec's arguments kept, each with its NUL ...
+    pub const ARGV_CAP: usize = 512;
+    /// ... of at most this many arguments ...
+    pub const ARGV_MAX_ARGS: usize = 16;
+    /// ... each cut to this many bytes with its NUL.
+    pub const ARG_CAP: usize = 128;
     /// Default ring buffer size in bytes (a power of two, a multiple of the page size).
     pub const DEFAULT_RING_BYTES: u32 = 8 << 20;
 }
@@ -145,6 +154,8 @@ record_kinds! {
     OFF_CPU = 6, tag 8, "off-CPU", OffCpuRecord;
     /// A traced process reached `main` (uprobe).
     MAIN = 7, tag 9, "main", MainRecord;
+    /// `--argv`: an exec attempt's arguments, read at its enter (sent just before it).
+    ARGV = 11, tag 10, "arguments", ArgvRecord;
 }
 
 /// One row of [`RECORD_KINDS`].
@@ -227,7 +238,9 @@ pub mod counter {
     pub const EXEC_ENTER_DROPPED: u32 = 7;
     /// The same for a fork-family call.
     pub const FORK_ENTER_DROPPED: u32 = 8;
-    pub const COUNT: u32 = 9;
+    /// `--argv`: an exec attempt's arguments record was dropped (ring buffer full).
+    pub const ARGV_DROPPED: u32 = 9;
+    pub const COUNT: u32 = 10;
 
     pub const NAMES: [&str; COUNT as usize] = [
         "ring buffer full",
@@ -239,6 +252,7 @@ pub mod counter {
         "x32 exec/fork calls not traced",
         "ring buffer full: exec enters",
         "ring buffer full: fork enters",
+        "ring buffer full: exec arguments",
     ];
 }
 
@@ -453,6 +467,32 @@ pub struct MainRecord {
     pub _reserved: u64,
 }
 
+/// Bits of [`ArgvRecord::flags`].
+pub mod argv_flags {
+    /// There were more arguments, or more bytes, than the caps keep (or one was cut).
+    pub const CUT: u32 = 1;
+    /// The argument array or one of its strings was not in memory (BPF cannot fault it in):
+    /// what was read before it is kept.
+    pub const UNREADABLE: u32 = 2;
+}
+
+/// `--argv`: an exec attempt's arguments as the caller passed them, read from its memory at
+/// the syscall's enter (before the enter's clock, so outside the attempt's time) and sent
+/// just before its [`SyscallEnterRecord`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ArgvRecord {
+    pub header: RecordHeader,
+    /// Bytes of `bytes` in use: `argc` strings, each with its NUL.
+    pub len: u32,
+    pub argc: u32,
+    /// Bits of [`argv_flags`].
+    pub flags: u32,
+    pub _reserved: u32,
+    /// Room for one more argument past [`limits::ARGV_CAP`], so each read has a fixed bound.
+    pub bytes: [u8; limits::ARGV_CAP + limits::ARG_CAP],
+}
+
 /// A traced thread exited (`sched_process_exit`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -476,6 +516,8 @@ const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<MainRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
+const _: () = assert!(core::mem::size_of::<ArgvRecord>() == 24 + 16 + limits::ARGV_CAP + limits::ARG_CAP);
+const _: () = assert!(limits::ARGV_CAP.is_power_of_two());
 
 #[cfg(feature = "user")]
 mod pod {
@@ -493,6 +535,7 @@ mod pod {
     unsafe impl aya::Pod for ProbedCallRecord {}
     unsafe impl aya::Pod for OffCpuRecord {}
     unsafe impl aya::Pod for MainRecord {}
+    unsafe impl aya::Pod for ArgvRecord {}
 }
 
 #[cfg(test)]

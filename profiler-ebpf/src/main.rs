@@ -4,6 +4,7 @@
 #![no_std]
 #![no_main]
 
+mod argv;
 mod doctor;
 mod exact;
 mod maps;

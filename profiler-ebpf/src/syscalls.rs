@@ -17,7 +17,7 @@ use profiler_common::{
     RecordHeader, SyscallEnterRecord, SyscallExitRecord, WireRecord, counter, limits::FILENAME_CAP, record_flags, traced_syscall,
 };
 
-use crate::{maps, task};
+use crate::{argv, maps, task};
 
 /// x86_64 syscall numbers.
 mod x64 {
@@ -42,6 +42,7 @@ mod ia32 {
 const REGS_BX: u64 = 5 * 8;
 const REGS_R8: u64 = 9 * 8;
 const REGS_CX: u64 = 11 * 8;
+const REGS_DX: u64 = 12 * 8;
 const REGS_SI: u64 = 13 * 8;
 const REGS_DI: u64 = 14 * 8;
 const REGS_ORIG_AX: u64 = 15 * 8;
@@ -120,6 +121,16 @@ fn reg(regs: u64, off: u64, compat: bool) -> u64 {
     if compat { v & 0xffff_ffff } else { v }
 }
 
+/// Where an exec's `argv` is, per ABI.
+#[inline(always)]
+fn argv_reg(syscall: u32, compat: bool) -> u64 {
+    match (syscall == traced_syscall::EXECVE, compat) {
+        (true, false) => REGS_SI,
+        (true, true) => REGS_CX,
+        (false, _) => REGS_DX,
+    }
+}
+
 /// `sys_enter(regs, id)`.
 #[raw_tracepoint(tracepoint = "sys_enter")]
 pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
@@ -145,6 +156,10 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     };
     if compat {
         flags |= record_flags::COMPAT;
+    }
+    if syscall < traced_syscall::CLONE && argv::wanted() {
+        let regs: u64 = ctx.arg(0);
+        argv::send(reg(regs, argv_reg(syscall, compat), compat), compat, pid, tgid);
     }
     maps::enter_call(pid);
     // The clock last: the probe's own work above stays outside the attempt.

@@ -235,7 +235,8 @@ impl<'a> RunPipeline<'a> {
 }
 
 /// `--events`' lines to `path` (`-`: standard output), when asked for.
-pub(crate) fn events_output(path: Option<&Path>, meta: &RunMeta) -> anyhow::Result<Option<EventsOutput>> {
+/// `argv`: with each attempt's arguments (`--argv`).
+pub(crate) fn events_output(path: Option<&Path>, meta: &RunMeta, argv: bool) -> anyhow::Result<Option<EventsOutput>> {
     use anyhow::Context as _;
     let Some(path) = path else { return Ok(None) };
     let out: Box<dyn std::io::Write> = if path == Path::new("-") {
@@ -244,7 +245,7 @@ pub(crate) fn events_output(path: Option<&Path>, meta: &RunMeta) -> anyhow::Resu
         Box::new(BufWriter::new(File::create(path).with_context(|| format!("creating the events file {}", path.display()))?))
     };
     let shown = if path == Path::new("-") { PathBuf::from("standard output") } else { path.to_owned() };
-    Ok(Some(OutputFile { path: shown, writer: EventLines::new(out, meta.started_mono_ns, &meta.preexisting) }))
+    Ok(Some(OutputFile { path: shown, writer: EventLines::new(out, meta.started_mono_ns, &meta.preexisting, argv) }))
 }
 
 impl TraceOutput {

@@ -1076,8 +1076,16 @@ fn a_32_bit_programs_execs_and_forks_are_traced_like_64_bit_ones() {
     std::fs::write(&data, "data\n").unwrap();
     for m32 in [true, false] {
         let exe = build_program(dir.path(), "ia32_execs", if m32 { "-m32" } else { "-m64" });
-        let (v, out) = run_json(&["--", exe.to_str().unwrap(), "/bin/true", data.to_str().unwrap()]);
+        let events = dir.path().join(format!("events-m32-{m32}.txt"));
+        let (v, out) =
+            run_json(&["--argv", "--events", events.to_str().unwrap(), "--", exe.to_str().unwrap(), "/bin/true", data.to_str().unwrap()]);
         let stdout = String::from_utf8_lossy(&out.stdout);
+        // --argv reads the caller's argument array in its own ABI (32-bit pointers here).
+        let lines = std::fs::read_to_string(&events).unwrap();
+        let ending = |tail: &str| lines.lines().filter(|l| l.ends_with(tail)).count();
+        assert_eq!(ending("  /nonexistent/ia32-missing missing"), 200, "m32={m32}: {lines}");
+        assert_eq!(ending("  /dev/fd/9 missing"), 1, "m32={m32}: {lines}");
+        assert_eq!(ending(&format!("  /bin/true /bin/true {}", data.display())), 1, "m32={m32}: {lines}");
         assert!(out.status.success(), "m32={m32}: {}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(outcome_count(&v, "enoent"), 210, "m32={m32}: {}", v["analysis"]["outcomes"]);
         assert_eq!(outcome_count(&v, "eacces"), 1, "m32={m32}");
@@ -1448,4 +1456,58 @@ fn events_are_one_line_per_attempt_live_and_replayed() {
     let replayed = execprof().arg("report").arg(&rec).arg("--events").arg(dir.path().join("replayed.txt")).output().unwrap();
     assert!(replayed.status.success(), "{}", String::from_utf8_lossy(&replayed.stderr));
     assert_eq!(std::fs::read_to_string(dir.path().join("replayed.txt")).unwrap(), text);
+}
+
+/// `--argv`: each attempt's arguments as the caller passed them, shell-quoted after the file
+/// (a failed attempt's too), capped with a mark, the same from the recording; asked of a
+/// recording made without them, or without --events, it is a clear error.
+#[test]
+#[ignore = "needs root"]
+fn argv_shows_each_attempts_arguments_capped_and_quoted() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let (events, rec) = (dir.path().join("events.txt"), dir.path().join("run.execprof"));
+    let long = "y".repeat(200);
+    let script = format!(
+        "/nonexistent/argv-missing 'a b' \"$(printf 'c\\nd')\" 2>/dev/null; /bin/true one two; /bin/true {}; /bin/true {long}",
+        (1..=20).map(|i| i.to_string()).collect::<Vec<_>>().join(" ")
+    );
+    let out = execprof()
+        .args(["run", "--sample-hz", "0", "--argv", "--events"])
+        .arg(&events)
+        .arg("--output")
+        .arg(&rec)
+        .args(["--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&events).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("  FILE ARGV"), "{text}");
+    let line = |needle: &str| lines.iter().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no line with {needle:?}:\n{text}"));
+    assert!(line("ENOENT").ends_with("  /nonexistent/argv-missing /nonexistent/argv-missing 'a b' $'c\\x0ad'"), "{text}");
+    // (The shell's own line holds the script: the needles start at the file column.)
+    assert!(
+        line("  /bin/true /bin/true one two").ends_with(" one two") && line("  /bin/true /bin/true one two").contains(" ok "),
+        "{text}"
+    );
+    // 16 arguments kept of 21, then the mark.
+    assert!(line("  /bin/true /bin/true 1 2").ends_with(" 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 …"), "{text}");
+    // An argument cut at 127 bytes.
+    assert!(line("  /bin/true /bin/true yyyy").ends_with(&format!("  /bin/true /bin/true {} …", &long[..127])), "{text}");
+    let replayed = dir.path().join("replayed.txt");
+    let out = execprof().arg("report").arg(&rec).args(["--argv", "--events"]).arg(&replayed).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&replayed).unwrap(), text);
+
+    // A recording without arguments; --argv without --events.
+    let plain = dir.path().join("plain.execprof");
+    let out = execprof().args(["run", "--sample-hz", "0", "--steps", "2", "--output"]).arg(&plain).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = execprof().arg("report").arg(&plain).args(["--argv", "--events"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("recorded without --argv"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = execprof().args(["run", "--argv", "--steps", "2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("add --events"), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -488,6 +488,7 @@ pub(crate) mod test_support {
             killed: None,
             minor_faults: faults,
             major_faults: faults.map(|_| 0),
+            argv: None,
             inside: Inside::default(),
         }
     }

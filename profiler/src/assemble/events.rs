@@ -5,7 +5,7 @@
 
 #[cfg(test)]
 use crate::model::names::escape_name;
-use crate::model::names::{Abi, ExecSyscall, ForkSyscall, Killed, Name};
+use crate::model::names::{Abi, Argv, ExecSyscall, ForkSyscall, Killed, Name};
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
 /// Samples and probed calls are tied to their call by it, never by (process, time).
@@ -39,6 +39,9 @@ pub struct ExecAttempt {
     /// Page faults taken by the thread during the attempt; None when not countable here.
     pub minor_faults: Option<u64>,
     pub major_faults: Option<u64>,
+    /// `--argv`: the arguments it was called with (None without `--argv`, or when their
+    /// record was lost).
+    pub argv: Option<Argv>,
     pub inside: Inside,
 }
 

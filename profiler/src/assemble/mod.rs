@@ -15,7 +15,7 @@ use crate::{
     assemble::events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
     model::{
         meta::Unjoined,
-        names::{Abi, Family, Killed, Name, TracedSyscall},
+        names::{Abi, Argv, Family, Killed, Name, TracedSyscall},
     },
     record::{Body, Head, Record},
 };
@@ -34,6 +34,8 @@ struct Open {
     loaded_ns: Option<u64>,
     /// The kernel's copy of the name, from the point of no return or the new image.
     name: Option<Name>,
+    /// `--argv`: the arguments it was called with.
+    argv: Option<Argv>,
     inside: Inside,
 }
 
@@ -44,6 +46,8 @@ pub(crate) struct Assembler {
     /// record says what they were: the enter probe's own work just before a call's first
     /// timestamp (it marks the thread as in a call before it reads the clock), or orphans.
     pending: HashMap<u32, Vec<Sample>>,
+    /// `--argv`: per thread, the arguments sent just before its next exec's enter.
+    argv: HashMap<u32, Argv>,
     next_id: CallId,
     unjoined: Unjoined,
 }
@@ -71,6 +75,11 @@ impl Assembler {
                 out.event(&Event::OrphanSample(s));
             }
         }
+        // Arguments belong to the thread's very next record, its exec's enter: anything else
+        // means that enter was dropped (and counted), and they go with it.
+        if !self.argv.is_empty() && !matches!(record.body, Body::SyscallEnter { .. } | Body::Sample { .. }) {
+            self.argv.remove(&h.pid);
+        }
         match record.body {
             Body::SyscallEnter { syscall, abi, faults } => self.syscall_enter(h, syscall, abi, faults, out),
             Body::SyscallExit { syscall, abi, ret, faults, name, killed, enter_lost } => {
@@ -84,6 +93,7 @@ impl Assembler {
             Body::ProbedCall { enter_ns, slot } => self.probed_call(h, enter_ns, slot, out),
             Body::OffCpu { start_ns } => self.off_cpu(h, start_ns, out),
             Body::Main => self.main(h, out),
+            Body::Argv(argv) => self.argv(h, argv),
         }
     }
 
@@ -114,6 +124,7 @@ impl Assembler {
             prepare_ns: None,
             loaded_ns: None,
             name: None,
+            argv: self.argv.remove(&h.pid),
             inside: Inside::default(),
         };
         if let Some(stale) = self.open.insert(h.pid, fresh) {
@@ -183,6 +194,10 @@ impl Assembler {
 
     fn off_cpu(&self, h: Head, start_ns: u64, out: &mut impl EventSink) {
         out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
+    }
+
+    fn argv(&mut self, h: Head, argv: Argv) {
+        self.argv.insert(h.pid, argv);
     }
 
     fn main(&self, h: Head, out: &mut impl EventSink) {
@@ -281,6 +296,7 @@ fn joined(o: Open, h: Head, exit: Exit) -> Event {
         killed,
         minor_faults: delta.map(|d| d.0),
         major_faults: delta.map(|d| d.1),
+        argv: o.argv,
         inside: o.inside,
     })
 }
@@ -361,6 +377,27 @@ mod tests {
         assert_eq!((e.prepare_ns, e.loaded_ns, e.exit_ns), (Some(2_000), Some(3_000), 4_000));
         assert_eq!(e.name.bytes, b"/bin/t");
         assert_eq!(e.minor_faults, Some(5));
+    }
+
+    /// Arguments join the thread's next enter; another thread's records in between do not
+    /// matter, but any other record of the thread means its enter was dropped: they go too.
+    #[test]
+    fn arguments_join_the_threads_next_exec_enter_only() {
+        let argv = |a: &str| rec(900, 100, Body::Argv(Argv { args: vec![a.as_bytes().to_vec()], ..Argv::default() }));
+        let (events, _) = assemble([
+            argv("first"),
+            enter(950, 101, EXECVE, (0, 0)),
+            enter(1_000, 100, EXECVE, (0, 0)),
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("/a")),
+            exit(2_100, 101, EXECVE, -2, (0, 0), Some("/b")),
+            argv("dropped enter"),
+            rec(2_500, 100, Body::TaskNew { child_pid: 7, child_tgid: 7, thread: false }),
+            enter(3_000, 100, EXECVE, (0, 0)),
+            exit(4_000, 100, EXECVE, -2, (0, 0), Some("/c")),
+        ]);
+        let got: Vec<(&[u8], Option<&Argv>)> = execs(&events).iter().map(|e| (e.name.bytes.as_slice(), e.argv.as_ref())).collect();
+        let first = Argv { args: vec![b"first".to_vec()], ..Argv::default() };
+        assert_eq!(got, vec![(&b"/a"[..], Some(&first)), (&b"/b"[..], None), (&b"/c"[..], None)]);
     }
 
     #[test]

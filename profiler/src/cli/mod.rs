@@ -177,6 +177,12 @@ pub struct OutputArgs {
     /// file), to FILE, or to standard output without one (or with `-`).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub events: Option<PathBuf>,
+    /// Each exec attempt's arguments too: read in the kernel from the caller's memory at the
+    /// attempt's enter (outside its measured time), at most 16 arguments and 512 bytes, each
+    /// cut at 127 bytes. `run`: shown on the --events lines and kept in the --output
+    /// recording; `report`: shown on its --events lines when the recording has them.
+    #[arg(long)]
+    pub argv: bool,
 }
 
 /// Options of `report`.

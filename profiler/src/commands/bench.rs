@@ -124,7 +124,7 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
     let mut tracer = Tracer::load(
         &layout,
         RUN_PROBES,
-        &TracerOptions { ring_bytes: 8 << 20, verbose: false, scope: crate::kernel::scope::KernelScope::tree() },
+        &TracerOptions { ring_bytes: 8 << 20, verbose: false, scope: crate::kernel::scope::KernelScope::tree(), argv: false },
     )?;
     tracer.trace_process(std::process::id())?;
     let ring = tracer.take_ring()?;

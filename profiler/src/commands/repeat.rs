@@ -498,7 +498,7 @@ mod tests {
     }
 
     fn outs() -> crate::commands::run::Outputs {
-        crate::commands::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false, events: None }
+        crate::commands::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false, events: None, argv: false }
     }
 
     #[test]

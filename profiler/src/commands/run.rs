@@ -80,6 +80,9 @@ pub struct Outputs {
     pub fast_path: bool,
     /// One line per exec attempt here (`-`: standard output).
     pub events: Option<PathBuf>,
+    /// `--argv`: each attempt's arguments, read by the kernel side (run) and shown on the
+    /// events lines.
+    pub argv: bool,
 }
 
 /// Everything `execprof run` needs, from its command line.
@@ -169,6 +172,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         repeats: 1,
         scope: scope.clone(),
         preexisting: crate::kernel::scope::process_table(&scope, &seeded),
+        argv: cfg.outputs.argv,
     };
     let ctx = AnalysisContext {
         model: &model,
@@ -182,7 +186,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     };
     let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), &meta)?;
     // Only the launched tree's processes are signalled when execprof is.
-    let events = crate::pipeline::events_output(cfg.outputs.events.as_deref(), &meta)?;
+    let events = crate::pipeline::events_output(cfg.outputs.events.as_deref(), &meta, cfg.outputs.argv)?;
     let mut pipeline = RunPipeline::new(ctx, (trace, events), recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
@@ -265,7 +269,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
 pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     check_outputs(outputs, None)?;
     let started = Instant::now();
-    let loaded = load(path, outputs.trace.as_deref(), outputs.events.as_deref())?;
+    let loaded = load(path, outputs.trace.as_deref(), outputs.events.as_deref(), outputs.argv)?;
     let source = Source::Replay { recording: loaded.facts, ready_ms: started.elapsed().as_millis() as u64 };
     let mut finished = loaded.finished;
     let mut errors = std::mem::take(&mut finished.output_errors);
@@ -285,6 +289,7 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
         tree: false,
         fast_path: false,
         events: None,
+        argv: false,
     };
     check_outputs(&outputs, None)?;
     let (ra, rb) = (replay::report(a)?, replay::report(b)?);
@@ -421,6 +426,12 @@ fn close_recording(recorder: Option<Recorder>, symbols: &SymbolTable, end: &RunE
 
 /// Output paths are checked before anything runs: a typo must not cost a long run.
 fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
+    if outputs.argv && outputs.events.is_none() && recording.is_none() {
+        return Err(Failure::usage(
+            "--argv shows each attempt's arguments on the --events lines: add --events (or, with run, --output FILE to keep them in a recording)",
+        )
+        .into());
+    }
     let files = [outputs.json.as_deref(), outputs.trace.as_deref(), recording].into_iter().flatten();
     for path in files {
         if path.is_dir() {
@@ -475,9 +486,12 @@ fn monotonic_ns() -> u64 {
 /// not measured).
 fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builtin_chain: bool, scope: &KernelScope) -> Result<Attached> {
     let layout = TaskLayout::from_running_kernel().map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
-    let mut tracer =
-        Tracer::load(&layout, RUN_PROBES, &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose, scope: scope.clone() })
-            .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
+    let mut tracer = Tracer::load(
+        &layout,
+        RUN_PROBES,
+        &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose, scope: scope.clone(), argv: cfg.outputs.argv },
+    )
+    .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
     let mut warnings = tracer.attach.warnings.clone();
     if layout.maj_flt != layout.min_flt + 8 {
         warnings.push("task_struct.maj_flt does not follow min_flt on this kernel: page faults per attempt are not counted".into());

@@ -25,6 +25,8 @@ pub(crate) struct TracerOptions {
     pub verbose: bool,
     /// Which processes the kernel side traces.
     pub scope: crate::kernel::scope::KernelScope,
+    /// `--argv`: read each exec attempt's arguments at its enter.
+    pub argv: bool,
 }
 
 pub(crate) struct Tracer {
@@ -259,6 +261,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     // is read at the new image instead.
     let name_at_loaded = u64::from(!tracefs.join("events/sched/sched_prepare_exec").exists());
     let id_entries = crate::kernel::facts::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
+    let argv = u64::from(opts.argv);
     let mut loader = EbpfLoader::new();
     loader
         .override_global(names::GLOBAL_TASK_PID, &layout.pid, true)
@@ -275,6 +278,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_CGROUP_ID, &opts.scope.cgroup_id, true)
         .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
+        .override_global(names::GLOBAL_ARGV, &argv, true)
         .map_max_entries(names::MAP_EVENTS, opts.ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {

@@ -130,8 +130,8 @@ impl LossCounters {
 
     /// Records of any kind dropped because the ring buffer was full.
     pub fn ring_full(&self) -> u64 {
-        use profiler_common::counter::{EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED, RING_FULL};
-        [RING_FULL, EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED].iter().map(|&i| self.kernel(i)).sum()
+        use profiler_common::counter::{ARGV_DROPPED, EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED, RING_FULL};
+        [RING_FULL, EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED, ARGV_DROPPED].iter().map(|&i| self.kernel(i)).sum()
     }
 
     /// All kernel counters at zero (for reports built without a kernel).
@@ -292,6 +292,9 @@ pub struct RunMeta {
     /// `analysis::identity`).
     #[serde(default)]
     pub preexisting: Vec<ProcessName>,
+    /// `--argv`: the kernel side read each exec attempt's arguments (a recording has them).
+    #[serde(default)]
+    pub argv: bool,
 }
 
 impl RunMeta {

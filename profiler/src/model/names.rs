@@ -15,6 +15,19 @@ pub struct Name {
     pub unreadable: bool,
 }
 
+/// `--argv`: an exec attempt's arguments as its caller passed them, each without its NUL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Argv {
+    /// The arguments read, `argv[0]` first.
+    pub args: Vec<Vec<u8>>,
+    /// More arguments or bytes than the kernel side keeps (`limits::ARGV_CAP`,
+    /// `ARGV_MAX_ARGS`, `ARG_CAP`), or one argument was cut.
+    pub cut: bool,
+    /// The argument array, or one of its strings, was not in memory: `args` is what was read
+    /// before it.
+    pub unreadable: bool,
+}
+
 /// Which traced syscall (codes from `profiler_common::traced_syscall`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TracedSyscall {

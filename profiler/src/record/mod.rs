@@ -5,11 +5,12 @@
 //! these records as they came, so a replay runs the same assembler and analysis as a live run.
 use anyhow::{Result, bail};
 use profiler_common::{
-    KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord, ProbedCallRecord, RecordHeader, RecordKind, SampleRecord,
-    SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, kind, record_flags, task_exit_flags, task_new_flags,
+    ArgvRecord, KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord, ProbedCallRecord, RecordHeader, RecordKind,
+    SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, argv_flags, kind, record_flags, task_exit_flags,
+    task_new_flags,
 };
 
-use crate::model::names::{Abi, Killed, Name, TracedSyscall};
+use crate::model::names::{Abi, Argv, Killed, Name, TracedSyscall};
 
 /// What every record carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,6 +73,8 @@ pub enum Body {
     OffCpu { start_ns: u64 },
     /// A traced process reached `main`.
     Main,
+    /// `--argv`: the arguments of the exec the thread enters next.
+    Argv(Argv),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +97,7 @@ impl Body {
             Body::ProbedCall { .. } => kind::PROBED_CALL,
             Body::OffCpu { .. } => kind::OFF_CPU,
             Body::Main => kind::MAIN,
+            Body::Argv(_) => kind::ARGV,
         }
     }
 
@@ -128,6 +132,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
         kind::PROBED_CALL => probed_call(read(bytes)?),
         kind::OFF_CPU => off_cpu(read(bytes)?),
         kind::MAIN => main(read(bytes)?),
+        kind::ARGV => argv(read(bytes)?),
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
     };
     Ok(Record { head, body })
@@ -206,6 +211,15 @@ fn off_cpu(r: OffCpuRecord) -> Body {
 
 fn main(_: MainRecord) -> Body {
     Body::Main
+}
+
+fn argv(r: ArgvRecord) -> Body {
+    let len = (r.len as usize).min(r.bytes.len());
+    let mut args: Vec<Vec<u8>> = r.bytes[..len].split(|&b| b == 0).map(<[u8]>::to_vec).collect();
+    // Each argument ends with its NUL: the split leaves one empty piece after the last.
+    args.pop();
+    args.truncate(r.argc as usize);
+    Body::Argv(Argv { args, cut: r.flags & argv_flags::CUT != 0, unreadable: r.flags & argv_flags::UNREADABLE != 0 })
 }
 
 /// The name the kernel read at this record, if it read one here.
@@ -363,6 +377,26 @@ mod tests {
         assert_eq!(decode(&bytes_of(&f)).unwrap().body, Body::TaskNew { child_pid: 2, child_tgid: 2, thread: false });
         let x = TaskExitRecord { header: header(kind::TASK_EXIT, 10, 2, 2), flags: task_exit_flags::GROUP_DEAD, _reserved: 0 };
         assert_eq!(decode(&bytes_of(&x)).unwrap(), Record { head: head(10, 2, 2), body: Body::TaskExit { group_dead: true } });
+    }
+
+    /// The NUL-separated arguments up to `len`, `argc` of them, with the kernel's flags.
+    #[test]
+    fn decodes_argv_records() {
+        let mut r = ArgvRecord {
+            header: header(kind::ARGV, 5, 3, 3),
+            len: 0,
+            argc: 0,
+            flags: 0,
+            _reserved: 0,
+            bytes: [0xaa; profiler_common::limits::ARGV_CAP + profiler_common::limits::ARG_CAP],
+        };
+        let text = b"/bin/ls\0\0-l\0";
+        r.bytes[..text.len()].copy_from_slice(text);
+        (r.len, r.argc, r.flags) = (text.len() as u32, 3, argv_flags::CUT);
+        let want = Argv { args: vec![b"/bin/ls".to_vec(), Vec::new(), b"-l".to_vec()], cut: true, unreadable: false };
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::Argv(want));
+        (r.len, r.argc, r.flags) = (0, 0, argv_flags::UNREADABLE);
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::Argv(Argv { args: vec![], cut: false, unreadable: true }));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::MAX_INTERNED;
 use super::varint::{Cursor, delta32, delta64, put_varint, undelta32, undelta64, unzigzag, zigzag};
 use crate::{
-    model::names::{Abi, Killed, Name, TracedSyscall},
+    model::names::{Abi, Argv, Killed, Name, TracedSyscall},
     record::{Body, Head, Record},
 };
 use std::collections::HashMap;
@@ -43,6 +43,7 @@ pub(super) mod tag {
             TASK_NEW => B0 | B1 | B2,     // thread, child_tgid == tgid, child_tgid spelled out
             TASK_EXIT => B0,              // group_dead
             SAMPLE | PROBED_CALL | OFF_CPU | MAIN => 0,
+            ARGV => B0 | B1, // cut, unreadable
             RESET => B0 | B1,
             _ => return None,
         })
@@ -218,6 +219,15 @@ impl Encoder {
                 tag::OFF_CPU
             }
             Body::Main => tag::MAIN,
+            Body::Argv(a) => {
+                // The count, then each argument's length and bytes (rarely repeated: not interned).
+                put_varint(buf, a.args.len() as u64);
+                for arg in &a.args {
+                    put_varint(buf, arg.len() as u64);
+                    buf.extend_from_slice(arg);
+                }
+                tag::ARGV | if a.cut { tag::B0 } else { 0 } | if a.unreadable { tag::B1 } else { 0 }
+            }
         }
     }
 
@@ -405,6 +415,18 @@ impl Decoder {
             }
             tag::OFF_CPU => Body::OffCpu { start_ns: h.ts_ns.wrapping_sub(unzigzag(c.varint()?) as u64) },
             tag::MAIN => Body::Main,
+            tag::ARGV => {
+                let n = c.varint()?;
+                if n > profiler_common::limits::ARGV_MAX_ARGS as u64 {
+                    return Err(format!("{n} arguments, more than the kernel side keeps"));
+                }
+                let mut args = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let len = c.varint()?;
+                    args.push(c.take(len)?.to_vec());
+                }
+                Body::Argv(Argv { args, cut: f & tag::B0 != 0, unreadable: f & tag::B1 != 0 })
+            }
             _ => return Err(format!("unknown record kind {kind}")),
         })
     }

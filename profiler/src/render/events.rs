@@ -2,14 +2,17 @@
 //! but with each attempt's latency: time since the trace began (at the attempt's exit), pid,
 //! ppid, the calling program's comm, the outcome (symbolic errno), the latency and the file
 //! name. Every name is escaped; columns are separated by spaces and the file name comes last,
-//! so a line splits into its fields on the first six runs of spaces.
+//! so a line splits into its fields on the first six runs of spaces. With `--argv` the file
+//! name and then the arguments (`argv[0]` first) follow as shell words, quoted so that a shell
+//! reads them back as they were (a cut list ends in `…`, one the kernel could not read
+//! whole in `?`, a lost record is `[arguments lost]`).
 use std::{collections::HashMap, io::Write};
 
 use crate::{
     assemble::events::{Event, ExecAttempt},
     model::{
         meta::ProcessName,
-        names::{errno_name, escape_name},
+        names::{Argv, errno_name, escape_name, shell_quote},
     },
     report::human_ns,
 };
@@ -23,24 +26,33 @@ pub(crate) struct EventLines<W: Write> {
     ppid: HashMap<u32, u32>,
     /// Each process's comm now (what exec makes of the file name it ran).
     comm: HashMap<u32, Vec<u8>>,
+    /// `--argv`: the arguments follow the file name.
+    argv: bool,
     /// The first write error, after which nothing more is written.
     pub(crate) error: Option<std::io::Error>,
 }
 
 impl<W: Write> EventLines<W> {
     /// Lines to `out`, timed from `start_ns`, with `preexisting` naming the processes that ran
-    /// before the trace.
-    pub(crate) fn new(out: W, start_ns: u64, preexisting: &[ProcessName]) -> Self {
+    /// before the trace; `argv`: with each attempt's arguments.
+    pub(crate) fn new(out: W, start_ns: u64, preexisting: &[ProcessName], argv: bool) -> Self {
         let mut lines = Self {
             out,
             start_ns,
             ppid: preexisting.iter().map(|p| (p.tgid, p.ppid)).collect(),
             comm: preexisting.iter().map(|p| (p.tgid, p.comm.clone())).collect(),
+            argv,
             error: None,
         };
         lines.write(format_args!(
             "{:>12} {:>7} {:>7} {:<16} {:<8} {:>9}  {}\n",
-            "TIME(s)", "PID", "PPID", "COMM", "OUTCOME", "LATENCY", "FILE"
+            "TIME(s)",
+            "PID",
+            "PPID",
+            "COMM",
+            "OUTCOME",
+            "LATENCY",
+            if argv { "FILE ARGV" } else { "FILE" }
         ));
         lines
     }
@@ -76,7 +88,8 @@ impl<W: Write> EventLines<W> {
         let ppid = self.ppid.get(&a.tgid).map_or_else(|| "?".to_owned(), u32::to_string);
         let comm = self.comm.get(&a.tgid).map_or_else(|| "?".to_owned(), |c| escape_name(c));
         let outcome = if a.ret == 0 { "ok".to_owned() } else { errno_name(a.ret) };
-        let file = escape_name(&a.name.bytes);
+        let file =
+            if self.argv { format!("{} {}", shell_quote(&a.name.bytes), argv_words(a.argv.as_ref())) } else { escape_name(&a.name.bytes) };
         let latency = human_ns(a.duration_ns() as f64);
         self.write(format_args!("{t:>12.6} {:>7} {ppid:>7} {comm:<16} {outcome:<8} {latency:>9}  {file}\n", a.pid));
         if a.ret == 0 {
@@ -96,6 +109,18 @@ impl<W: Write> EventLines<W> {
     }
 }
 
+/// The arguments as shell words (`argv[0]` first), with the marks of what is missing.
+fn argv_words(argv: Option<&Argv>) -> String {
+    let Some(a) = argv else { return "[arguments lost]".to_owned() };
+    let mut words: Vec<String> = a.args.iter().map(|arg| shell_quote(arg)).collect();
+    if a.unreadable {
+        words.push("?".to_owned());
+    } else if a.cut {
+        words.push("…".to_owned());
+    }
+    words.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,7 +132,7 @@ mod tests {
     #[test]
     fn one_line_per_attempt_with_ppid_comm_errno_and_latency() {
         let table = [ProcessName { tgid: 10, ppid: 1, exe: b"/usr/bin/make".to_vec(), comm: b"make".to_vec() }];
-        let mut lines = EventLines::new(Vec::new(), 1_000_000_000, &table);
+        let mut lines = EventLines::new(Vec::new(), 1_000_000_000, &table, false);
         lines.event(&Event::TaskNew(TaskNew { ts_ns: 0, parent_pid: 10, parent_tgid: 10, child_pid: 11, child_tgid: 11, thread: false }));
         let mut miss = attempt(11, 1_500_000_000, 1_500_002_500, -2, None);
         miss.name.bytes = b"/m/x\ny".to_vec();
@@ -123,5 +148,30 @@ mod tests {
         assert_eq!(rows[1], "    0.500003      11      10 make             ENOENT     2.50 µs  /m/x\\x0ay");
         assert_eq!(rows[2], "    0.600300      11      10 make             ok          300 µs  /bin/true");
         assert!(rows[3].contains(" true ") && rows[3].contains("EACCES"), "{}", rows[3]);
+    }
+
+    /// With --argv: the file and the arguments as shell words, hostile bytes quoted, and the
+    /// marks of a cut list, an unreadable one and a lost record.
+    #[test]
+    fn argv_lines_are_shell_words_with_their_marks() {
+        let mut lines = EventLines::new(Vec::new(), 0, &[], true);
+        let mut a = attempt(7, 1_000, 2_000, -2, None);
+        a.name.bytes = b"/bin/my prog".to_vec();
+        a.argv =
+            Some(Argv { args: vec![b"my prog".to_vec(), b"-x".to_vec(), b"a\nb".to_vec(), Vec::new()], cut: false, unreadable: false });
+        lines.event(&Event::Exec(a.clone()));
+        a.argv = Some(Argv { args: vec![b"x".to_vec()], cut: true, unreadable: false });
+        lines.event(&Event::Exec(a.clone()));
+        a.argv = Some(Argv { args: vec![], cut: false, unreadable: true });
+        lines.event(&Event::Exec(a.clone()));
+        a.argv = None;
+        lines.event(&Event::Exec(a));
+        let text = String::from_utf8(lines.finish().unwrap()).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows[0].ends_with("  FILE ARGV"), "{}", rows[0]);
+        assert!(rows[1].ends_with("  '/bin/my prog' 'my prog' -x $'a\\x0ab' ''"), "{}", rows[1]);
+        assert!(rows[2].ends_with("  '/bin/my prog' x …"), "{}", rows[2]);
+        assert!(rows[3].ends_with("  '/bin/my prog' ?"), "{}", rows[3]);
+        assert!(rows[4].ends_with("  '/bin/my prog' [arguments lost]"), "{}", rows[4]);
     }
 }

@@ -31,6 +31,7 @@ pub(crate) fn meta(command: &[&str], chain: Option<ChainSpec>) -> RunMeta {
         repeats: 1,
         scope: Default::default(),
         preexisting: vec![],
+        argv: false,
     }
 }
 

@@ -18,6 +18,7 @@ use crate::{
     model::{
         failure::{Failure, code},
         meta::{RunEnd, RunMeta},
+        names::escape_name,
     },
     pipeline::{Finished, Pipeline, RunPipeline, TraceOutput},
     recording::{Ending, ReadErrorKind, RecordingReader},
@@ -42,15 +43,22 @@ pub(crate) struct Loaded {
 
 /// Reads a recording through the same pipeline as a live run, writing a Perfetto trace to
 /// `trace` if given.
-/// `events`: `--events`' destination, if any.
-pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>) -> Result<Loaded> {
+/// `events`: `--events`' destination, if any; `argv`: with each attempt's arguments.
+pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>, argv: bool) -> Result<Loaded> {
     let replay = Replay::open(path)?;
     let meta = replay.meta().clone();
+    if argv && !meta.argv {
+        return Err(Failure::usage(format!(
+            "--argv: {} was recorded without --argv, so it holds no arguments; record with `execprof run --argv --output FILE`",
+            escape_name(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+        ))
+        .into());
+    }
     let model = PhaseModel::builtin()?;
     let ctx =
         AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref(), preexisting: &meta.preexisting };
     let trace = TraceOutput::create(trace, &meta)?;
-    let events = crate::pipeline::events_output(events, &meta)?;
+    let events = crate::pipeline::events_output(events, &meta, argv)?;
     let mut pipeline = RunPipeline::new(ctx, (trace, events), None, None);
     let replayed = replay.feed(&mut pipeline)?;
     let missing = replayed.end.missing_interpreters.clone();
@@ -62,7 +70,7 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>) -> 
 /// xtask, read a run back.
 pub fn report(path: &Path) -> Result<RunReport> {
     let started = Instant::now();
-    let l = load(path, None, None)?;
+    let l = load(path, None, None, false)?;
     let source = Source::Replay { recording: l.facts, ready_ms: started.elapsed().as_millis() as u64 };
     Ok(RunReport::new(l.meta, l.end, l.finished.analysis, &l.finished.unjoined, source))
 }
@@ -173,6 +181,7 @@ mod tests {
             repeats: 1,
             scope: Default::default(),
             preexisting: vec![],
+            argv: false,
         }
     }
 

@@ -6,7 +6,7 @@ mod round_trip;
 use super::damage::frame_spans;
 use super::*;
 use crate::{
-    model::names::{Abi, Killed, Name, TracedSyscall},
+    model::names::{self, Abi, Killed, Name, TracedSyscall},
     record::{Body, Head, Record},
 };
 use serde_json::json;
@@ -172,6 +172,14 @@ fn edge_records() -> Vec<Record> {
                 enter_lost: true,
             },
         ),
+        rec(
+            13,
+            9,
+            1,
+            1,
+            Body::Argv(names::Argv { args: vec![b"/bin/a".to_vec(), Vec::new(), vec![0xff, b'\n']], cut: true, unreadable: false }),
+        ),
+        rec(13, 9, 1, 1, Body::Argv(names::Argv { args: vec![], cut: false, unreadable: true })),
         rec(13, 9, 1, 1, NoReturn { name: None }),
         rec(14, 9, 1, 1, NoReturn { name: Some(name(&long, true, false)) }),
         rec(15, 1, 1, 1, Loaded { old_pid: 9, name: Some(name(&long, true, false)) }),
