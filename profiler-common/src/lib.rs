@@ -30,6 +30,30 @@ pub mod names {
     pub const PROG_EXACT_FENTRY_PREFIX: &str = "exact_fentry_";
     pub const PROG_EXACT_FEXIT_PREFIX: &str = "exact_fexit_";
 
+    /// fentry/fexit boundaries: each exec syscall function, and `kernel_clone` for the fork
+    /// family, with its entry and exit programs (exit `""`: only counted, x32's execs).
+    pub const BOUNDARIES: &[Boundary] = &[
+        Boundary { function: "__x64_sys_execve", entry: "in_execve", exit: "out_execve", native: true },
+        Boundary { function: "__x64_sys_execveat", entry: "in_execveat", exit: "out_execveat", native: true },
+        Boundary { function: "__ia32_compat_sys_execve", entry: "in_ia32_execve", exit: "out_ia32_execve", native: false },
+        Boundary { function: "__ia32_compat_sys_execveat", entry: "in_ia32_execveat", exit: "out_ia32_execveat", native: false },
+        Boundary { function: "kernel_clone", entry: "in_kernel_clone", exit: "out_kernel_clone", native: true },
+        Boundary { function: "__x64_compat_sys_execve", entry: "in_x32_execve", exit: "", native: false },
+        Boundary { function: "__x64_compat_sys_execveat", entry: "in_x32_execveat", exit: "", native: false },
+    ];
+
+    /// One row of [`BOUNDARIES`].
+    #[derive(Clone, Copy, Debug)]
+    pub struct Boundary {
+        /// The kernel function (its BTF name).
+        pub function: &'static str,
+        pub entry: &'static str,
+        pub exit: &'static str,
+        /// The 64-bit ABI's: every x86_64 kernel has it. The others exist only with ia32 or
+        /// x32 emulation built in.
+        pub native: bool,
+    }
+
     /// Globals fixed before load: byte offsets inside kernel structs, taken from the running
     /// kernel's BTF because Rust eBPF has no CO-RE relocations.
     pub const GLOBAL_TASK_PID: &str = "TASK_PID_OFFSET";

@@ -5,6 +5,7 @@
 #![no_main]
 
 mod argv;
+mod boundaries;
 mod doctor;
 mod exact;
 mod maps;

@@ -45,19 +45,19 @@ const REGS_CX: u64 = 11 * 8;
 const REGS_DX: u64 = 12 * 8;
 const REGS_SI: u64 = 13 * 8;
 const REGS_DI: u64 = 14 * 8;
-const REGS_ORIG_AX: u64 = 15 * 8;
+pub const REGS_ORIG_AX: u64 = 15 * 8;
 const AT_FDCWD: i32 = -100;
 const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// The x32 ABI's calls carry this bit in their number (execve is 520 there, execveat 545; the
 /// fork family keeps its x86_64 numbers).
-const X32_SYSCALL_BIT: u64 = 0x4000_0000;
+pub const X32_SYSCALL_BIT: u64 = 0x4000_0000;
 
 /// An x32 exec or fork-family call of a traced process (x32 is off in Debian's kernels unless
 /// booted with `syscall.x32=y`): not timed, but counted, so the report says so and is marked
 /// incomplete rather than silently short.
 #[inline(always)]
-fn count_x32(nr: u64) {
+pub fn count_x32(nr: u64) {
     if matches!(nr & !X32_SYSCALL_BIT, 520 | 545 | x64::CLONE | x64::FORK | x64::VFORK | x64::CLONE3)
         && maps::is_traced(task::current_ids().1)
     {
@@ -68,7 +68,7 @@ fn count_x32(nr: u64) {
 /// Whether `nr` is a traced syscall in either ABI: the first, cheapest filter, before the
 /// task is looked at. Bit `n` of the mask is syscall `n` below 64.
 #[inline(always)]
-fn candidate(nr: u64) -> bool {
+pub fn candidate(nr: u64) -> bool {
     const LOW: u64 = 1 << x64::EXECVE | 1 << x64::CLONE | 1 << x64::FORK | 1 << x64::VFORK | 1 << ia32::EXECVE | 1 << ia32::FORK;
     if nr < 64 {
         return LOW >> nr & 1 != 0;
@@ -78,7 +78,7 @@ fn candidate(nr: u64) -> bool {
 
 /// The traced syscalls: ours to record, and how. `compat`: the task is in the ia32 ABI.
 #[inline(always)]
-fn classify(nr: u64, compat: bool) -> Option<u32> {
+pub fn classify(nr: u64, compat: bool) -> Option<u32> {
     Some(if compat {
         match nr {
             ia32::EXECVE => traced_syscall::EXECVE,
@@ -150,6 +150,15 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     let Some(syscall) = classify(nr, compat) else {
         return 0;
     };
+    on_enter(ctx.arg(0), syscall, compat, pid, tgid, current);
+    0
+}
+
+/// An exec or fork-family call entered by a traced thread, whichever hook saw it: its
+/// arguments first (with `--argv`), then the clock, last, so the probe's own work stays
+/// outside the attempt.
+#[inline(always)]
+pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, current: u64) {
     let (min_flt, maj_flt, mut flags) = match task::faults(current) {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
@@ -158,11 +167,9 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         flags |= record_flags::COMPAT;
     }
     if syscall < traced_syscall::CLONE && argv::wanted() {
-        let regs: u64 = ctx.arg(0);
         argv::send(reg(regs, argv_reg(syscall, compat), compat), compat, pid, tgid);
     }
     maps::enter_call(pid);
-    // The clock last: the probe's own work above stays outside the attempt.
     let header = RecordHeader {
         kind: SyscallEnterRecord::KIND,
         cpu: unsafe { bpf_get_smp_processor_id() },
@@ -177,7 +184,6 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         maps::count(if syscall < traced_syscall::CLONE { counter::EXEC_ENTER_DROPPED } else { counter::FORK_ENTER_DROPPED });
         maps::enter_lost(pid);
     }
-    0
 }
 
 /// `sys_exit(regs, ret)`. `orig_ax` still holds the syscall number; after a successful exec the
@@ -204,16 +210,24 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     };
     // First thing past the filter: the probe's own work below stays outside the attempt.
     let now = unsafe { bpf_ktime_get_ns() };
-    let ret: i64 = ctx.arg(1);
+    on_exit(regs, syscall, compat, ctx.arg(1), now, (pid, tgid, current));
+    0
+}
+
+/// An exec or fork-family call of a traced thread returned `ret` at `now`, whichever hook saw
+/// it. `ids`: the thread's (pid, tgid) and its `task_struct`.
+#[inline(always)]
+pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (u32, u32, u64)) {
+    let (pid, tgid, current) = ids;
     let exec = syscall < traced_syscall::CLONE;
     if !exec && ret == 0 {
         // A new child leaving clone/fork: it never entered the syscall.
-        return 0;
+        return;
     }
     let enter_lost = maps::leave_call(pid);
     let Some(mut entry) = maps::EVENTS.reserve::<SyscallExitRecord>(0) else {
         maps::count(counter::RING_FULL);
-        return 0;
+        return;
     };
     // SAFETY: the reservation is ours and sized for one SyscallExitRecord; every field the user
     // side reads is written below (the name bytes past `filename_len` are not read).
@@ -250,7 +264,6 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
         rec.flags |= task::kill_flags(current);
     }
     entry.submit(maps::NO_WAKEUP);
-    0
 }
 
 #[inline(always)]

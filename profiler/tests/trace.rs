@@ -1006,7 +1006,9 @@ fn a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete() {
     // 16 KiB: a few thousand steps' recording does not fit.
     let mounted = StdCommand::new("mount").args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"]).arg(&mnt).status().unwrap();
     assert!(mounted.success(), "mounting a 16 KiB tmpfs");
-    let steps = if execprof::testing::slowdown() > 1 { 3_000 } else { 20_000 };
+    // Long enough (seconds) that a once-a-second checkpoint meets the full disk mid-run: the
+    // recording's frames wait in a 1 MiB buffer until then.
+    let steps = if execprof::testing::slowdown() > 1 { 3_000 } else { 60_000 };
     let (v, out) = run_json(&["--steps", &steps.to_string(), "--sample-hz", "0", "--output", mnt.join("r.execprof").to_str().unwrap()]);
     // What the disk kept is a readable prefix: `report` reads it, marked as cut.
     let (kept, kept_json) = (dir.path().join("kept.execprof"), dir.path().join("kept.json"));
@@ -1510,4 +1512,74 @@ fn argv_shows_each_attempts_arguments_capped_and_quoted() {
     let out = execprof().args(["run", "--argv", "--steps", "2"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("add --events"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The names of the BPF programs loaded in the kernel now.
+fn loaded_program_names() -> Vec<String> {
+    aya::programs::loaded_programs().filter_map(Result::ok).map(|p| String::from_utf8_lossy(p.name()).into_owned()).collect()
+}
+
+/// Boundaries: fentry/fexit on the syscalls' own functions where the kernel allows them. In
+/// the guests (stock Debian 6.1 and 6.12, which have BPF trampolines) auto picks them, and
+/// while the traced command runs no syscall tracepoint program is even loaded; their counts
+/// equal the raw tracepoints' exactly on the same workload. Here (fentry refused) auto falls
+/// back and says so, and `--boundaries fentry` is a clear error.
+#[test]
+#[ignore = "needs root"]
+fn fentry_boundaries_replace_the_syscall_tracepoints_where_the_kernel_allows() {
+    use std::{
+        process::Stdio,
+        time::{Duration, Instant},
+    };
+    require_root!();
+    let fentry_here = execprof::testing::slowdown() > 1;
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, done) = (dir.path().join("ready"), dir.path().join("done"));
+    let waiting = format!("touch {}; while [ ! -e {} ]; do sleep 0.05; done", ready.display(), done.display());
+    let json = dir.path().join("auto.json");
+    let child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["run", "--sample-hz", "0", "--json"])
+        .arg(&json)
+        .args(["--", "/bin/sh", "-c", &waiting])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30 * u64::from(execprof::testing::slowdown()));
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the traced command never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let programs = loaded_program_names();
+    std::fs::write(&done, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let auto: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mode = &auto["mode"];
+    let tracepoints_loaded = programs.iter().any(|p| p == "sys_enter" || p == "sys_exit");
+    if fentry_here {
+        assert_eq!(mode["boundaries"], "fentry", "{mode}");
+        assert!(!tracepoints_loaded, "a syscall tracepoint program is loaded: {programs:?}");
+        assert!(programs.iter().any(|p| p == "in_execve") && programs.iter().any(|p| p == "in_kernel_clone"), "{programs:?}");
+    } else {
+        assert_eq!(mode["boundaries"], "raw_tracepoints", "{mode}");
+        assert!(tracepoints_loaded, "{programs:?}");
+        assert!(mode["timing"].as_str().unwrap().ends_with("fentry/fexit refused here"), "{mode}");
+        let refused = execprof().args(["run", "--steps", "2", "--boundaries", "fentry"]).output().unwrap();
+        assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("use --boundaries tracepoint"));
+    }
+    // The same counts from both hooks on the same workload (where both work; here, twice the
+    // tracepoints).
+    let script = "for i in 1 2 3 4 5; do /nonexistent/b 2>/dev/null; /bin/true; done";
+    for boundaries in ["auto", "tracepoint"] {
+        let (v, out) = run_json(&["--sample-hz", "0", "--boundaries", boundaries, "--", "/bin/sh", "-c", script]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let want = if boundaries == "auto" && fentry_here { "fentry" } else { "raw_tracepoints" };
+        assert_eq!(v["mode"]["boundaries"], want);
+        assert_eq!((outcome_count(&v, "enoent"), outcome_count(&v, "success")), (5, 6), "{boundaries}: {}", v["analysis"]["outcomes"]);
+        let forks: u64 = v["analysis"]["fork_calls"].as_array().unwrap().iter().map(|f| f["count"].as_u64().unwrap()).sum();
+        assert_eq!(forks, 10, "{boundaries}: {}", v["analysis"]["fork_calls"]);
+        assert_no_losses(&v);
+    }
 }

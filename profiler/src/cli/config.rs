@@ -2,7 +2,8 @@
 //! these, never a clap struct.
 use clap::Args as _;
 
-use super::{BenchSpawnArgs, ChainArgs, ModeArg, OutputArgs, RepeatArgs, RunArgs};
+use super::{BenchSpawnArgs, BoundariesArg, ChainArgs, ModeArg, OutputArgs, RepeatArgs, RunArgs};
+use crate::kernel::boundaries::BoundaryRequest;
 use crate::{
     commands::{
         bench::SpawnConfig,
@@ -119,6 +120,11 @@ pub fn run_config(args: RunArgs, argv: &[std::ffi::OsString], verbose: bool) -> 
         sample_hz: args.sample_hz,
         mode,
         ring_bytes,
+        boundaries: match args.boundaries {
+            BoundariesArg::Auto => BoundaryRequest::Auto,
+            BoundariesArg::Tracepoint => BoundaryRequest::Tracepoints,
+            BoundariesArg::Fentry => BoundaryRequest::Fentry,
+        },
         verbose,
     })
 }

@@ -300,6 +300,12 @@ pub struct RunArgs {
     /// rates narrow the intervals and cost more: see benches/README.md.
     #[arg(long, value_name = "HZ", default_value_t = 999)]
     pub sample_hz: u64,
+    /// Which hooks time exec attempts and fork-family calls: fentry/fexit on the syscalls'
+    /// own functions where the kernel allows them (no syscall tracepoint: other processes'
+    /// syscalls run nothing of execprof's), else the raw sys_enter/sys_exit tracepoints (auto);
+    /// or one of them.
+    #[arg(long, value_enum, default_value_t = BoundariesArg::Auto)]
+    pub boundaries: BoundariesArg,
     /// Ring buffer size in MiB (a power of two); raise it if the report shows "ring buffer full".
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub ring_mib: u32,
@@ -337,6 +343,17 @@ pub enum ModeArg {
     Exact,
     /// Kernel-stack samples only.
     Sampled,
+}
+
+/// Which hooks time the calls (`--boundaries`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum BoundariesArg {
+    /// fentry/fexit where the kernel allows them, raw syscall tracepoints otherwise.
+    Auto,
+    /// The raw sys_enter/sys_exit tracepoints.
+    Tracepoint,
+    /// fentry/fexit on the syscalls' functions, or fail.
+    Fentry,
 }
 
 /// Options of `doctor`.

@@ -26,13 +26,7 @@ pub struct ChainRound {
     pub sys_ns: u64,
 }
 
-fn children_cpu_ns() -> (u64, u64) {
-    // SAFETY: getrusage fills the struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    (ns(ru.ru_utime), ns(ru.ru_stime))
-}
+use crate::launch::child::children_cpu_ns;
 
 /// Runs the chain once, untraced, and times it.
 pub fn run_chain_once(workload: &ChainWorkload) -> Result<ChainRound> {
@@ -124,7 +118,13 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
     let mut tracer = Tracer::load(
         &layout,
         RUN_PROBES,
-        &TracerOptions { ring_bytes: 8 << 20, verbose: false, scope: crate::kernel::scope::KernelScope::tree(), argv: false },
+        &TracerOptions {
+            ring_bytes: 8 << 20,
+            verbose: false,
+            scope: crate::kernel::scope::KernelScope::tree(),
+            argv: false,
+            boundaries: Default::default(),
+        },
     )?;
     tracer.trace_process(std::process::id())?;
     let ring = tracer.take_ring()?;

@@ -101,7 +101,13 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
         Ok(l) => l,
         Err(e) => return (vec![Check { name: "BTF struct offsets".into(), ok: false, detail: format!("{e:#}") }], vec![]),
     };
-    let opts = TracerOptions { ring_bytes: 1 << 20, verbose: false, scope: crate::kernel::scope::KernelScope::tree(), argv: false };
+    let opts = TracerOptions {
+        ring_bytes: 1 << 20,
+        verbose: false,
+        scope: crate::kernel::scope::KernelScope::tree(),
+        argv: false,
+        boundaries: Default::default(),
+    };
     let mut ebpf = match tracer::load_object(&layout, &opts) {
         Ok(e) => e,
         Err(e) => return (vec![Check { name: "load eBPF object".into(), ok: false, detail: format!("{e:#}") }], vec![]),

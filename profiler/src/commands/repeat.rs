@@ -461,6 +461,7 @@ fn merge_ends(ends: &[RunEnd]) -> RunEnd {
         // The first run that did not succeed says how the whole did; else the last.
         exit_status: ends.iter().map(|e| e.exit_status).find(|s| *s != ExitStatus::Code(0)).unwrap_or(ExitStatus::Code(0)),
         command_wall_ns: ends.iter().map(|e| e.command_wall_ns).sum(),
+        command_cpu_ns: ends.iter().map(|e| e.command_cpu_ns).sum(),
         kernel_losses: LossCounters(losses),
         undecodable_records: ends.iter().map(|e| e.undecodable_records).sum(),
         first_decode_error: ends.iter().find_map(|e| e.first_decode_error.clone()),

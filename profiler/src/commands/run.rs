@@ -103,6 +103,8 @@ pub struct RunConfig {
     pub mode: ModeRequest,
     /// Size of the kernel-to-user ring buffer, in bytes (a power of two).
     pub ring_bytes: u32,
+    /// `--boundaries`: which hooks time the calls.
+    pub boundaries: crate::kernel::boundaries::BoundaryRequest,
     /// Debug logs and eBPF-side diagnostics.
     pub verbose: bool,
     /// Stop tracing this long after the start (`--duration`).
@@ -172,7 +174,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         repeats: 1,
         scope: scope.clone(),
         preexisting: crate::kernel::scope::process_table(&scope, &seeded),
-        argv: cfg.outputs.argv,
+        argv_read: cfg.outputs.argv,
     };
     let ctx = AnalysisContext {
         model: &model,
@@ -202,6 +204,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         eprintln!("execprof: --probe-costs: not on this kernel (before 6.10 the statistics with exact mode soft-locked a 6.1 guest)");
         None
     };
+    let cpu_before = crate::launch::child::children_cpu_ns();
     let released = Instant::now();
     let running = match child.map(SuspendedChild::release).transpose() {
         Ok(running) => running,
@@ -232,6 +235,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         &mut progress,
     ))?;
     drop(runtime);
+    let cpu_after = crate::launch::child::children_cpu_ns();
     live::exit_on_signal_while_reporting(workload.iter().map(|w| w.dir().to_owned()).collect());
     let tree_ended = Instant::now();
 
@@ -247,6 +251,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let run_end = RunEnd {
         exit_status: end.status,
         command_wall_ns: end.command_wall_ns,
+        command_cpu_ns: if launched { (cpu_after.0 + cpu_after.1).saturating_sub(cpu_before.0 + cpu_before.1) } else { 0 },
         kernel_losses,
         undecodable_records: finished.undecodable,
         first_decode_error: finished.first_decode_error.clone(),
@@ -489,7 +494,13 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
     let mut tracer = Tracer::load(
         &layout,
         RUN_PROBES,
-        &TracerOptions { ring_bytes: cfg.ring_bytes, verbose: cfg.verbose, scope: scope.clone(), argv: cfg.outputs.argv },
+        &TracerOptions {
+            ring_bytes: cfg.ring_bytes,
+            verbose: cfg.verbose,
+            scope: scope.clone(),
+            argv: cfg.outputs.argv,
+            boundaries: cfg.boundaries,
+        },
     )
     .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
     let mut warnings = tracer.attach.warnings.clone();
@@ -516,7 +527,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
         }
         Some(command) => tracer.attach_main(&command.program).err().map(|e| crate::launch::elf::main_not_probed(&command.program, &e)),
     };
-    let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note);
+    let mode = Mode::new(exact_plan.as_ref(), sample_hz, mode_note, (tracer.boundaries, tracer.boundaries_note.as_deref()));
     let sched_prepare_exec = crate::kernel::tracer::ensure_tracefs().is_ok_and(|t| t.join("events/sched/sched_prepare_exec").exists());
     Ok(Attached { tracer, exact_plan, sample_hz, mode, warnings, startup_note, sched_prepare_exec })
 }

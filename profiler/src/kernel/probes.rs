@@ -19,6 +19,8 @@ pub(crate) struct ProbeSpec {
     pub required: bool,
     /// What the report lacks when this optional probe is missing.
     pub lost: &'static str,
+    /// An exec and fork-family boundary: left out where fentry/fexit time them instead.
+    pub boundary: bool,
 }
 
 impl Attach {
@@ -30,37 +32,54 @@ impl Attach {
 }
 
 pub(crate) const RUN_PROBES: &[ProbeSpec] = &[
-    ProbeSpec { program: names::PROG_SYS_ENTER, attach: Attach::RawTracepoint { name: "sys_enter" }, required: true, lost: "" },
-    ProbeSpec { program: names::PROG_SYS_EXIT, attach: Attach::RawTracepoint { name: "sys_exit" }, required: true, lost: "" },
+    ProbeSpec {
+        program: names::PROG_SYS_ENTER,
+        attach: Attach::RawTracepoint { name: "sys_enter" },
+        required: true,
+        lost: "",
+        boundary: true,
+    },
+    ProbeSpec {
+        program: names::PROG_SYS_EXIT,
+        attach: Attach::RawTracepoint { name: "sys_exit" },
+        required: true,
+        lost: "",
+        boundary: true,
+    },
     ProbeSpec {
         program: names::PROG_SCHED_PROCESS_FORK,
         attach: Attach::RawTracepoint { name: "sched_process_fork" },
         required: true,
         lost: "",
+        boundary: false,
     },
     ProbeSpec {
         program: names::PROG_SCHED_PROCESS_EXIT,
         attach: Attach::RawTracepoint { name: "sched_process_exit" },
         required: true,
         lost: "",
+        boundary: false,
     },
     ProbeSpec {
         program: names::PROG_SCHED_PROCESS_EXEC,
         attach: Attach::RawTracepoint { name: "sched_process_exec" },
         required: true,
         lost: "",
+        boundary: false,
     },
     ProbeSpec {
         program: names::PROG_SCHED_SWITCH,
         attach: Attach::RawTracepoint { name: "sched_switch" },
         required: false,
         lost: "off-CPU time is not separated out of chain steps",
+        boundary: false,
     },
     ProbeSpec {
         program: names::PROG_SCHED_PREPARE_EXEC,
         attach: Attach::RawTracepoint { name: "sched_prepare_exec" },
         required: false,
         lost: "successful execs are not split at the point of no return (sched_prepare_exec needs Linux 6.10+)",
+        boundary: false,
     },
 ];
 
@@ -71,9 +90,10 @@ pub(crate) struct AttachOutcome {
     pub warnings: Vec<String>,
 }
 
-pub(crate) fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec]) -> Result<AttachOutcome> {
+/// `boundaries`: whether the syscall boundary hooks are among them (not with fentry/fexit).
+pub(crate) fn attach_all(ebpf: &mut Ebpf, probes: &[ProbeSpec], boundaries: bool) -> Result<AttachOutcome> {
     let mut outcome = AttachOutcome::default();
-    for spec in probes {
+    for spec in probes.iter().filter(|s| boundaries || !s.boundary) {
         match attach_one(ebpf, spec) {
             Ok(()) => outcome.attached.push(spec.program),
             Err(err) if !spec.required => {

@@ -15,7 +15,7 @@ use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
 use crate::{
     kernel::layout::TaskLayout,
     kernel::probes::{self, AttachOutcome, ProbeSpec},
-    model::meta::{ExactPlan, LossCounters, Mechanism, ProgramCost},
+    model::meta::{Boundaries, ExactPlan, LossCounters, Mechanism, ProgramCost},
 };
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof-ebpf"));
@@ -27,6 +27,8 @@ pub(crate) struct TracerOptions {
     pub scope: crate::kernel::scope::KernelScope,
     /// `--argv`: read each exec attempt's arguments at its enter.
     pub argv: bool,
+    /// `--boundaries`.
+    pub boundaries: crate::kernel::boundaries::BoundaryRequest,
 }
 
 pub(crate) struct Tracer {
@@ -37,6 +39,10 @@ pub(crate) struct Tracer {
     /// Diagnostics from the eBPF side (`-v` only), for the event loop to drain.
     logger: Option<EbpfLog>,
     pub attach: AttachOutcome,
+    /// Which hooks time the calls.
+    pub boundaries: Boundaries,
+    /// Why fentry/fexit do not, when they were wanted and refused.
+    pub boundaries_note: Option<String>,
 }
 
 /// aya-log's reader of the eBPF side's log ring buffer.
@@ -45,7 +51,8 @@ pub(crate) type EbpfLog = aya_log::EbpfLogger<&'static dyn log::Log>;
 impl Tracer {
     pub(crate) fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
         let mut ebpf = load_object(layout, opts)?;
-        let attach = probes::attach_all(&mut ebpf, probes)?;
+        let (boundaries, boundaries_note) = crate::kernel::boundaries::choose(&mut ebpf, opts.boundaries)?;
+        let attach = probes::attach_all(&mut ebpf, probes, boundaries == Boundaries::RawTracepoints)?;
         let ids = take_map(&mut ebpf, names::MAP_IDS)?;
         let tree_alive = take_map(&mut ebpf, names::MAP_TREE_ALIVE)?;
         let counters = take_map(&mut ebpf, names::MAP_COUNTERS)?;
@@ -54,7 +61,7 @@ impl Tracer {
             .verbose
             .then(|| aya_log::EbpfLogger::init(&mut ebpf))
             .and_then(|r| r.map_err(|e| log::debug!("eBPF logger not started: {e}")).ok());
-        Ok(Self { ebpf, ids, tree_alive, counters, logger, attach })
+        Ok(Self { ebpf, ids, tree_alive, counters, logger, attach, boundaries, boundaries_note })
     }
 
     /// The eBPF side's logger, when `-v` asked for one (once).

@@ -159,6 +159,19 @@ pub struct ProbedFunction {
     pub mechanism: Mechanism,
 }
 
+/// How exec attempts' and fork-family calls' boundaries were hooked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Boundaries {
+    /// The raw `sys_enter`/`sys_exit` tracepoints: while execprof traces, every syscall of
+    /// every process runs them (and takes the syscall slow path).
+    #[default]
+    RawTracepoints,
+    /// fentry/fexit on the syscalls' own entry functions (`__x64_sys_execve` and kin): no
+    /// syscall tracepoint is attached, so other syscalls run no execprof program.
+    Fentry,
+}
+
 /// How exact mode times a function.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -207,11 +220,18 @@ pub struct Mode {
     pub functions_mode: String,
     /// How time is attributed to kernel functions, and why this mode.
     pub attribution: String,
+    /// Which hooks timed the calls.
+    #[serde(default)]
+    pub boundaries: Boundaries,
+    /// Why not fentry/fexit, when they were wanted (the kernel's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fentry_refused: Option<String>,
 }
 
 impl Mode {
-    /// `plan`: exact mode's probes (None: no exact mode).
-    pub fn new(plan: Option<&ExactPlan>, sample_hz: u64, note: Option<String>) -> Self {
+    /// `plan`: exact mode's probes (None: no exact mode); `boundaries`: the hooks that timed
+    /// the calls, and why not fentry/fexit when they were wanted.
+    pub fn new(plan: Option<&ExactPlan>, sample_hz: u64, note: Option<String>, boundaries: (Boundaries, Option<&str>)) -> Self {
         let sampled = format!("cpu-clock samples at {sample_hz} Hz per CPU with kernel stacks, inside exec attempts");
         let probed = plan.map(|p| {
             let by = |m: Mechanism| p.functions.iter().filter(|f| f.mechanism == m).count();
@@ -233,11 +253,16 @@ impl Mode {
             Some(n) if !exact => format!("{text} — {n}"),
             _ => text,
         };
-        Self {
-            timing: "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec)".into(),
-            functions_mode: mode.into(),
-            attribution,
-        }
+        let timing = match boundaries {
+            (Boundaries::Fentry, _) => {
+                "exact at fentry/fexit boundaries (the syscalls' own __x64_sys_execve[at] and kin; no syscall tracepoint: other syscalls run nothing), sched_prepare_exec, sched_process_exec".to_owned()
+            }
+            (Boundaries::RawTracepoints, why) => format!(
+                "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec){}",
+                if why.is_some() { "; fentry/fexit refused here" } else { "" }
+            ),
+        };
+        Self { timing, functions_mode: mode.into(), attribution, boundaries: boundaries.0, fentry_refused: boundaries.1.map(str::to_owned) }
     }
 }
 
@@ -294,7 +319,7 @@ pub struct RunMeta {
     pub preexisting: Vec<ProcessName>,
     /// `--argv`: the kernel side read each exec attempt's arguments (a recording has them).
     #[serde(default)]
-    pub argv: bool,
+    pub argv_read: bool,
 }
 
 impl RunMeta {
@@ -335,6 +360,11 @@ pub struct RunEnd {
     pub exit_status: ExitStatus,
     /// From release of the command to its exit.
     pub command_wall_ns: u64,
+    /// CPU time (user + system) of the launched command's processes that were reaped, from
+    /// the scheduler's exact accounting: what the workload itself ran, probes in its context
+    /// included, execprof's own user-space work not. 0 when nothing was launched.
+    #[serde(default)]
+    pub command_cpu_ns: u64,
     /// The kernel's loss counters (the assembler's are recomputed from the records).
     pub kernel_losses: LossCounters,
     /// Records user space could not decode (a version mismatch): not in the recording.
@@ -371,6 +401,7 @@ impl RunEnd {
         RunEnd {
             exit_status: ExitStatus::Unknown,
             command_wall_ns: covered_ns,
+            command_cpu_ns: 0,
             kernel_losses: LossCounters::default(),
             undecodable_records: 0,
             first_decode_error: None,
@@ -425,11 +456,26 @@ impl Unjoined {
 mod tests {
     use super::*;
 
+    /// The timing line names the hooks, and says when fentry/fexit were wanted but refused;
+    /// the JSON keeps the kernel's answer.
+    #[test]
+    fn the_timing_line_says_which_boundaries_ran() {
+        let fentry = Mode::new(None, 0, None, (Boundaries::Fentry, None));
+        assert!(fentry.timing.starts_with("exact at fentry/fexit boundaries"), "{}", fentry.timing);
+        let fell_back = Mode::new(None, 0, None, (Boundaries::RawTracepoints, Some("EPERM")));
+        assert!(fell_back.timing.ends_with("; fentry/fexit refused here"), "{}", fell_back.timing);
+        assert_eq!(serde_json::to_value(&fell_back).unwrap()["fentry_refused"], "EPERM");
+        let forced = Mode::new(None, 0, None, (Boundaries::RawTracepoints, None));
+        assert!(!forced.timing.contains("refused") && serde_json::to_value(&forced).unwrap().get("fentry_refused").is_none());
+        let old: Mode = serde_json::from_str(r#"{"timing": "t", "functions_mode": "none", "attribution": "a"}"#).unwrap();
+        assert_eq!(old.boundaries, Boundaries::RawTracepoints, "recordings from before fentry boundaries used the tracepoints");
+    }
+
     fn meta_json(command: serde_json::Value, command_hex: Option<serde_json::Value>) -> serde_json::Value {
         let mut v = serde_json::json!({
             "execprof_version": "0.1.0", "command": command, "program": "/bin/sh", "chain": null,
             "kernel": {"release": "6.1.0", "machine": "x86_64", "btf": true, "lockdown": null},
-            "machine": MachineFacts::default(), "mode": Mode::new(None, 0, None), "sample_hz": 0,
+            "machine": MachineFacts::default(), "mode": Mode::new(None, 0, None, (Boundaries::RawTracepoints, None)), "sample_hz": 0,
             "exact_plan": null, "ring_bytes": 1, "warnings": [], "startup_note": null,
             "started_unix_s": 0, "started_mono_ns": 0,
         });

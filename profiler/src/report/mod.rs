@@ -93,6 +93,9 @@ pub struct RunReport {
     pub exit_status: ExitStatus,
     /// From release of the command to its exit.
     pub command_wall_ns: u64,
+    /// CPU time of the launched command's reaped processes (see `RunEnd::command_cpu_ns`).
+    #[serde(default)]
+    pub command_cpu_ns: u64,
     /// Everything the analysis found.
     pub analysis: Analysis,
     /// Loss counters: the kernel's, then the pieces user space could not join.
@@ -133,6 +136,7 @@ impl RunReport {
             meta,
             exit_status: end.exit_status,
             command_wall_ns: end.command_wall_ns,
+            command_cpu_ns: end.command_cpu_ns,
             analysis,
             losses,
             undecodable_records: end.undecodable_records,

@@ -20,7 +20,12 @@ pub(crate) fn meta(command: &[&str], chain: Option<ChainSpec>) -> RunMeta {
         chain,
         kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
         machine: MachineFacts::default(),
-        mode: Mode::new(None, 997, Some("auto mode: sampled, because exact mode is not possible here: no kprobes".into())),
+        mode: Mode::new(
+            None,
+            997,
+            Some("auto mode: sampled, because exact mode is not possible here: no kprobes".into()),
+            (crate::model::meta::Boundaries::RawTracepoints, None),
+        ),
         sample_hz: 997,
         exact_plan: None,
         ring_bytes: 8 << 20,
@@ -31,7 +36,7 @@ pub(crate) fn meta(command: &[&str], chain: Option<ChainSpec>) -> RunMeta {
         repeats: 1,
         scope: Default::default(),
         preexisting: vec![],
-        argv: false,
+        argv_read: false,
     }
 }
 
@@ -50,6 +55,7 @@ pub(crate) fn report(meta: RunMeta, events: &[Event], symbols: Option<(&[u64], &
     let end = RunEnd {
         exit_status: ExitStatus::Code(0),
         command_wall_ns: 200_000,
+        command_cpu_ns: 0,
         kernel_losses: LossCounters::zero(),
         undecodable_records: 0,
         first_decode_error: None,

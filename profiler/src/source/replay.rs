@@ -47,7 +47,7 @@ pub(crate) struct Loaded {
 pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>, argv: bool) -> Result<Loaded> {
     let replay = Replay::open(path)?;
     let meta = replay.meta().clone();
-    if argv && !meta.argv {
+    if argv && !meta.argv_read {
         return Err(Failure::usage(format!(
             "--argv: {} was recorded without --argv, so it holds no arguments; record with `execprof run --argv --output FILE`",
             escape_name(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
@@ -170,7 +170,7 @@ mod tests {
             chain: None,
             kernel: KernelInfo { release: "6.18.0".into(), machine: "x86_64".into(), btf: true, lockdown: None },
             machine: MachineFacts::default(),
-            mode: Mode::new(None, 1000, None),
+            mode: Mode::new(None, 1000, None, (crate::model::meta::Boundaries::RawTracepoints, None)),
             sample_hz: 1000,
             exact_plan: None,
             ring_bytes: 8 << 20,
@@ -181,7 +181,7 @@ mod tests {
             repeats: 1,
             scope: Default::default(),
             preexisting: vec![],
-            argv: false,
+            argv_read: false,
         }
     }
 
@@ -219,6 +219,7 @@ mod tests {
         RunEnd {
             exit_status: ExitStatus::Code(0),
             command_wall_ns,
+            command_cpu_ns: 0,
             kernel_losses: LossCounters::zero(),
             undecodable_records: 0,
             first_decode_error: None,

@@ -1,0 +1,126 @@
+//! Exec attempt and fork-family call boundaries from fentry/fexit, where the kernel has BPF
+//! trampolines: no syscall tracepoint is attached then, so every other syscall of every
+//! process runs no execprof program and keeps the syscall fast path. The exec calls are timed
+//! on their syscall functions (`__x64_sys_execve` and kin, the ia32 ones), each with its own
+//! pair of programs with its syscall and ABI built in; the fork family on `kernel_clone`,
+//! which all of its calls in both ABIs go through (the `fork`/`vfork` syscall functions have
+//! no BTF in Debian's kernels), classified by the syscall number in the thread's registers as
+//! at `sys_enter`. The records are the raw tracepoints' own ([`crate::syscalls`]).
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    macros::{fentry, fexit},
+    programs::{FEntryContext, FExitContext},
+};
+use profiler_common::traced_syscall::{CLONE, EXECVE, EXECVEAT};
+
+use crate::{
+    maps,
+    syscalls::{REGS_ORIG_AX, X32_SYSCALL_BIT, candidate, classify, count_x32, on_enter, on_exit},
+    task,
+};
+
+#[inline(always)]
+fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
+    let (pid, tgid) = task::current_ids();
+    if !maps::current_is_traced(tgid) {
+        return;
+    }
+    on_enter(ctx.arg(0), syscall, compat, pid, tgid, task::current());
+}
+
+#[inline(always)]
+fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
+    let (pid, tgid) = task::current_ids();
+    if !maps::is_traced(tgid) {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    on_exit(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current()));
+}
+
+/// The fork-family syscall the current thread is in, from its saved registers: (registers,
+/// syscall, compat). None for another caller of `kernel_clone` (a kernel thread starting a
+/// user one), and for x32's calls, which are counted at entry (`at_entry`).
+#[inline(always)]
+fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
+    let regs = unsafe { generated::bpf_task_pt_regs(generated::bpf_get_current_task_btf()) } as u64;
+    let nr = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.ok()?;
+    if nr & X32_SYSCALL_BIT != 0 {
+        if at_entry {
+            count_x32(nr);
+        }
+        return None;
+    }
+    if !candidate(nr) {
+        return None;
+    }
+    let compat = task::in_compat_syscall(current);
+    let syscall = classify(nr, compat).filter(|&s| s >= CLONE)?;
+    Some((regs, syscall, compat))
+}
+
+/// `kernel_clone(args)`: the fork family's calls.
+#[fentry]
+pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
+    let (pid, tgid) = task::current_ids();
+    if !maps::current_is_traced(tgid) {
+        return 0;
+    }
+    let current = task::current();
+    if let Some((regs, syscall, compat)) = fork_call(current, true) {
+        on_enter(regs, syscall, compat, pid, tgid, current);
+    }
+    0
+}
+
+/// Its return (`pid_t`: the child's id or -errno; only the parent returns from it).
+#[fexit]
+pub fn out_kernel_clone(ctx: FExitContext) -> u32 {
+    let (pid, tgid) = task::current_ids();
+    if !maps::is_traced(tgid) {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    let current = task::current();
+    if let Some((regs, syscall, compat)) = fork_call(current, false) {
+        let ret: i32 = ctx.arg(1);
+        on_exit(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
+    }
+    0
+}
+
+macro_rules! boundaries {
+    ($($fentry:ident, $fexit:ident => $syscall:expr, $compat:expr;)*) => {$(
+        #[fentry]
+        pub fn $fentry(ctx: FEntryContext) -> u32 {
+            enter(&ctx, $syscall, $compat);
+            0
+        }
+        #[fexit]
+        pub fn $fexit(ctx: FExitContext) -> u32 {
+            exit(&ctx, $syscall, $compat);
+            0
+        }
+    )*};
+}
+
+// Names as in `profiler_common::names::BOUNDARIES`, which says which function each pair is for.
+boundaries! {
+    in_execve, out_execve => EXECVE, false;
+    in_execveat, out_execveat => EXECVEAT, false;
+    in_ia32_execve, out_ia32_execve => EXECVE, true;
+    in_ia32_execveat, out_ia32_execveat => EXECVEAT, true;
+}
+
+/// x32's exec calls have their own functions: counted, not timed (as at `sys_enter`).
+#[fentry]
+pub fn in_x32_execve(_ctx: FEntryContext) -> u32 {
+    count_x32(520);
+    0
+}
+
+#[fentry]
+pub fn in_x32_execveat(_ctx: FEntryContext) -> u32 {
+    count_x32(545);
+    0
+}

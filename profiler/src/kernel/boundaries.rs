@@ -1,0 +1,91 @@
+//! Which hooks time exec attempts and fork-family calls: fentry/fexit on the syscalls' own
+//! entry functions where the kernel has BPF trampolines (no syscall tracepoint attached: every
+//! other syscall of every process runs no execprof program and keeps the fast path), the raw
+//! `sys_enter`/`sys_exit` tracepoints elsewhere. Both send the same records.
+use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Btf, Ebpf,
+    programs::{FEntry, FExit, ProgramError},
+};
+use profiler_common::names::{BOUNDARIES, Boundary};
+
+use crate::model::meta::Boundaries;
+
+/// `--boundaries`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BoundaryRequest {
+    /// fentry/fexit where the kernel allows them, raw syscall tracepoints otherwise.
+    #[default]
+    Auto,
+    /// The raw syscall tracepoints, even where fentry/fexit would do.
+    Tracepoints,
+    /// fentry/fexit, or fail.
+    Fentry,
+}
+
+/// fentry/fexit on every boundary function this kernel has. The 64-bit ABI's are required;
+/// an ia32 or x32 one is left out only where the kernel has no such function at all (no
+/// such emulation built in), never where it has one execprof cannot hook. On failure every
+/// program attached so far is unloaded, so the tracepoints can take over alone.
+pub(crate) fn attach_fentry(ebpf: &mut Ebpf) -> Result<()> {
+    let btf = Btf::from_sys_fs().context("reading the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let in_kernel = |f: &str| kallsyms.lines().any(|l| l.split_whitespace().nth(2) == Some(f));
+    let mut loaded: Vec<&'static str> = Vec::new();
+    let result = (|| {
+        for b in BOUNDARIES {
+            match attach_pair(ebpf, b, &btf, &mut loaded) {
+                Ok(()) => {}
+                Err(ProgramError::Btf(_)) if !b.native && !in_kernel(b.function) => {}
+                Err(e) => bail!("{}: {e}", b.function),
+            }
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for name in loaded {
+            let Some(p) = ebpf.program_mut(name) else { continue };
+            if let Ok(f) = <&mut FEntry>::try_from(&mut *p) {
+                let _ = f.unload();
+            } else if let Ok(f) = <&mut FExit>::try_from(p) {
+                let _ = f.unload();
+            }
+        }
+    }
+    result
+}
+
+fn attach_pair(ebpf: &mut Ebpf, b: &Boundary, btf: &Btf, loaded: &mut Vec<&'static str>) -> std::result::Result<(), ProgramError> {
+    let missing = || ProgramError::UnexpectedProgramType;
+    {
+        let p: &mut FEntry = ebpf.program_mut(b.entry).ok_or_else(missing)?.try_into()?;
+        p.load(b.function, btf)?;
+        loaded.push(b.entry);
+        p.attach()?;
+    }
+    if !b.exit.is_empty() {
+        let p: &mut FExit = ebpf.program_mut(b.exit).ok_or_else(missing)?.try_into()?;
+        p.load(b.function, btf)?;
+        loaded.push(b.exit);
+        p.attach()?;
+    }
+    Ok(())
+}
+
+/// What `request` gets on this kernel: fentry/fexit, or the raw tracepoints (attached by the
+/// caller with the other probes) and why fentry/fexit were not used, when they were wanted.
+pub(crate) fn choose(ebpf: &mut Ebpf, request: BoundaryRequest) -> Result<(Boundaries, Option<String>)> {
+    match request {
+        BoundaryRequest::Tracepoints => Ok((Boundaries::RawTracepoints, None)),
+        BoundaryRequest::Fentry => {
+            attach_fentry(ebpf).map_err(|e| {
+                anyhow!("--boundaries fentry: fentry/fexit cannot time the syscalls here ({e:#}); use --boundaries tracepoint")
+            })?;
+            Ok((Boundaries::Fentry, None))
+        }
+        BoundaryRequest::Auto => match attach_fentry(ebpf) {
+            Ok(()) => Ok((Boundaries::Fentry, None)),
+            Err(e) => Ok((Boundaries::RawTracepoints, Some(format!("{e:#}")))),
+        },
+    }
+}
