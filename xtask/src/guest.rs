@@ -21,6 +21,8 @@ pub(crate) const SUITE_INIT: &str = include_str!("../guest/suite-init.sh");
 pub(crate) const SUITE_SCRIPT: &str = include_str!("../guest/suite.sh");
 /// The fast-path lab's init.
 pub(crate) const FASTPATH_INIT: &str = include_str!("../guest/fastpath.sh");
+/// `cargo xtask overhead`'s init.
+pub(crate) const OVERHEAD_INIT: &str = include_str!("../guest/overhead.sh");
 
 /// The guest's `/guest.env`: shell variable assignments, each value single-quoted.
 #[derive(Default)]

@@ -16,6 +16,7 @@ mod cpio;
 mod fastpath;
 mod guest;
 mod kernel;
+mod overhead;
 mod setup;
 mod suite;
 mod vm;
@@ -76,6 +77,19 @@ enum Task {
         #[arg(long)]
         analyse_only: bool,
     },
+    /// What watching costs, in instructions: the chain untraced and under execprof, and an
+    /// untraced getpid loop beside it, inside the lab kernel under QEMU -icount shift=0.
+    Overhead {
+        /// Chain steps per run.
+        #[arg(long, default_value_t = 300)]
+        steps: u32,
+        /// Rounds (each side once per round, the order rotating).
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// getpid calls per loop.
+        #[arg(long, default_value_t = 100_000)]
+        getpid_calls: u32,
+    },
 }
 
 /// The fast-path lab's size, as `cargo xtask ci` runs it: chain steps per run, runs per variant.
@@ -96,6 +110,7 @@ fn main() -> ExitCode {
         Task::VmSuite { kernel, filter } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps } => setup(Needs::Test).and_then(|()| vm_test(kernel.as_deref(), steps)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
+        Task::Overhead { steps, rounds, getpid_calls } => setup(Needs::Test).and_then(|()| overhead::overhead(steps, rounds, getpid_calls)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,173 @@
+//! `cargo xtask overhead`: what watching costs, in instructions. Boots the lab's kernel (the
+//! patched 6.12 of [`crate::kernel`], which has BPF trampolines) under QEMU with `-icount
+//! shift=0`, where the guest's clock advances one nanosecond per instruction executed, so each
+//! figure is an instruction count, the same from run to run and free of the host's noise.
+//! Inside (`xtask/guest/overhead.sh`), in rotating rounds: the built-in chain (6 misses, as
+//! the seeds) untraced and under execprof (default, which is exact mode plus sampling in this
+//! kernel; sampled only; exact only; the boundaries alone, with fentry/fexit and with raw
+//! tracepoints), and an untraced getpid loop
+//! (`benches/getpid.c`) alone and beside execprof tracing a sleeping process, with fentry/fexit
+//! and with raw tracepoint boundaries. Prints instructions per chain step and per unrelated
+//! syscall, and their ratios to untraced.
+//!
+//! What icount cannot see: cache misses and memory latency (every instruction costs the same),
+//! and a `rep movs` counts once however many bytes it moves; TCG also does not model the
+//! cost of a mispredicted branch or of the syscall instruction itself.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+use execprof::{analysis::outcome::Outcome, report::RunReport};
+
+use crate::{
+    guest::{self, GuestEnv, ResultsDisk},
+    vm::{Boot, boot, cache_dir, fetch_package, initramfs_base},
+};
+
+/// Chain sides: the tag the guest writes, and what it is.
+const CHAIN_SIDES: &[(&str, &str)] = &[
+    ("untraced", "untraced (execprof bench chain)"),
+    ("default", "execprof run (default here: exact + sampled at 999 Hz)"),
+    ("sampled", "execprof run --mode sampled (999 Hz)"),
+    ("exact", "execprof run --mode exact --sample-hz 0"),
+    ("bare", "execprof run --mode sampled --sample-hz 0 (the boundaries alone: fentry/fexit)"),
+    ("bare-tracepoint", "execprof run --mode sampled --sample-hz 0 --boundaries tracepoint"),
+];
+/// getpid sides.
+const GETPID_SIDES: &[(&str, &str)] = &[
+    ("getpid-untraced", "nothing traced"),
+    ("getpid-fentry", "execprof tracing `sleep`, fentry/fexit boundaries"),
+    ("getpid-tracepoint", "execprof tracing `sleep`, raw tracepoint boundaries"),
+];
+
+pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
+    crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
+    let execprof = Path::new("target/release/execprof").canonicalize()?;
+    let work = cache_dir().join("overhead");
+    if work.exists() {
+        std::fs::remove_dir_all(&work)?;
+    }
+    std::fs::create_dir_all(&work)?;
+    let getpid = work.join("getpid");
+    crate::run(Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&getpid).arg("benches/getpid.c"))
+        .context("building benches/getpid.c statically (gcc and the static C library: `cargo xtask setup`)")?;
+    let image = match std::env::var_os("EXECPROF_LAB_KERNEL") {
+        Some(path) => PathBuf::from(path),
+        None => crate::kernel::patched_kernel()?,
+    };
+    let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
+    let lab_disk = work.join("lab-ext4.img");
+    std::fs::File::create(&lab_disk)?.set_len(64 << 20)?;
+    crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lab_disk))?;
+    let results = ResultsDisk::create(work.join("results.img"), 256)?;
+    let mut c = initramfs_base(&execprof, &busybox, guest::OVERHEAD_INIT)?;
+    c.file("getpid", &std::fs::read(&getpid)?, 0o755);
+    let env = GuestEnv::default()
+        .set("STEPS", steps)
+        .set("ROUNDS", rounds)
+        .set("GETPID_CALLS", getpid_calls)
+        .set("LAB_DEV", guest::virtio_disk(0))
+        .set("RESULTS_DEV", guest::virtio_disk(1));
+    c.file("guest.env", env.as_bytes(), 0o644);
+    let initrd = work.join("initramfs.cpio");
+    std::fs::write(&initrd, c.finish())?;
+    eprintln!(
+        "xtask: overhead: {rounds} rounds of {} sides inside the lab kernel under -icount (TCG: minutes)",
+        CHAIN_SIDES.len() + GETPID_SIDES.len()
+    );
+    let drive = format!("file={},format=raw,if=virtio", lab_disk.display());
+    boot(
+        &Boot {
+            kernel: &image,
+            initrd: &initrd,
+            drives: &[],
+            results: Some(&results),
+            memory_mib: 1024,
+            timeout: Duration::from_secs(2400),
+            cmdline: "tsc=reliable",
+            qemu: &["-icount", "shift=0,sleep=off", "-drive", &drive],
+        },
+        &work,
+    )?;
+    let console = work.join("console.log");
+    let result = results.read_back(&work.join("results"), &console)?;
+    if !result.finished() {
+        bail!("the overhead guest did not finish; console in {}", console.display());
+    }
+    let dir = work.join("results");
+    let mut failed = Vec::new();
+    for r in 1..=rounds {
+        for (tag, _) in CHAIN_SIDES.iter().chain(GETPID_SIDES) {
+            if result.code(&format!("rc_r{r}-{tag}")) != Some(0) {
+                failed.push(format!("r{r}-{tag}"));
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("runs failed inside the guest: {} (console in {})", failed.join(", "), console.display());
+    }
+    println!(
+        "overhead: kernel {} under QEMU/TCG -icount shift=0 (1 guest ns = 1 instruction); chain {steps} steps × 7 attempts, {rounds} rounds",
+        result.get("kernel").unwrap_or_default()
+    );
+    // Per step: (the chain's own CPU time: its instructions, probes run in its context
+    // included; its wall time, which on the guest's one vCPU also holds the tracer's user space).
+    let per_step = |tag: &str, r: u32| -> Result<(f64, f64, Option<f64>)> {
+        let path = dir.join(format!("r{r}-{tag}.json"));
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let (cpu, wall, enoent) = if tag == "untraced" {
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            let round = &v["rounds"][0];
+            let ns = |k: &str| round[k].as_u64().with_context(|| format!("bench chain JSON without rounds[0].{k}"));
+            (ns("user_ns")? + ns("sys_ns")?, ns("wall_ns")?, None)
+        } else {
+            let report: RunReport = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+            if !report.complete {
+                bail!("{} is incomplete: the figure would be wrong", path.display());
+            }
+            let enoent = report.analysis.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).and_then(|o| o.latency).map(|l| l.mean_ns);
+            (report.command_cpu_ns, report.command_wall_ns, enoent)
+        };
+        Ok((cpu as f64 / f64::from(steps), wall as f64 / f64::from(steps), enoent))
+    };
+    let getpid = |tag: &str, r: u32| -> Result<f64> {
+        let path = dir.join(format!("r{r}-{tag}.txt"));
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        text.trim().parse().with_context(|| format!("{}: not a number: {text:?}", path.display()))
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let all = |f: &dyn Fn(&str, u32) -> Result<f64>, tag: &str| -> Result<Vec<f64>> { (1..=rounds).map(|r| f(tag, r)).collect() };
+    let chain: Vec<Vec<(f64, f64, Option<f64>)>> =
+        CHAIN_SIDES.iter().map(|(tag, _)| (1..=rounds).map(|r| per_step(tag, r)).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
+    let (cpu0, wall0) = (median(chain[0].iter().map(|x| x.0).collect()), median(chain[0].iter().map(|x| x.1).collect()));
+    println!(
+        "\n| chain: side | instructions per step run by the chain (median) | per round | × untraced | wall per step, with the tracer's user space (one vCPU) | × untraced | failed attempt (ENOENT), mean as measured |\n|---|---|---|---|---|---|---|"
+    );
+    for ((_, what), v) in CHAIN_SIDES.iter().zip(&chain) {
+        let shown: Vec<String> = v.iter().map(|x| format!("{:.0}", x.0)).collect();
+        let (cpu, wall) = (median(v.iter().map(|x| x.0).collect()), median(v.iter().map(|x| x.1).collect()));
+        let enoent = v.iter().filter_map(|x| x.2).collect::<Vec<f64>>();
+        let enoent = if enoent.is_empty() { "—".to_owned() } else { format!("{:.0}", median(enoent)) };
+        println!("| {what} | {cpu:.0} | {} | {:.3} | {wall:.0} | {:.3} | {enoent} |", shown.join(", "), cpu / cpu0, wall / wall0);
+    }
+    let base = median(all(&getpid, "getpid-untraced")?);
+    println!(
+        "\n| getpid of an untraced process, beside | instructions per call (median) | per round | added | × untraced |\n|---|---|---|---|---|"
+    );
+    for (tag, what) in GETPID_SIDES {
+        let v = all(&getpid, tag)?;
+        let shown: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();
+        let m = median(v);
+        println!("| {what} | {m:.1} | {} | {:+.1} | {:.3} |", shown.join(", "), m - base, m / base);
+    }
+    println!(
+        "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and a `rep movs` counts once."
+    );
+    Ok(())
+}
