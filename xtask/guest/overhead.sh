@@ -34,8 +34,10 @@ side() {
     default) /execprof run $chain --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     sampled) /execprof run $chain --mode sampled --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     exact) /execprof run $chain --mode exact --sample-hz 0 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
-    bare) /execprof run $chain --mode sampled --sample-hz 0 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
-    bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 0 --boundaries tracepoint --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    # The boundaries alone: no exact mode, and sampling at 1 Hz (execprof has no mode without
+    # either on a kernel that allows exact mode; a run this short takes no sample or one).
+    bare) /execprof run $chain --mode sampled --sample-hz 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 1 --boundaries tracepoint --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
     getpid-fentry | getpid-tracepoint)
       $B rm -f /tmp/ready

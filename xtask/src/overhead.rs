@@ -33,8 +33,8 @@ const CHAIN_SIDES: &[(&str, &str)] = &[
     ("default", "execprof run (default here: exact + sampled at 999 Hz)"),
     ("sampled", "execprof run --mode sampled (999 Hz)"),
     ("exact", "execprof run --mode exact --sample-hz 0"),
-    ("bare", "execprof run --mode sampled --sample-hz 0 (the boundaries alone: fentry/fexit)"),
-    ("bare-tracepoint", "execprof run --mode sampled --sample-hz 0 --boundaries tracepoint"),
+    ("bare", "execprof run --mode sampled --sample-hz 1 (the boundaries alone: fentry/fexit)"),
+    ("bare-tracepoint", "execprof run --mode sampled --sample-hz 1 --boundaries tracepoint"),
 ];
 /// getpid sides.
 const GETPID_SIDES: &[(&str, &str)] = &[
