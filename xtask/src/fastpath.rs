@@ -257,6 +257,43 @@ fn diff(execprof: &Path, dir: &Path, a: &str, b: &str) -> Result<Diff> {
 
 /// The lab: the guest runs (unless `analyse_only`: the recordings of the last run in
 /// `target/vm/fastpath/results` are analysed again), then the diffs and the checks.
+/// The lab's kernel: `EXECPROF_LAB_KERNEL` (a bzImage of your own, the patch applied to your
+/// tree), else the patched one built here.
+pub(crate) fn lab_kernel() -> Result<PathBuf> {
+    match std::env::var_os("EXECPROF_LAB_KERNEL") {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => crate::kernel::patched_kernel(),
+    }
+}
+
+/// Boots the lab kernel `image` under `-icount shift=0` with `initrd`, a fresh ext4 lab disk
+/// in `work` as vda (the chain's directories go there, as on a real machine: negative dentries
+/// cached) and the `results` disk after it.
+pub(crate) fn boot_lab(image: &Path, initrd: &Path, results: &ResultsDisk, work: &Path, timeout: Duration) -> Result<()> {
+    let lab_disk = work.join("lab-ext4.img");
+    std::fs::File::create(&lab_disk)?.set_len(64 << 20)?;
+    crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lab_disk))?;
+    // The lab disk is vda: its -drive comes before the results disk's.
+    let drive = format!("file={},format=raw,if=virtio", lab_disk.display());
+    // tsc=reliable: TCG's TSC follows the host clock, but the clocksource watchdog finds it
+    // skewed after a while and falls back to jiffies, which ends high-resolution timers:
+    // cpu-clock samples then come only on the 250 Hz tick.
+    boot(
+        &Boot {
+            kernel: image,
+            initrd,
+            drives: &[],
+            results: Some(results),
+            memory_mib: 1024,
+            timeout,
+            cmdline: "tsc=reliable",
+            qemu: &["-icount", "shift=0,sleep=off", "-drive", &drive],
+        },
+        work,
+    )?;
+    Ok(())
+}
+
 pub fn lab(steps: u32, repeat: u32, analyse_only: bool) -> Result<()> {
     crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
     let execprof = Path::new("target/release/execprof").canonicalize()?;
@@ -278,21 +315,12 @@ pub fn lab(steps: u32, repeat: u32, analyse_only: bool) -> Result<()> {
 /// Boots the lab kernel, runs every workload and variant inside (none but the smoke probes
 /// with `probe_only`), and reads the results disk back into `work/results`.
 fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32, probe_only: bool) -> Result<()> {
-    // EXECPROF_LAB_KERNEL: a bzImage of your own (the patch applied to your tree) instead of
-    // the one built here.
-    let image = match std::env::var_os("EXECPROF_LAB_KERNEL") {
-        Some(path) => PathBuf::from(path),
-        None => crate::kernel::patched_kernel()?,
-    };
+    let image = lab_kernel()?;
     let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
     if work.exists() {
         std::fs::remove_dir_all(work)?;
     }
     std::fs::create_dir_all(work)?;
-    // The chain's directories: an ext4 disk, as on a real machine (negative dentries cached).
-    let lab_disk = work.join("lab-ext4.img");
-    std::fs::File::create(&lab_disk)?.set_len(64 << 20)?;
-    crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lab_disk))?;
     let results = ResultsDisk::create(work.join("results.img"), 512)?;
     let initrd = work.join("initramfs.cpio");
     let mut c = initramfs_base(execprof, &busybox, guest::FASTPATH_INIT)?;
@@ -302,24 +330,7 @@ fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32, probe_only: 
         "xtask: fast-path lab: {} runs of {steps} steps inside the patched kernel (TCG: this takes minutes)",
         if probe_only { 0 } else { WORKLOADS.len() * repeat as usize * 5 }
     );
-    // The lab disk is vda: its -drive comes before the results disk's.
-    let drive = format!("file={},format=raw,if=virtio", lab_disk.display());
-    // tsc=reliable: TCG's TSC follows the host clock, but the clocksource watchdog finds it
-    // skewed after a while and falls back to jiffies, which ends high-resolution timers:
-    // cpu-clock samples then come only on the 250 Hz tick.
-    boot(
-        &Boot {
-            kernel: &image,
-            initrd: &initrd,
-            drives: &[],
-            results: Some(&results),
-            memory_mib: 1024,
-            timeout: Duration::from_secs(1500),
-            cmdline: "tsc=reliable",
-            qemu: &["-icount", "shift=0,sleep=off", "-drive", &drive],
-        },
-        work,
-    )?;
+    boot_lab(&image, &initrd, &results, work, Duration::from_secs(1500))?;
     let console = work.join("console.log");
     let result = results.read_back(&work.join("results"), &console)?;
     let kernel = result.get("kernel").unwrap_or_default();

@@ -13,18 +13,14 @@
 //! What icount cannot see: cache misses and memory latency (every instruction costs the same),
 //! and a `rep movs` counts once however many bytes it moves; TCG also does not model the
 //! cost of a mispredicted branch or of the syscall instruction itself.
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{path::Path, process::Command, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
 use execprof::{analysis::outcome::Outcome, report::RunReport};
 
 use crate::{
     guest::{self, GuestEnv, ResultsDisk},
-    vm::{Boot, boot, cache_dir, fetch_package, initramfs_base},
+    vm::{cache_dir, fetch_package, initramfs_base},
 };
 
 /// Chain sides: the tag the guest writes, and what it is.
@@ -54,14 +50,8 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
     let getpid = work.join("getpid");
     crate::run(Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&getpid).arg("benches/getpid.c"))
         .context("building benches/getpid.c statically (gcc and the static C library: `cargo xtask setup`)")?;
-    let image = match std::env::var_os("EXECPROF_LAB_KERNEL") {
-        Some(path) => PathBuf::from(path),
-        None => crate::kernel::patched_kernel()?,
-    };
+    let image = crate::fastpath::lab_kernel()?;
     let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
-    let lab_disk = work.join("lab-ext4.img");
-    std::fs::File::create(&lab_disk)?.set_len(64 << 20)?;
-    crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lab_disk))?;
     let results = ResultsDisk::create(work.join("results.img"), 256)?;
     let mut c = initramfs_base(&execprof, &busybox, guest::OVERHEAD_INIT)?;
     c.file("getpid", &std::fs::read(&getpid)?, 0o755);
@@ -78,20 +68,7 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
         "xtask: overhead: {rounds} rounds of {} sides inside the lab kernel under -icount (TCG: minutes)",
         CHAIN_SIDES.len() + GETPID_SIDES.len()
     );
-    let drive = format!("file={},format=raw,if=virtio", lab_disk.display());
-    boot(
-        &Boot {
-            kernel: &image,
-            initrd: &initrd,
-            drives: &[],
-            results: Some(&results),
-            memory_mib: 1024,
-            timeout: Duration::from_secs(2400),
-            cmdline: "tsc=reliable",
-            qemu: &["-icount", "shift=0,sleep=off", "-drive", &drive],
-        },
-        &work,
-    )?;
+    crate::fastpath::boot_lab(&image, &initrd, &results, &work, Duration::from_secs(2400))?;
     let console = work.join("console.log");
     let result = results.read_back(&work.join("results"), &console)?;
     if !result.finished() {
