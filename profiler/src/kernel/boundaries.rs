@@ -29,8 +29,9 @@ pub enum BoundaryRequest {
 /// program attached so far is unloaded, so the tracepoints can take over alone.
 pub(crate) fn attach_fentry(ebpf: &mut Ebpf) -> Result<()> {
     let btf = Btf::from_sys_fs().context("reading the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
-    let in_kernel = |f: &str| kallsyms.lines().any(|l| l.split_whitespace().nth(2) == Some(f));
+    // Read only when a function has no BTF (an ABI the kernel may not have built in).
+    let in_kernel =
+        |f: &str| std::fs::read_to_string("/proc/kallsyms").is_ok_and(|k| k.lines().any(|l| l.split_whitespace().nth(2) == Some(f)));
     let mut loaded: Vec<&'static str> = Vec::new();
     let result = (|| {
         for b in BOUNDARIES {
