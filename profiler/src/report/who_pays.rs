@@ -25,7 +25,7 @@ pub(crate) const ROWS_SHOWN: usize = 10;
 
 /// Whether the run attached to processes that existed before it (any scope but a launched
 /// tree).
-fn attached(r: &RunReport) -> bool {
+pub(crate) fn attached(r: &RunReport) -> bool {
     !r.meta.preexisting.is_empty()
 }
 
@@ -43,13 +43,26 @@ fn with_starter(c: &CallerSummary) -> String {
     format!("{} (started by {first}{more})", c.program)
 }
 
-/// Exec attempts by calling program.
-pub(crate) fn render_callers(o: &mut String, r: &RunReport) {
+/// Whether the report shows the calling programs: an attached scope, or more than one program
+/// besides the launcher made attempts.
+pub(crate) fn shows_callers(r: &RunReport) -> bool {
     let a = &r.analysis;
     let making = || a.callers.iter().filter(|c| c.attempts > 0).map(|c| c.program.clone());
-    if a.callers.is_empty() || !(attached(r) || programs_besides_launcher(making()) > 1) {
+    !a.callers.is_empty() && (attached(r) || programs_besides_launcher(making()) > 1)
+}
+
+/// Whether the report shows the PATH searches: some missed, or an attached scope made any.
+pub(crate) fn shows_searches(r: &RunReport) -> bool {
+    let s = &r.analysis.path_searches;
+    s.misses > 0 || (attached(r) && s.searches + s.lone_failures > 0)
+}
+
+/// Exec attempts by calling program.
+pub(crate) fn render_callers(o: &mut String, r: &RunReport) {
+    if !shows_callers(r) {
         return;
     }
+    let a = &r.analysis;
     let listed = a.callers.len() as u64 + a.callers_not_listed;
     let _ = writeln!(
         o,
@@ -88,11 +101,10 @@ pub(crate) fn render_callers(o: &mut String, r: &RunReport) {
 
 /// PATH searches: their misses, where, and what another PATH order would save.
 pub(crate) fn render_searches(o: &mut String, r: &RunReport) {
-    let s = &r.analysis.path_searches;
-    let says = s.misses > 0 || (attached(r) && s.searches + s.lone_failures > 0);
-    if !says {
+    if !shows_searches(r) {
         return;
     }
+    let s = &r.analysis.path_searches;
     let _ = writeln!(
         o,
         "\nPATH searches (one thread's attempts of one name in directory after directory, to a success or the last failure; an exec found at once counts as a search of 0 misses)"

@@ -5,6 +5,7 @@
 //! change it explains. Pure: it reads two [`RunReport`]s.
 mod flame;
 mod render;
+pub mod who_pays;
 
 use serde::Serialize;
 
@@ -261,6 +262,9 @@ pub struct Diff {
     pub step: Option<LatencyChange>,
     /// Largest contribution to the total change first.
     pub lines: Vec<LineChange>,
+    /// The calling programs and PATH searches side by side, when either report shows them.
+    #[serde(default)]
+    pub who_pays: Option<who_pays::WhoPaysChange>,
 }
 
 fn facts(path: &str, r: &RunReport) -> SideFacts {
@@ -385,15 +389,25 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
             .then(x.name.cmp(&y.name))
             .then(x.outcome.cmp(&y.outcome))
     });
+    let who_pays = who_pays::compare(a, b);
+    let mut warnings = warnings(a, b);
+    if let Some(w) = who_pays.as_ref().filter(|w| w.windows_differ()) {
+        warnings.push(format!(
+            "the traced windows differ in length: A {}, B {}; the who-pays totals are each window's, so compare them per search or per attempt",
+            crate::report::human_ns(w.window_ns.a as f64),
+            crate::report::human_ns(w.window_ns.b as f64)
+        ));
+    }
     Diff {
         a: facts(path_a, a),
         b: facts(path_b, b),
-        warnings: warnings(a, b),
+        warnings,
         unit,
         methods: [METHOD_MEDIAN, METHOD_MEAN, METHOD_SAMPLED, METHOD_EXACT, METHOD_LINES].map(str::to_owned).to_vec(),
         outcomes,
         step,
         lines,
+        who_pays,
     }
 }
 

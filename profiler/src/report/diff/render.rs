@@ -2,10 +2,16 @@
 //! that explain the change, largest first.
 use std::fmt::Write as _;
 
-use super::{Diff, Figure, LatencyChange, LineChange, MIN_OBSERVATIONS, Unit};
+use super::{
+    Diff, Figure, LatencyChange, LineChange, MIN_OBSERVATIONS, Unit,
+    who_pays::{Pair, WhoPaysChange},
+};
 use crate::analysis::outcome::Outcome;
 use crate::model::names::terminal_safe;
-use crate::report::{human_ns, signed_ci};
+use crate::report::{
+    human_ns, signed_ci,
+    who_pays::{MISSED_DIRS_SHOWN, ROWS_SHOWN},
+};
 
 /// Lines printed by default (the JSON has them all).
 pub const LINES_SHOWN: usize = 30;
@@ -174,6 +180,9 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
             );
         }
     }
+    if let Some(w) = &d.who_pays {
+        render_who_pays(&mut o, w);
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "Methods");
     for m in &d.methods {
@@ -212,4 +221,101 @@ fn line(l: &LineChange) -> String {
         change_cell(Some(&l.per_unit_change)),
         sig_cell(Some(&l.per_unit_change), l.per_unit_significant)
     )
+}
+
+/// Calling programs printed in the diff (the JSON has them all).
+pub(crate) const PROGRAMS_SHOWN: usize = 2 * ROWS_SHOWN;
+
+fn signed_count(n: i128) -> String {
+    if n > 0 { format!("+{n}") } else { n.to_string() }
+}
+
+/// `2.16  0.22  -1.94`-style cells of a figure that is not a count.
+fn signed_ratio(p: &Pair<f64>) -> String {
+    let c = p.b - p.a;
+    if c > 0.0 { format!("+{c:.2}") } else { format!("{c:.2}") }
+}
+
+/// The calling programs and PATH searches of both sides: totals over each side's window.
+fn render_who_pays(o: &mut String, w: &WhoPaysChange) {
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "Who pays (each run's totals over its own window: A {}, B {}; counts, not estimates)",
+        human_ns(w.window_ns.a as f64),
+        human_ns(w.window_ns.b as f64)
+    );
+    if !w.programs.is_empty() {
+        let _ = writeln!(o, "  calling programs, largest change in exec kernel time first");
+        let _ = writeln!(
+            o,
+            "    {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>11} {:>7} {:>7}  program",
+            "A att", "B att", "A failed", "B failed", "A exec time", "B exec time", "change", "A forks", "B forks"
+        );
+        for p in w.programs.iter().take(PROGRAMS_SHOWN) {
+            let (ta, tb) = (p.failed_ns.a + p.success_ns.a, p.failed_ns.b + p.success_ns.b);
+            let _ = writeln!(
+                o,
+                "    {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>11} {:>7} {:>7}  {}",
+                p.attempts.a,
+                p.attempts.b,
+                p.failed.a,
+                p.failed.b,
+                human_ns(ta as f64),
+                human_ns(tb as f64),
+                signed(p.exec_ns_change() as f64),
+                p.fork_calls.a,
+                p.fork_calls.b,
+                p.program
+            );
+        }
+        if w.programs.len() > PROGRAMS_SHOWN {
+            let _ = writeln!(o, "    ... and {} more programs (all in --json)", w.programs.len() - PROGRAMS_SHOWN);
+        }
+        let (na, nb) = (w.programs_not_listed.a, w.programs_not_listed.b);
+        if na + nb > 0 {
+            let _ = writeln!(o, "    not compared: {na} programs of A and {nb} of B beyond their reports' lists (the fewest exec time)");
+        }
+    }
+    let s = &w.searches;
+    let _ = writeln!(o, "  PATH searches          {:>10} {:>10} {:>10}", "A", "B", "change");
+    let count = |o: &mut String, label: &str, p: &Pair<u64>| {
+        let _ = writeln!(o, "    {label:<20} {:>10} {:>10} {:>10}", p.a, p.b, signed_count(p.change()));
+    };
+    let time = |o: &mut String, label: &str, a: f64, b: f64| {
+        let _ = writeln!(o, "    {label:<20} {:>10} {:>10} {:>10}", human_ns(a), human_ns(b), signed(b - a));
+    };
+    count(o, "searches", &s.searches);
+    count(o, "not found", &s.not_found);
+    count(o, "misses", &s.misses);
+    let _ = writeln!(
+        o,
+        "    {:<20} {:>10.2} {:>10.2} {:>10}",
+        "misses per search",
+        s.misses_per_search.a,
+        s.misses_per_search.b,
+        signed_ratio(&s.misses_per_search)
+    );
+    time(o, "miss time", s.miss_ns.a as f64, s.miss_ns.b as f64);
+    time(o, "miss time per search", s.miss_ns_per_search.a, s.miss_ns_per_search.b);
+    count(o, "lone failures", &s.lone_failures);
+    if !s.missed_dirs.is_empty() {
+        let _ = writeln!(o, "  missed directories, largest change in misses first");
+        let _ = writeln!(o, "    {:>8} {:>8} {:>8} {:>9} {:>9}  directory", "A misses", "B misses", "change", "A time", "B time");
+        for d in s.missed_dirs.iter().take(MISSED_DIRS_SHOWN) {
+            let _ = writeln!(
+                o,
+                "    {:>8} {:>8} {:>8} {:>9} {:>9}  {}",
+                d.misses.a,
+                d.misses.b,
+                signed_count(d.misses.change()),
+                human_ns(d.miss_ns.a as f64),
+                human_ns(d.miss_ns.b as f64),
+                d.dir
+            );
+        }
+        if s.missed_dirs.len() > MISSED_DIRS_SHOWN {
+            let _ = writeln!(o, "    ... and {} more directories (all in --json)", s.missed_dirs.len() - MISSED_DIRS_SHOWN);
+        }
+    }
 }

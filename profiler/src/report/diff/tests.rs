@@ -214,3 +214,107 @@ mod few_observations {
         assert_eq!(render(&back, &Default::default()), render(&d, &Default::default()));
     }
 }
+
+mod who_pays_side_by_side {
+    use super::super::{compare, render};
+    use crate::{
+        analysis::{
+            identity::Program,
+            test_support::{PATH, exec, who_pays},
+        },
+        assemble::events::Event,
+        report::test_support::{chain_spec, meta, report},
+    };
+
+    /// The synthetic machine, attached (its process table read at attach); `drop_first_dir`
+    /// takes away cc's misses in PATH's first directory, as moving it down PATH would.
+    fn machine(drop_first_dir: bool) -> crate::report::RunReport {
+        let (table, events) = who_pays();
+        let first = format!("{}/cc", PATH[0]);
+        let events: Vec<Event> =
+            events.into_iter().filter(|e| !(drop_first_dir && matches!(e, Event::Exec(x) if x.name.bytes == first.as_bytes()))).collect();
+        let mut m = meta(&["sleep", "10"], None);
+        m.preexisting = table;
+        let mut r = report(m, &events, None);
+        r.command_wall_ns = 10_000_000_000;
+        r
+    }
+
+    #[test]
+    fn two_machine_traces_compare_programs_searches_and_directories() {
+        let d = compare("a", &machine(false), "b", &machine(true));
+        let w = d.who_pays.as_ref().expect("attached scopes show who pays");
+        let s = &w.searches;
+        // 10 cc searches of 2 misses and one ccache search of 3 in A; B's cc searches miss once.
+        // 13 searches: make's exec, 10 of cc, ccache's (not found), and `true`.
+        assert_eq!((s.searches.a, s.searches.b), (13, 13), "{s:?}");
+        assert_eq!((s.misses.a, s.misses.b), (23, 13));
+        assert_eq!((s.not_found.a, s.not_found.b), (1, 1));
+        let first = &s.missed_dirs[0];
+        assert_eq!((first.dir.as_str(), first.misses.a, first.misses.b), (PATH[0], 11, 1), "largest change first");
+        assert_eq!((first.miss_ns.a, first.miss_ns.b), (10 * 1_000 + 1_200, 1_200));
+        let others: Vec<_> = s.missed_dirs[1..].iter().map(|d| (d.misses.a, d.misses.b)).collect();
+        assert_eq!(others, vec![(1, 1), (11, 11)], "{:?}", s.missed_dirs);
+        // The failed attempts are make's (its children fail before their first exec).
+        let make = &w.programs[0];
+        assert_eq!(make.program, Program::Exe { exe: "/usr/bin/make".into(), comm: None });
+        assert_eq!((make.attempts.a, make.attempts.b, make.failed.a, make.failed.b), (33, 23, 23, 13));
+        assert_eq!(make.exec_ns_change(), -10_000);
+        assert_eq!((make.misses.a, make.misses.b, make.fork_calls.a, make.fork_calls.b), (23, 13, 11, 11));
+        assert!(!w.windows_differ());
+        let text = render(&d, &Default::default());
+        let section = &text[text.find("Who pays").expect("the section")..];
+        assert!(section.starts_with("Who pays (each run's totals over its own window: A 10.0 s, B 10.0 s;"), "{section}");
+        let row = section.lines().find(|l| l.ends_with("/usr/bin/make")).expect("make's row");
+        assert_eq!(row.split_whitespace().take(7).collect::<Vec<_>>(), ["33", "23", "23", "13", "629", "µs", "619"], "{row}");
+        assert!(row.contains(" -10.0 µs "), "{row}");
+        let misses = section.lines().find(|l| l.trim_start().starts_with("misses  ")).unwrap();
+        assert_eq!(misses.split_whitespace().collect::<Vec<_>>(), ["misses", "23", "13", "-10"]);
+        let per = section.lines().find(|l| l.trim_start().starts_with("misses per search")).unwrap();
+        assert!(per.ends_with("1.77       1.00      -0.77"), "{per}");
+        let dir = section.lines().find(|l| l.ends_with(PATH[0])).unwrap();
+        assert_eq!(dir.split_whitespace().take(3).collect::<Vec<_>>(), ["11", "1", "-10"]);
+        // The JSON carries it, and reads back.
+        let back: super::super::Diff = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(back.who_pays.as_ref(), Some(w));
+    }
+
+    #[test]
+    fn windows_of_different_lengths_are_named_in_a_warning() {
+        let mut b = machine(true);
+        b.command_wall_ns = 30_000_000_000;
+        let d = compare("a", &machine(false), "b", &b);
+        assert!(d.who_pays.as_ref().unwrap().windows_differ());
+        assert!(d.warnings.iter().any(|w| w.starts_with("the traced windows differ in length: A 10.0 s, B 30.0 s")), "{:?}", d.warnings);
+    }
+
+    /// A command's searches twice: every count agrees, so there is nothing to say about who
+    /// pays; one whose searches miss more than the other's shows its searches.
+    #[test]
+    fn launched_runs_show_the_section_only_when_a_count_differs() {
+        let chain = |misses: u32| {
+            let mut events = vec![exec(100, "/t/bin/chain", 0, 0, 40_000)];
+            for step in 1..=3u64 {
+                for m in 0..u64::from(misses) {
+                    events.push(exec(100, &format!("/t/m{m}/chain"), -2, step * 100_000 + m * 2_000, 1_000));
+                }
+                events.push(exec(100, "/t/bin/chain", 0, step * 100_000 + 50_000, 40_000));
+            }
+            report(meta(&["sh", "-c", "..."], None), &events, None)
+        };
+        assert!(compare("a", &chain(2), "b", &chain(2)).who_pays.is_none());
+        // The built-in chain's own searches are its design: no section, whatever the counts.
+        let builtin = |misses: u32| {
+            let mut r = chain(misses);
+            r.meta.chain = Some(chain_spec(3, misses));
+            r
+        };
+        assert!(builtin(2).analysis.chain.is_some());
+        assert!(compare("a", &builtin(2), "b", &builtin(3)).who_pays.is_none());
+        let d = compare("a", &chain(2), "b", &chain(3));
+        let s = &d.who_pays.as_ref().expect("the searches differ").searches;
+        assert_eq!((s.misses.a, s.misses.b), (6, 9), "{s:?}");
+        assert!(d.who_pays.as_ref().unwrap().programs.is_empty(), "one program: no programs table");
+        assert!(render(&d, &Default::default()).contains("PATH searches"));
+    }
+}
