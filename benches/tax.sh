@@ -2,9 +2,11 @@
 # The tax of watching on everyone else: the time of an untraced process's unrelated syscalls
 # (a getpid loop, and a pipe ping-pong: a read, a write and a context switch per message)
 # while each tracer runs, in interleaved rounds so that every tracer sees the same machine:
-# none; execprof --all; execprof --pid on a sleeping process; perf trace -e execve (system
-# wide); bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide). Prints ns per call
-# per round, then the median of each and its ratio to no tracer.
+# none; execprof --all (its default boundaries: fentry/fexit where the kernel allows them, else
+# the per-syscall events); execprof --all --boundaries tracepoint (the raw sys_enter/sys_exit
+# tracepoints); execprof --pid on a sleeping process; perf trace -e execve (system wide);
+# bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide). Prints ns per call per
+# round, then the median of each and its ratio to no tracer.
 #
 #   sudo benches/tax.sh [--rounds N] [--execprof PATH]
 set -euo pipefail
@@ -60,6 +62,7 @@ start() {
   case "$1" in
     none) tracer= ;;
     execprof-all) "$exe" run --sample-hz 0 --all --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
+    execprof-all-tracepoint) "$exe" run --sample-hz 0 --all --boundaries tracepoint --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
     execprof-pid) "$exe" run --sample-hz 0 --pid "$sleeper" >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
     perf-trace) perf trace -e execve -a >/dev/null 2>"$work/err" & tracer=$!; sleep 2 ;;
     bpftrace) bpftrace /usr/sbin/execsnoop.bt >"$work/err" 2>&1 & tracer=$!; wait_for 'PID' ;;
@@ -68,7 +71,7 @@ start() {
 wait_for() { for _ in $(seq 300); do grep -q "$1" "$work/err" 2>/dev/null && return; sleep 0.1; done; echo "tax.sh: tracer did not start: $(cat "$work/err")" >&2; exit 1; }
 stop() { [ -z "$tracer" ] || { kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true; }; }
 
-tracers=(none execprof-all execprof-pid perf-trace bpftrace)
+tracers=(none execprof-all execprof-all-tracepoint execprof-pid perf-trace bpftrace)
 for r in $(seq "$rounds"); do
   for t in "${tracers[@]}"; do
     start "$t"

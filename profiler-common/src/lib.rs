@@ -16,6 +16,12 @@ pub mod names {
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
+    /// Per-syscall event boundaries: one program for every `syscalls:sys_enter_*` of
+    /// [`SYSCALL_EVENTS`], one for every `sys_exit_*`.
+    pub const PROG_SYS_ENTER_EVENT: &str = "sys_enter_event";
+    pub const PROG_SYS_EXIT_EVENT: &str = "sys_exit_event";
+    /// The syscalls whose `syscalls:sys_enter_NAME`/`sys_exit_NAME` events time the calls.
+    pub const SYSCALL_EVENTS: &[&str] = &["execve", "execveat", "clone", "clone3", "fork", "vfork"];
     pub const PROG_SCHED_PREPARE_EXEC: &str = "sched_prepare_exec";
     pub const PROG_SCHED_PROCESS_EXEC: &str = "sched_process_exec";
     pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
@@ -264,7 +270,11 @@ pub mod counter {
     pub const FORK_ENTER_DROPPED: u32 = 8;
     /// `--argv`: an exec attempt's arguments record was dropped (ring buffer full).
     pub const ARGV_DROPPED: u32 = 9;
-    pub const COUNT: u32 = 10;
+    /// A traced process exec'd a 32-bit (ia32 or x32) image. Counted under every boundary
+    /// mechanism; a loss only under the per-syscall events, which never see such a process's
+    /// calls (user space then also adds the 32-bit processes running when tracing began).
+    pub const NON_NATIVE_EXEC: u32 = 10;
+    pub const COUNT: u32 = 11;
 
     pub const NAMES: [&str; COUNT as usize] = [
         "ring buffer full",
@@ -277,6 +287,7 @@ pub mod counter {
         "ring buffer full: exec enters",
         "ring buffer full: fork enters",
         "ring buffer full: exec arguments",
+        "32-bit processes, calls not seen",
     ];
 }
 

@@ -11,6 +11,7 @@ mod exact;
 mod maps;
 mod sampling;
 mod sched;
+mod syscall_events;
 mod syscalls;
 mod task;
 mod timeline;

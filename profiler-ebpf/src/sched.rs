@@ -42,6 +42,7 @@ pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     if !maps::is_traced(tgid) {
         return 0;
     }
+    crate::syscall_events::count_non_native(task::current());
     let old_pid: u64 = ctx.arg(1);
     let old_pid = old_pid as u32;
     if old_pid != pid {

@@ -1583,3 +1583,87 @@ fn fentry_boundaries_replace_the_syscall_tracepoints_where_the_kernel_allows() {
         assert_no_losses(&v);
     }
 }
+
+/// Per-syscall event boundaries (`syscalls:sys_enter_execve` and kin): while the traced command
+/// runs, their two programs are loaded and no raw syscall tracepoint program is, and they count
+/// what the raw tracepoints count. They never see a 32-bit program's calls, so a traced exec
+/// of a 32-bit image, and a 32-bit process traced from before, is counted as a loss that
+/// says how to run instead; and where fentry/fexit are refused, `auto` picks them for a
+/// running-system scope.
+#[test]
+#[ignore = "needs root"]
+fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_programs_they_miss() {
+    use std::{
+        process::Stdio,
+        time::{Duration, Instant},
+    };
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, done) = (dir.path().join("ready"), dir.path().join("done"));
+    let waiting = format!("touch {}; while [ ! -e {} ]; do sleep 0.05; done", ready.display(), done.display());
+    let child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["run", "--sample-hz", "0", "--boundaries", "syscall-events", "--", "/bin/sh", "-c", &waiting])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30 * u64::from(execprof::testing::slowdown()));
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the traced command never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let programs = loaded_program_names();
+    std::fs::write(&done, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(programs.iter().any(|p| p == "sys_enter_event") && programs.iter().any(|p| p == "sys_exit_event"), "{programs:?}");
+    assert!(!programs.iter().any(|p| p == "sys_enter" || p == "sys_exit"), "a raw syscall tracepoint program is loaded: {programs:?}");
+    // The same counts as the raw tracepoints.
+    let script = "for i in 1 2 3 4 5; do /nonexistent/b 2>/dev/null; /bin/true; done";
+    let (v, out) = run_json(&["--sample-hz", "0", "--boundaries", "syscall-events", "--", "/bin/sh", "-c", script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(v["mode"]["boundaries"], "syscall_events");
+    assert_eq!((outcome_count(&v, "enoent"), outcome_count(&v, "success")), (5, 6), "{}", v["analysis"]["outcomes"]);
+    let forks: u64 = v["analysis"]["fork_calls"].as_array().unwrap().iter().map(|f| f["count"].as_u64().unwrap()).sum();
+    assert_eq!(forks, 10, "{}", v["analysis"]["fork_calls"]);
+    assert_no_losses(&v);
+    // A 32-bit program exec'd while traced: one, counted; the report is incomplete and says
+    // what to do. The raw tracepoints, which see it, count nothing.
+    let data = dir.path().join("not-executable");
+    std::fs::write(&data, "data\n").unwrap();
+    let exe = build_program(dir.path(), "ia32_execs", "-m32");
+    let blind = |v: &Value| {
+        v["losses"].as_array().unwrap().iter().find(|p| p[0] == "32-bit processes, calls not seen").map(|p| p[1].as_u64().unwrap())
+    };
+    let run32 = ["--sample-hz", "0", "--", exe.to_str().unwrap(), "/bin/true", data.to_str().unwrap()];
+    let (v, out) = run_json(&[&["--boundaries", "syscall-events"], &run32[..]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(blind(&v), Some(1), "{}", v["losses"]);
+    assert_eq!(v["complete"], false);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("run again with --boundaries tracepoint"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (v, _) = run_json(&[&["--boundaries", "tracepoint"], &run32[..]].concat());
+    assert_eq!(blind(&v), Some(0), "{}", v["losses"]);
+    assert_eq!(outcome_count(&v, "enoent"), 210);
+    // A 32-bit process running before tracing began, traced by --pid: counted too. And auto,
+    // for a running-system scope, picks the per-syscall events where fentry/fexit are refused.
+    let sleeper_src = dir.path().join("sleeper.c");
+    std::fs::write(&sleeper_src, "#include <unistd.h>\nint main(void) { sleep(1000); return 0; }\n").unwrap();
+    let sleeper = dir.path().join("sleeper32");
+    let built = StdCommand::new("gcc").args(["-m32", "-static", "-O2", "-o"]).arg(&sleeper).arg(&sleeper_src).status().unwrap();
+    assert!(built.success(), "gcc -m32 -static (gcc-multilib: `cargo xtask setup`)");
+    let mut running = StdCommand::new(&sleeper).spawn().unwrap();
+    let pid = running.id().to_string();
+    let (v, out) = run_json(&["--sample-hz", "0", "--pid", &pid, "--duration", "1"]);
+    let (v2, _) = run_json(&["--sample-hz", "0", "--boundaries", "syscall-events", "--pid", &pid, "--duration", "1"]);
+    running.kill().unwrap();
+    let _ = running.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fentry_here = execprof::testing::slowdown() > 1;
+    assert_eq!(v["mode"]["boundaries"], if fentry_here { "fentry" } else { "syscall_events" }, "{}", v["mode"]);
+    assert_eq!(blind(&v2), Some(1), "{}", v2["losses"]);
+    assert_eq!(v2["complete"], false);
+}

@@ -5,9 +5,11 @@
 # under execprof (default: exact+sampled in this kernel; sampled only; exact only; the
 # boundaries alone, fentry/fexit and raw tracepoints),
 # and of the getpid loop (/getpid GETPID_CALLS) untraced and beside execprof tracing a
-# sleeping process, with fentry/fexit and with raw tracepoint boundaries. Writes each run's
-# JSON (or the loop's ns per call) to the results disk as rN-SIDE.json / rN-SIDE.txt, and
-# result.env: kernel=, rc_rN-SIDE= per run, finished=yes last.
+# sleeping process, with fentry/fexit and with raw tracepoint boundaries; then, once each,
+# exact mode and the boundaries alone with the BPF run-time statistics on (the budget per
+# hook). Writes each run's JSON (or the loop's ns per call) to the results disk as
+# rN-SIDE.json / rN-SIDE.txt / budget-SIDE.json, and result.env: kernel=, rc_rN-SIDE= and
+# rc_budget-SIDE= per run, finished=yes last.
 B=/bin/busybox
 export PATH=/bin
 $B mount -t proc proc /proc
@@ -38,6 +40,11 @@ side() {
     # either on a kernel that allows exact mode; a run this short takes no sample or one).
     bare) /execprof run $chain --mode sampled --sample-hz 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 1 --boundaries tracepoint --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    # The budget, hook by hook: the kernel's BPF run-time statistics (--probe-costs), whose
+    # nanoseconds are instructions here. Once each, after the rounds: they are deterministic.
+    budget-exact) /execprof run $chain --mode exact --sample-hz 0 --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
+    budget-bare) /execprof run $chain --mode sampled --sample-hz 1 --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
+    budget-bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 1 --boundaries tracepoint --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
     getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
     getpid-fentry | getpid-tracepoint)
       $B rm -f /tmp/ready
@@ -66,6 +73,11 @@ while [ $i -le $ROUNDS ]; do
     echo "overhead guest: round $i $tag done"
   done
   i=$((i + 1))
+done
+for tag in budget-exact budget-bare budget-bare-tracepoint; do
+  side $tag
+  echo "rc_$tag=$?" >> $R/result.env
+  echo "overhead guest: $tag done"
 done
 echo "finished=yes" >> $R/result.env
 $B sync

@@ -41,6 +41,8 @@ $B mkdir -p /rw/upper /rw/work
 $B mount -t overlay overlay -o lowerdir=/repo:/userland,upperdir=/rw/upper,workdir=/rw/work /newroot || note "overlay failed"
 $B mount -t proc proc /newroot/proc
 $B mount -t sysfs sys /newroot/sys
+# tracefs, as systemd mounts it on a Debian machine (the per-syscall events are found there).
+$B mount -t tracefs tracefs /newroot/sys/kernel/tracing || note "no tracefs"
 $B mount -t devtmpfs dev /newroot/dev
 $B mkdir -p /newroot$R
 $B mount -o bind $R /newroot$R

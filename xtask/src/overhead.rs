@@ -32,6 +32,12 @@ const CHAIN_SIDES: &[(&str, &str)] = &[
     ("bare", "execprof run --mode sampled --sample-hz 1 (the boundaries alone: fentry/fexit)"),
     ("bare-tracepoint", "execprof run --mode sampled --sample-hz 1 --boundaries tracepoint"),
 ];
+/// Budget sides: run once each with the BPF run-time statistics on (`--probe-costs`).
+const BUDGET_SIDES: &[(&str, &str)] = &[
+    ("budget-exact", "exact mode (--mode exact --sample-hz 0)"),
+    ("budget-bare", "the boundaries alone, fentry/fexit"),
+    ("budget-bare-tracepoint", "the boundaries alone, raw tracepoints"),
+];
 /// getpid sides.
 const GETPID_SIDES: &[(&str, &str)] = &[
     ("getpid-untraced", "nothing traced"),
@@ -81,6 +87,11 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
             if result.code(&format!("rc_r{r}-{tag}")) != Some(0) {
                 failed.push(format!("r{r}-{tag}"));
             }
+        }
+    }
+    for (tag, _) in BUDGET_SIDES {
+        if result.code(&format!("rc_{tag}")) != Some(0) {
+            failed.push((*tag).to_owned());
         }
     }
     if !failed.is_empty() {
@@ -143,8 +154,41 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
         let m = median(v);
         println!("| {what} | {m:.1} | {} | {:+.1} | {:.3} |", shown.join(", "), m - base, m / base);
     }
+    for (tag, what) in BUDGET_SIDES {
+        let path = dir.join(format!("{tag}.json"));
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let report: RunReport = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+        print_budget(what, &report, steps)?;
+    }
     println!(
         "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and a `rep movs` counts once."
     );
+    Ok(())
+}
+
+/// One side's instruction budget, hook by hook: each of execprof's programs' runs and
+/// instructions (the kernel's BPF run-time statistics, whose nanoseconds are instructions
+/// under icount: the program and the helpers it calls, and half a clock read of the
+/// statistics' own; not the dispatch into it, which is the rest of the chain's added
+/// instructions).
+fn print_budget(what: &str, report: &RunReport, steps: u32) -> Result<()> {
+    let Some(cost) = &report.probe_cost else {
+        bail!("{what}: the run kept no BPF run-time statistics (--probe-costs), so there is no budget to show");
+    };
+    let attempts = report.analysis.attempts.max(1) as f64;
+    println!("\n| budget: {what} | runs per step | instructions per run | per step | per exec attempt |\n|---|---|---|---|---|");
+    let mut total = 0.0;
+    for p in &cost.programs {
+        let per_step = p.run_ns as f64 / f64::from(steps);
+        total += p.run_ns as f64;
+        println!(
+            "| {} | {:.2} | {:.0} | {per_step:.0} | {:.0} |",
+            p.program,
+            p.runs as f64 / f64::from(steps),
+            p.ns_per_run(),
+            p.run_ns as f64 / attempts
+        );
+    }
+    println!("| all programs | | | {:.0} | {:.0} |", total / f64::from(steps), total / attempts);
     Ok(())
 }

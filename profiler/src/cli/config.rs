@@ -123,6 +123,7 @@ pub fn run_config(args: RunArgs, argv: &[std::ffi::OsString], verbose: bool) -> 
         boundaries: match args.boundaries {
             BoundariesArg::Auto => BoundaryRequest::Auto,
             BoundariesArg::Tracepoint => BoundaryRequest::Tracepoints,
+            BoundariesArg::SyscallEvents => BoundaryRequest::SyscallEvents,
             BoundariesArg::Fentry => BoundaryRequest::Fentry,
         },
         verbose,

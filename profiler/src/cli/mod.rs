@@ -348,10 +348,14 @@ pub enum ModeArg {
 /// Which hooks time the calls (`--boundaries`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum BoundariesArg {
-    /// fentry/fexit where the kernel allows them, raw syscall tracepoints otherwise.
+    /// fentry/fexit where the kernel allows them; otherwise raw syscall tracepoints for a
+    /// launched command, per-syscall events for --pid, --cgroup and --all.
     Auto,
     /// The raw sys_enter/sys_exit tracepoints.
     Tracepoint,
+    /// The per-syscall syscalls:sys_enter/exit_* events of the exec and fork-family calls (no
+    /// program runs for other syscalls; 32-bit processes are not seen).
+    SyscallEvents,
     /// fentry/fexit on the syscalls' functions, or fail.
     Fentry,
 }

@@ -124,6 +124,7 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
             scope: crate::kernel::scope::KernelScope::tree(),
             argv: false,
             boundaries: Default::default(),
+            attached_scope: false,
         },
     )?;
     tracer.trace_process(std::process::id())?;

@@ -107,6 +107,7 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
         scope: crate::kernel::scope::KernelScope::tree(),
         argv: false,
         boundaries: Default::default(),
+        attached_scope: false,
     };
     let mut ebpf = match tracer::load_object(&layout, &opts) {
         Ok(e) => e,

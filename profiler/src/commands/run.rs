@@ -148,6 +148,12 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         attached.tracer.trace_process(c.pid())?;
     }
     let seeded = seed(&mut attached.tracer, &scope, &kernel_scope);
+    // What the per-syscall events will never see: 32-bit programs already running.
+    let running_32_bit = if attached.tracer.boundaries == crate::model::meta::Boundaries::SyscallEvents {
+        crate::kernel::scope::running_32_bit(&scope, &seeded)
+    } else {
+        0
+    };
     if matches!(scope, Scope::Pids { .. }) && seeded.is_empty() {
         return Err(Failure::usage("--pid: every process given exited before it could be traced; nothing to trace").into());
     }
@@ -239,7 +245,8 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     live::exit_on_signal_while_reporting(workload.iter().map(|w| w.dir().to_owned()).collect());
     let tree_ended = Instant::now();
 
-    let kernel_losses = attached.tracer.losses()?;
+    let mut kernel_losses = attached.tracer.losses()?;
+    kernel_losses.add(profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize], running_32_bit);
     let program_costs = attached.tracer.program_costs();
     let attempts = pipeline.attempts();
     let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));
@@ -500,6 +507,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
             scope: scope.clone(),
             argv: cfg.outputs.argv,
             boundaries: cfg.boundaries,
+            attached_scope: command.is_none(),
         },
     )
     .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;

@@ -1,26 +1,59 @@
 //! Which hooks time exec attempts and fork-family calls: fentry/fexit on the syscalls' own
 //! entry functions where the kernel has BPF trampolines (no syscall tracepoint attached: every
-//! other syscall of every process runs no execprof program and keeps the fast path), the raw
-//! `sys_enter`/`sys_exit` tracepoints elsewhere. Both send the same records.
+//! other syscall of every process runs no execprof program and keeps the fast path); where it
+//! refuses them, the raw `sys_enter`/`sys_exit` tracepoints (a program at every syscall of
+//! every process, the cheapest per traced call) or the per-syscall `syscalls:*` events (no
+//! program for other syscalls, a dearer traced call, blind to 32-bit processes). All three
+//! send the same records.
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf,
-    programs::{FEntry, FExit, ProgramError},
+    programs::{FEntry, FExit, ProgramError, TracePoint},
 };
-use profiler_common::names::{BOUNDARIES, Boundary};
+use profiler_common::names::{self, BOUNDARIES, Boundary, SYSCALL_EVENTS};
 
 use crate::model::meta::Boundaries;
 
 /// `--boundaries`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BoundaryRequest {
-    /// fentry/fexit where the kernel allows them, raw syscall tracepoints otherwise.
+    /// fentry/fexit where the kernel allows them; otherwise the raw syscall tracepoints for a
+    /// launched command (the least added to what is measured), the per-syscall events for a
+    /// running-system scope (the least added to everyone else's syscalls, for hours).
     #[default]
     Auto,
     /// The raw syscall tracepoints, even where fentry/fexit would do.
     Tracepoints,
+    /// The per-syscall `syscalls:sys_enter_*`/`sys_exit_*` events, or fail.
+    SyscallEvents,
     /// fentry/fexit, or fail.
     Fentry,
+}
+
+/// The per-syscall events' programs on every `syscalls:sys_{enter,exit}_NAME` of
+/// [`SYSCALL_EVENTS`] (needs a kernel built with `CONFIG_FTRACE_SYSCALLS` and tracefs). On
+/// failure both programs are unloaded, which detaches what was attached.
+pub(crate) fn attach_syscall_events(ebpf: &mut Ebpf) -> Result<()> {
+    let result = (|| {
+        for (program, side) in [(names::PROG_SYS_ENTER_EVENT, "enter"), (names::PROG_SYS_EXIT_EVENT, "exit")] {
+            let p: &mut TracePoint =
+                ebpf.program_mut(program).ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?.try_into()?;
+            p.load().with_context(|| format!("loading {program}"))?;
+            for name in SYSCALL_EVENTS {
+                let event = format!("sys_{side}_{name}");
+                p.attach("syscalls", &event).with_context(|| format!("attaching syscalls:{event}"))?;
+            }
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for program in [names::PROG_SYS_ENTER_EVENT, names::PROG_SYS_EXIT_EVENT] {
+            if let Some(p) = ebpf.program_mut(program).and_then(|p| <&mut TracePoint>::try_from(p).ok()) {
+                let _ = p.unload();
+            }
+        }
+    }
+    result
 }
 
 /// fentry/fexit on every boundary function this kernel has. The 64-bit ABI's are required;
@@ -73,11 +106,21 @@ fn attach_pair(ebpf: &mut Ebpf, b: &Boundary, btf: &Btf, loaded: &mut Vec<&'stat
     Ok(())
 }
 
-/// What `request` gets on this kernel: fentry/fexit, or the raw tracepoints (attached by the
-/// caller with the other probes) and why fentry/fexit were not used, when they were wanted.
-pub(crate) fn choose(ebpf: &mut Ebpf, request: BoundaryRequest) -> Result<(Boundaries, Option<String>)> {
+/// What `request` gets on this kernel (`attached_scope`: a running-system scope, not a
+/// launched command): fentry/fexit, the per-syscall events, or the raw tracepoints (attached
+/// by the caller with the other probes), and why fentry/fexit were not used, when they were
+/// wanted.
+pub(crate) fn choose(ebpf: &mut Ebpf, request: BoundaryRequest, attached_scope: bool) -> Result<(Boundaries, Option<String>)> {
     match request {
         BoundaryRequest::Tracepoints => Ok((Boundaries::RawTracepoints, None)),
+        BoundaryRequest::SyscallEvents => {
+            attach_syscall_events(ebpf).map_err(|e| {
+                anyhow!(
+                    "--boundaries syscall-events: the per-syscall events cannot time the calls here ({e:#}); use --boundaries tracepoint"
+                )
+            })?;
+            Ok((Boundaries::SyscallEvents, None))
+        }
         BoundaryRequest::Fentry => {
             attach_fentry(ebpf).map_err(|e| {
                 anyhow!("--boundaries fentry: fentry/fexit cannot time the syscalls here ({e:#}); use --boundaries tracepoint")
@@ -86,6 +129,10 @@ pub(crate) fn choose(ebpf: &mut Ebpf, request: BoundaryRequest) -> Result<(Bound
         }
         BoundaryRequest::Auto => match attach_fentry(ebpf) {
             Ok(()) => Ok((Boundaries::Fentry, None)),
+            Err(e) if attached_scope => match attach_syscall_events(ebpf) {
+                Ok(()) => Ok((Boundaries::SyscallEvents, Some(format!("{e:#}")))),
+                Err(events) => Ok((Boundaries::RawTracepoints, Some(format!("{e:#}; the per-syscall events too: {events:#}")))),
+            },
             Err(e) => Ok((Boundaries::RawTracepoints, Some(format!("{e:#}")))),
         },
     }

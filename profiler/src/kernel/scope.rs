@@ -232,6 +232,30 @@ pub(crate) fn process_table(scope: &Scope, marked: &HashSet<u32>) -> Vec<crate::
     out
 }
 
+/// Traced processes running a 32-bit (ia32 or x32) program when tracing began: `--all`'s
+/// every process, the marked ones of `--pid` and `--cgroup`, none of a launched tree (its
+/// command is exec'd while traced). Told by their executable's ELF class.
+pub(crate) fn running_32_bit(scope: &Scope, marked: &HashSet<u32>) -> u64 {
+    let all;
+    let pids: &HashSet<u32> = match scope {
+        Scope::Launched => return 0,
+        Scope::All => {
+            all = parents().keys().copied().collect();
+            &all
+        }
+        Scope::Pids { .. } | Scope::Cgroup { .. } => marked,
+    };
+    pids.iter().filter(|pid| elf_32_bit(Path::new(&format!("/proc/{pid}/exe")))).count() as u64
+}
+
+/// The file is an ELFCLASS32 executable (ia32, or x32: 32-bit class, x86_64 machine). A
+/// kernel thread's missing `exe` is not.
+fn elf_32_bit(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 5];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head[..4] == *b"\x7fELF" && head[4] == 1
+}
+
 /// The processes of a cgroup directory and of every directory below it.
 fn cgroup_procs(dir: &Path, out: &mut Vec<u32>) {
     if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {

@@ -29,6 +29,9 @@ pub(crate) struct TracerOptions {
     pub argv: bool,
     /// `--boundaries`.
     pub boundaries: crate::kernel::boundaries::BoundaryRequest,
+    /// A running-system scope (`--pid`, `--cgroup`, `--all`), not a launched command: what
+    /// `--boundaries auto` weighs where fentry/fexit are refused.
+    pub attached_scope: bool,
 }
 
 pub(crate) struct Tracer {
@@ -51,7 +54,7 @@ pub(crate) type EbpfLog = aya_log::EbpfLogger<&'static dyn log::Log>;
 impl Tracer {
     pub(crate) fn load(layout: &TaskLayout, probes: &[ProbeSpec], opts: &TracerOptions) -> Result<Self> {
         let mut ebpf = load_object(layout, opts)?;
-        let (boundaries, boundaries_note) = crate::kernel::boundaries::choose(&mut ebpf, opts.boundaries)?;
+        let (boundaries, boundaries_note) = crate::kernel::boundaries::choose(&mut ebpf, opts.boundaries, opts.attached_scope)?;
         let attach = probes::attach_all(&mut ebpf, probes, boundaries == Boundaries::RawTracepoints)?;
         let ids = take_map(&mut ebpf, names::MAP_IDS)?;
         let tree_alive = take_map(&mut ebpf, names::MAP_TREE_ALIVE)?;
@@ -98,7 +101,12 @@ impl Tracer {
         let mut out = Vec::with_capacity(counter::COUNT as usize + 1);
         for (i, name) in counter::NAMES.iter().enumerate() {
             let per_cpu = self.counters.get(&(i as u32), 0).context("reading loss counters")?;
-            out.push(((*name).to_owned(), per_cpu.iter().sum()));
+            let mut n: u64 = per_cpu.iter().sum();
+            // 32-bit images are a loss only to the per-syscall events, which never see them.
+            if i as u32 == counter::NON_NATIVE_EXEC && self.boundaries != Boundaries::SyscallEvents {
+                n = 0;
+            }
+            out.push(((*name).to_owned(), n));
         }
         let left = match self.ebpf.map(names::MAP_CALL_ENTRIES) {
             Some(map) => aya::maps::HashMap::<_, u64, u64>::try_from(map).map_or(0, |m| m.keys().count() as u64),

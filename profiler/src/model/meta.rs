@@ -110,6 +110,14 @@ pub struct LossCounters(pub Vec<(String, u64)>);
 pub const ENTRIES_WITHOUT_RETURN: &str = "probed entry without return";
 
 impl LossCounters {
+    /// Adds `n` to the counter `name` (a new one if it is not there).
+    pub fn add(&mut self, name: &str, n: u64) {
+        match self.0.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => *v += n,
+            None => self.0.push((name.to_owned(), n)),
+        }
+    }
+
     /// All losses together, kernel and user space.
     pub fn total(&self) -> u64 {
         self.0.iter().map(|(_, n)| n).sum()
@@ -170,6 +178,10 @@ pub enum Boundaries {
     /// fentry/fexit on the syscalls' own entry functions (`__x64_sys_execve` and kin): no
     /// syscall tracepoint is attached, so other syscalls run no execprof program.
     Fentry,
+    /// The per-syscall `syscalls:sys_enter_*`/`sys_exit_*` events of the exec and fork-family
+    /// calls: other syscalls take the slow path but run no execprof program; 32-bit processes'
+    /// calls are not seen (counted as a loss where one ran).
+    SyscallEvents,
 }
 
 /// How exact mode times a function.
@@ -259,6 +271,10 @@ impl Mode {
             }
             (Boundaries::RawTracepoints, why) => format!(
                 "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec){}",
+                if why.is_some() { "; fentry/fexit refused here" } else { "" }
+            ),
+            (Boundaries::SyscallEvents, why) => format!(
+                "exact at per-syscall event boundaries (syscalls:sys_enter/exit_execve[at] and the fork family: other syscalls run nothing, 32-bit processes are not seen), sched_prepare_exec, sched_process_exec{}",
                 if why.is_some() { "; fentry/fexit refused here" } else { "" }
             ),
         };

@@ -641,7 +641,17 @@ fn render_losses(o: &mut String, r: &RunReport) {
     if cut && r.losses.total() > 0 {
         let _ = writeln!(o, "  The recording was cut: a call still open at the cut counts as an enter without exit.");
     } else if r.losses.total() > 0 {
-        let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
+        let non_native = profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize];
+        let blind = r.losses.0.iter().find(|(k, _)| k == non_native).map_or(0, |(_, n)| *n);
+        if blind > 0 {
+            let _ = writeln!(
+                o,
+                "  {blind} traced process(es) ran a 32-bit program, whose exec and fork calls the per-syscall events never see: run again with --boundaries tracepoint."
+            );
+        }
+        if r.losses.total() > blind {
+            let _ = writeln!(o, "  Some events were lost: raise --ring-mib, or reduce the workload, and run again.");
+        }
     }
 }
 

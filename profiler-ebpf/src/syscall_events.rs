@@ -1,0 +1,72 @@
+//! Exec attempt and fork-family call boundaries from the per-syscall `syscalls:sys_enter_*` /
+//! `sys_exit_*` events (execve, execveat, clone, clone3, fork, vfork), for kernels that refuse
+//! fentry/fexit: attaching them still puts every syscall on the slow path, but the kernel
+//! filters the other syscalls by a bitmap in C and runs no execprof program for them, where
+//! the raw `sys_enter`/`sys_exit` tracepoints run one at every syscall of every process. The
+//! price is on the traced calls (perf's syscall path builds a record per hit) and on the ABIs
+//! these events ignore: x86 drops ia32 and x32 calls from them, so a 32-bit program's calls
+//! are never seen. That cannot be made up for here, only found and counted: a traced exec of
+//! a 32-bit image is counted at `sched_process_exec` ([`count_non_native`]), and user space
+//! adds the 32-bit processes that were running when tracing began. The records are the raw
+//! tracepoints' own ([`crate::syscalls`]).
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+use profiler_common::counter;
+
+use crate::{
+    maps,
+    syscalls::{REGS_ORIG_AX, X32_SYSCALL_BIT, classify, on_enter, on_exit},
+    task,
+};
+
+/// Byte offsets in a `syscalls:*` event's record, after the 8 bytes of common fields.
+const SYSCALL_NR: usize = 8;
+const EXIT_RET: usize = 16;
+
+/// The thread's saved user registers (the arguments, as at `sys_enter`).
+#[inline(always)]
+fn user_regs() -> u64 {
+    unsafe { generated::bpf_task_pt_regs(generated::bpf_get_current_task_btf()) as u64 }
+}
+
+/// `syscalls:sys_enter_{execve,execveat,clone,clone3,fork,vfork}`: only the 64-bit ABI's.
+#[tracepoint]
+pub fn sys_enter_event(ctx: TracePointContext) -> u32 {
+    let Ok(nr) = (unsafe { ctx.read_at::<i32>(SYSCALL_NR) }) else { return 0 };
+    let Some(syscall) = classify(nr as u64, false) else { return 0 };
+    let (pid, tgid) = task::current_ids();
+    if !maps::current_is_traced(tgid) {
+        return 0;
+    }
+    on_enter(user_regs(), syscall, false, pid, tgid, task::current());
+    0
+}
+
+/// The matching `syscalls:sys_exit_*` events.
+#[tracepoint]
+pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
+    let (pid, tgid) = task::current_ids();
+    if !maps::is_traced(tgid) {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    let Ok(nr) = (unsafe { ctx.read_at::<i32>(SYSCALL_NR) }) else { return 0 };
+    let Some(syscall) = classify(nr as u64, false) else { return 0 };
+    let Ok(ret) = (unsafe { ctx.read_at::<i64>(EXIT_RET) }) else { return 0 };
+    on_exit(user_regs(), syscall, false, ret, now, (pid, tgid, task::current()));
+    0
+}
+
+/// At `sched_process_exec` of a traced process: the new image is 32-bit (ia32: `TS_COMPAT`;
+/// x32: the x32 bit in the number the kernel set for the first return). Counted whatever the
+/// boundaries; user space reports it as a loss only where the syscall events timed the calls.
+#[inline(always)]
+pub fn count_non_native(current: u64) {
+    let x32 = unsafe { bpf_probe_read_kernel((user_regs() + REGS_ORIG_AX) as *const u64) }.is_ok_and(|nr| nr & X32_SYSCALL_BIT != 0);
+    if x32 || task::in_compat_syscall(current) {
+        maps::count(counter::NON_NATIVE_EXEC);
+    }
+}
