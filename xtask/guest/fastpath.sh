@@ -9,7 +9,8 @@
 # then finished=yes as the last line.
 # /guest.env (written by xtask) sets STEPS, REPEAT, SAMPLE_HZ, WORKLOADS (tags; empty: the
 # smoke probes only), EXTRA_<tag> (the workload's chain options), LAB_DEV (the ext4 disk the
-# chain's directories go on) and RESULTS_DEV.
+# chain's directories go on) and RESULTS_DEV. The `direct` workload (no misses) runs exact
+# mode only, without sampling: its question is instructions per function.
 B=/bin/busybox
 export PATH=/bin
 $B mount -t proc proc /proc
@@ -64,13 +65,19 @@ for tag in $WORKLOADS; do
     fact cgroup "$($B cat /proc/self/cgroup)"
   fi
   # Exact and sampled together (auto), then sampled alone: without the exact probes' cost
-  # inside every probed call, the samples' shares are the kernel's own.
+  # inside every probed call, the samples' shares are the kernel's own. The direct chain's
+  # question is instructions per function: exact alone, no sampling interrupt in any of them.
+  [ "$tag" = direct ] && run="/execprof run --sample-hz 0"
   eval "$run --mode auto --steps $STEPS $extra --repeat $REPEAT $single $double -o /tmp/$tag-single.execprof --vs-output /tmp/$tag-double.execprof" > /tmp/$tag-ab.txt 2>&1
   fact "rc_$tag-ab" $?
-  eval "$run --mode sampled --steps $STEPS $extra --repeat $REPEAT $single $double -o /tmp/$tag-sampled-single.execprof --vs-output /tmp/$tag-sampled-double.execprof" > /tmp/$tag-sampled-ab.txt 2>&1
-  fact "rc_$tag-sampled-ab" $?
+  if [ "$tag" != direct ]; then
+    eval "$run --mode sampled --steps $STEPS $extra --repeat $REPEAT $single $double -o /tmp/$tag-sampled-single.execprof --vs-output /tmp/$tag-sampled-double.execprof" > /tmp/$tag-sampled-ab.txt 2>&1
+    fact "rc_$tag-sampled-ab" $?
+  fi
   eval "$run --mode auto --steps $STEPS $extra --repeat $REPEAT --setup 'echo 2 > /proc/sys/fs/exec_lookup' -o /tmp/$tag-none.execprof" > /tmp/$tag-none.txt 2>&1
   fact "rc_$tag-none" $?
+  # Back to the root cgroup for the workloads after memcg.
+  [ "$tag" = memcg ] && echo $$ > /sys/fs/cgroup/cgroup.procs
 done
 echo 0 > /proc/sys/fs/exec_lookup
 fact clock_end "$(clock)"

@@ -40,9 +40,15 @@ const SAMPLE_HZ: u32 = 4999;
 /// Workloads: a tag and the extra chain options.
 const WORKLOADS: &[(&str, &str)] = &[("root", ""), ("env64", "--env-vars 64"), ("memcg", "")];
 
+/// The chain without PATH misses (`--direct`: every exec by its path), under the three
+/// strategies in exact mode only (the guest runs its `ab` and `none` runs, not the sampled
+/// ones): the seeds' spawnbench ordering, single slower than both double and none, asked of
+/// instructions function by function.
+const DIRECT: (&str, &str) = ("direct", "--direct");
+
 /// The guest's `/guest.env`: the lab's size and its workloads (none in probe mode).
 fn guest_env(steps: u32, repeat: u32, probe_only: bool) -> GuestEnv {
-    let workloads: &[(&str, &str)] = if probe_only { &[] } else { WORKLOADS };
+    let workloads: Vec<(&str, &str)> = if probe_only { vec![] } else { WORKLOADS.iter().copied().chain([DIRECT]).collect() };
     let tags: Vec<&str> = workloads.iter().map(|(tag, _)| *tag).collect();
     let mut env = GuestEnv::default()
         .set("STEPS", steps)
@@ -51,7 +57,7 @@ fn guest_env(steps: u32, repeat: u32, probe_only: bool) -> GuestEnv {
         .set("WORKLOADS", tags.join(" "))
         .set("LAB_DEV", guest::virtio_disk(0))
         .set("RESULTS_DEV", guest::virtio_disk(1));
-    for (tag, extra) in workloads {
+    for (tag, extra) in &workloads {
         env = env.set(&format!("EXTRA_{tag}"), extra);
     }
     env
@@ -328,7 +334,7 @@ fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32, probe_only: 
     std::fs::write(&initrd, c.finish())?;
     eprintln!(
         "xtask: fast-path lab: {} runs of {steps} steps inside the patched kernel (TCG: this takes minutes)",
-        if probe_only { 0 } else { WORKLOADS.len() * repeat as usize * 5 }
+        if probe_only { 0 } else { (WORKLOADS.len() * 5 + 3) * repeat as usize }
     );
     boot_lab(&image, &initrd, &results, work, Duration::from_secs(1500))?;
     let console = work.join("console.log");
@@ -348,6 +354,7 @@ fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32, probe_only: 
         for (tag, _) in WORKLOADS {
             runs.extend(["ab", "sampled-ab", "none"].map(|r| format!("rc_{tag}-{r}")));
         }
+        runs.extend(["ab", "none"].map(|r| format!("rc_{}-{r}", DIRECT.0)));
     }
     for key in &runs {
         let rc = result.code(key);
@@ -385,6 +392,7 @@ fn analyse(execprof: &Path, work: &Path) -> Result<()> {
         println!("\n== {tag}: the single-lookup recording's --fast-path estimate (sampled) ==\nFast path:{estimate}");
         println!("{}", estimate_beside_measured(tag, &sampled_single, &sampled_diff));
     }
+    failed.extend(analyse_direct(execprof, work)?);
     println!(
         "\nTimes are guest time under QEMU/TCG with -icount shift=0: the guest clock advances 1 ns per instruction executed, so a time \
          here is an instruction count (deterministic, free of the host's noise, blind to cache misses and memory latency): read \
@@ -396,4 +404,75 @@ fn analyse(execprof: &Path, work: &Path) -> Result<()> {
     }
     println!("fastpath: all checks passed ({} workloads × single, double, none)", WORKLOADS.len());
     Ok(())
+}
+
+/// Probed functions shown in the direct chain's table.
+const DIRECT_FUNCTIONS_SHOWN: usize = 16;
+
+/// The direct chain under the three strategies: each successful exec's median and mean
+/// instructions, and per probed function its self instructions per exec in each, largest
+/// difference first, with the probed functions' sum and what lies outside them; so whether
+/// the instructions give the seeds' ordering (single slower than double and none), and which
+/// functions carry it, is read off rather than guessed. Checks only the structure (the same
+/// successful execs, no failures, exact times on both sides). Returns the checks that failed.
+fn analyse_direct(execprof: &Path, work: &Path) -> Result<Vec<String>> {
+    let tag = DIRECT.0;
+    let rec = |v: &str| work.join(format!("{tag}-{v}.execprof"));
+    let variants = [
+        ("single", report(execprof, &rec("single"))?),
+        ("double", report(execprof, &rec("double"))?),
+        ("none", report(execprof, &rec("none"))?),
+    ];
+    let mut failed = Vec::new();
+    let successes: Vec<u64> = variants.iter().map(|(_, r)| count(r, Outcome::Success)).collect();
+    if successes.iter().any(|&n| n != successes[0] || n == 0) {
+        failed.push(format!("{tag}: successful execs differ between variants or are missing: {successes:?}"));
+    }
+    for (v, r) in &variants {
+        let failures = r.analysis.attempts - count(r, Outcome::Success);
+        if failures != 0 {
+            failed.push(format!("{tag}-{v}: {failures} failed attempts in a chain without misses"));
+        }
+    }
+    diff(execprof, work, &format!("{tag}-single"), &format!("{tag}-double"))?;
+    diff(execprof, work, &format!("{tag}-single"), &format!("{tag}-none"))?;
+    let timing = |r: &RunReport| r.analysis.exact.as_ref().and_then(|x| x.outcomes.iter().find(|o| o.outcome == Outcome::Success)).cloned();
+    let timings: Vec<_> = variants.iter().map(|(v, r)| (*v, timing(r))).collect();
+    if let Some((v, _)) = timings.iter().find(|(_, t)| t.is_none()) {
+        failed.push(format!("{tag}-{v}: no exact times for the successful execs"));
+        return Ok(failed);
+    }
+    let timings: Vec<_> = timings.into_iter().map(|(v, t)| (v, t.unwrap_or_else(|| unreachable!()))).collect();
+    let latency = |r: &RunReport| r.analysis.outcomes.iter().find(|o| o.outcome == Outcome::Success).and_then(|o| o.latency);
+    println!("\n== {tag}: the chain without misses (every exec by its path), successful execs, instructions per exec ==");
+    println!("  {:<40} {:>12} {:>12} {:>12}", "", "single", "double", "none");
+    let row = |what: &str, f: &dyn Fn(usize) -> f64| {
+        println!("  {what:<40} {:>12.0} {:>12.0} {:>12.0}", f(0), f(1), f(2));
+    };
+    row("median (the tracepoints' window)", &|i| latency(&variants[i].1).map_or(f64::NAN, |l| l.median().value));
+    row("mean", &|i| timings[i].1.mean_ns);
+    row("probed functions' self time, summed", &|i| timings[i].1.functions.iter().map(|f| f.self_per_attempt.value).sum());
+    row("outside every probed function", &|i| timings[i].1.unprobed_ns_per_attempt);
+    let mut names: Vec<&str> = Vec::new();
+    for (_, t) in &timings {
+        for f in &t.functions {
+            if !names.contains(&f.function.as_str()) {
+                names.push(&f.function);
+            }
+        }
+    }
+    let own = |i: usize, name: &str| timings[i].1.functions.iter().find(|f| f.function == name).map_or(0.0, |f| f.self_per_attempt.value);
+    names.sort_by(|x, y| {
+        let spread = |n: &str| (own(0, n) - own(1, n)).abs() + (own(0, n) - own(2, n)).abs();
+        spread(y).total_cmp(&spread(x)).then(x.cmp(y))
+    });
+    println!("  self instructions per exec, by function (largest difference first; single − double, single − none):");
+    for n in names.iter().take(DIRECT_FUNCTIONS_SHOWN) {
+        let (s, d, x) = (own(0, n), own(1, n), own(2, n));
+        println!("    {n:<38} {s:>12.0} {d:>12.0} {x:>12.0}   {:>+8.0} {:>+8.0}", s - d, s - x);
+    }
+    if names.len() > DIRECT_FUNCTIONS_SHOWN {
+        println!("    ... {} more functions (in the recordings' reports)", names.len() - DIRECT_FUNCTIONS_SHOWN);
+    }
+    Ok(failed)
 }

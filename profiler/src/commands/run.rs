@@ -246,7 +246,9 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let tree_ended = Instant::now();
 
     let mut kernel_losses = attached.tracer.losses()?;
-    kernel_losses.add(profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize], running_32_bit);
+    if running_32_bit > 0 {
+        kernel_losses.add(profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize], running_32_bit);
+    }
     let program_costs = attached.tracer.program_costs();
     let attempts = pipeline.attempts();
     let _notice = SlowNotice::start(format!("analysing {} exec attempts…", live::group(attempts)));

@@ -101,12 +101,12 @@ impl Tracer {
         let mut out = Vec::with_capacity(counter::COUNT as usize + 1);
         for (i, name) in counter::NAMES.iter().enumerate() {
             let per_cpu = self.counters.get(&(i as u32), 0).context("reading loss counters")?;
-            let mut n: u64 = per_cpu.iter().sum();
-            // 32-bit images are a loss only to the per-syscall events, which never see them.
+            // 32-bit images are a loss only to the per-syscall events, which never see them:
+            // elsewhere the counter is not one, and the report does not list it.
             if i as u32 == counter::NON_NATIVE_EXEC && self.boundaries != Boundaries::SyscallEvents {
-                n = 0;
+                continue;
             }
-            out.push(((*name).to_owned(), n));
+            out.push(((*name).to_owned(), per_cpu.iter().sum()));
         }
         let left = match self.ebpf.map(names::MAP_CALL_ENTRIES) {
             Some(map) => aya::maps::HashMap::<_, u64, u64>::try_from(map).map_or(0, |m| m.keys().count() as u64),
