@@ -142,9 +142,12 @@ impl LossCounters {
         [RING_FULL, EXEC_ENTER_DROPPED, FORK_ENTER_DROPPED, ARGV_DROPPED].iter().map(|&i| self.kernel(i)).sum()
     }
 
-    /// All kernel counters at zero (for reports built without a kernel).
+    /// All kernel counters at zero (for reports built without a kernel), as a run that did not
+    /// time with the per-syscall events lists them (without the 32-bit counter, which is a
+    /// loss only there).
     pub fn zero() -> Self {
-        let names = profiler_common::counter::NAMES.iter().copied().chain([ENTRIES_WITHOUT_RETURN]);
+        let non_native = profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize];
+        let names = profiler_common::counter::NAMES.iter().copied().filter(|&n| n != non_native).chain([ENTRIES_WITHOUT_RETURN]);
         Self(names.map(|n| (n.to_string(), 0)).collect())
     }
 }
