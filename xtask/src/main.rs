@@ -170,8 +170,20 @@ fn vm_suite(only: Option<&str>, filter: Option<&str>) -> Result<()> {
     run(Command::new("cargo").args(["build", "--release"]))?;
     let bins = suite::test_binaries()?;
     let mut failures = Vec::new();
-    for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
-        let r = suite::run_suite(label, meta, &bins, filter, std::time::Duration::from_secs(40 * 60))?;
+    let prepared = vm::KERNELS
+        .iter()
+        .filter(|(l, _)| only.is_none_or(|o| o == *l))
+        .map(|(label, meta)| suite::prepare_suite(label, meta, &bins, filter))
+        .collect::<Result<Vec<_>>>()?;
+    // Each TCG guest runs on one vCPU: the two kernels' suites side by side, one per core.
+    let runs: Vec<Result<suite::SuiteRun>> = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            prepared.into_iter().map(|p| s.spawn(move || suite::boot_suite(p, std::time::Duration::from_secs(40 * 60)))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a guest's thread panicked")))).collect()
+    });
+    for r in runs {
+        let r = r?;
+        let label = &r.kernel;
         let failed = r.failures();
         println!(
             "vm-suite: {label}: {} of {} test binaries passed (console: {}; each binary's output: {})",

@@ -248,7 +248,22 @@ impl SuiteRun {
     }
 }
 
-pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Option<&str>, timeout: Duration) -> Result<SuiteRun> {
+/// A guest ready to boot: its kernel, initramfs, disks and work directory, all built.
+pub struct PreparedSuite {
+    label: String,
+    package: String,
+    kernel: PathBuf,
+    initrd: PathBuf,
+    drives: [PathBuf; 2],
+    disk: ResultsDisk,
+    work: PathBuf,
+    /// The test binaries, in the order the guest runs them.
+    exes: Vec<PathBuf>,
+}
+
+/// Builds everything one guest's suite needs (fetching its kernel, the shared userland image
+/// once): done one guest after the other, so the guests can then boot side by side.
+pub fn prepare_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Option<&str>) -> Result<PreparedSuite> {
     let package = vm::resolve_package(meta)?;
     let pkg_dir = vm::fetch_package(&package)?;
     let kernel = vm::vmlinuz(&pkg_dir)?;
@@ -278,12 +293,21 @@ pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Option<&s
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
     let disk = ResultsDisk::create(work.join("results.img"), 256)?;
+    let exes = bins.iter().map(|b| b.exe.clone()).collect();
+    Ok(PreparedSuite { label: label.to_owned(), package, kernel, initrd, drives: [userland, repo], disk, work, exes })
+}
+
+/// Boots a prepared guest (one vCPU) and reads its results back. The shared disks are
+/// read-only, so two guests may boot at once.
+pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
+    let PreparedSuite { label, package, kernel, initrd, drives, disk, work, exes } = p;
+    let label = label.as_str();
     eprintln!("xtask: the whole test suite inside {label} ({package}); TCG is slow, this takes many minutes");
     vm::boot(
         &vm::Boot {
             kernel: &kernel,
             initrd: &initrd,
-            drives: &[userland, repo],
+            drives: &drives,
             results: Some(&disk),
             memory_mib: 6144,
             timeout,
@@ -306,6 +330,6 @@ pub fn run_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Option<&s
     if !result.finished() {
         eprintln!("xtask: guest {label}: the suite did not run to its end (time limit {timeout:?}); console in {}", console.display());
     }
-    let results = bins.iter().enumerate().map(|(i, b)| (b.exe.clone(), result.code(&format!("test_rc_{i}")))).collect();
+    let results = exes.into_iter().enumerate().map(|(i, exe)| (exe, result.code(&format!("test_rc_{i}")))).collect();
     Ok(SuiteRun { kernel: label.to_owned(), results, console, logs: result.dir.join("tests") })
 }
