@@ -29,9 +29,11 @@ fn fork_exec_degrades_with_a_big_dirty_parent_and_vfork_methods_do_not() {
     let fork = ratio("fork-exec");
     if execprof::testing::slowdown() > 1 {
         // Under emulation (a guest kernel under TCG) everything is slower, the page-table
-        // copy less so than the rest: the same direction, smaller factors.
+        // copy less so than the rest: the same direction, smaller factors. 20 spawns a side
+        // give a noisy median when another guest shares the machine (`cargo xtask ci` runs
+        // two side by side): one vfork method was seen at 2.2x beside fork+exec's 4.0x.
         let worst = others.iter().map(|o| o.1).fold(0.0, f64::max);
-        assert!(fork > 2.0 * worst, "fork+exec slowed {fork:.1}x, the vfork methods up to {worst:.1}x: {others:?}");
+        assert!(fork > 1.5 * worst, "fork+exec slowed {fork:.1}x, the vfork methods up to {worst:.1}x: {others:?}");
     } else {
         // Typically 10-30x here; 5x leaves room for a busy machine (9.0x was seen while a
         // build ran beside the suite) and still far above the vfork methods' bound.
