@@ -37,15 +37,27 @@ pub mod names {
     pub const PROG_EXACT_FEXIT_PREFIX: &str = "exact_fexit_";
 
     /// fentry/fexit boundaries: each exec syscall function, and `kernel_clone` for the fork
-    /// family, with its entry and exit programs (exit `""`: only counted, x32's execs).
+    /// family, with its entry and exit programs (exit `""`: only counted, x32's execs). The
+    /// functions are the target architecture's (arch/*/include/asm/syscall_wrapper.h); the
+    /// programs are the same on both, the compat pair timing ia32 or AArch32 calls.
+    #[cfg(not(target_arch = "aarch64"))]
     pub const BOUNDARIES: &[Boundary] = &[
         Boundary { function: "__x64_sys_execve", entry: "in_execve", exit: "out_execve", native: true },
         Boundary { function: "__x64_sys_execveat", entry: "in_execveat", exit: "out_execveat", native: true },
-        Boundary { function: "__ia32_compat_sys_execve", entry: "in_ia32_execve", exit: "out_ia32_execve", native: false },
-        Boundary { function: "__ia32_compat_sys_execveat", entry: "in_ia32_execveat", exit: "out_ia32_execveat", native: false },
+        Boundary { function: "__ia32_compat_sys_execve", entry: "in_compat_execve", exit: "out_compat_execve", native: false },
+        Boundary { function: "__ia32_compat_sys_execveat", entry: "in_compat_execveat", exit: "out_compat_execveat", native: false },
         Boundary { function: "kernel_clone", entry: "in_kernel_clone", exit: "out_kernel_clone", native: true },
         Boundary { function: "__x64_compat_sys_execve", entry: "in_x32_execve", exit: "", native: false },
         Boundary { function: "__x64_compat_sys_execveat", entry: "in_x32_execveat", exit: "", native: false },
+    ];
+    /// arm64's: the AArch32 functions exist only with `CONFIG_COMPAT`; there is no x32.
+    #[cfg(target_arch = "aarch64")]
+    pub const BOUNDARIES: &[Boundary] = &[
+        Boundary { function: "__arm64_sys_execve", entry: "in_execve", exit: "out_execve", native: true },
+        Boundary { function: "__arm64_sys_execveat", entry: "in_execveat", exit: "out_execveat", native: true },
+        Boundary { function: "__arm64_compat_sys_execve", entry: "in_compat_execve", exit: "out_compat_execve", native: false },
+        Boundary { function: "__arm64_compat_sys_execveat", entry: "in_compat_execveat", exit: "out_compat_execveat", native: false },
+        Boundary { function: "kernel_clone", entry: "in_kernel_clone", exit: "out_kernel_clone", native: true },
     ];
 
     /// One row of [`BOUNDARIES`].
@@ -55,8 +67,8 @@ pub mod names {
         pub function: &'static str,
         pub entry: &'static str,
         pub exit: &'static str,
-        /// The 64-bit ABI's: every x86_64 kernel has it. The others exist only with ia32 or
-        /// x32 emulation built in.
+        /// The 64-bit ABI's: every kernel of the architecture has it. The others exist only
+        /// with compat (ia32, AArch32) or x32 emulation built in.
         pub native: bool,
     }
 

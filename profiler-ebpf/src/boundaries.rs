@@ -1,21 +1,23 @@
 //! Exec attempt and fork-family call boundaries from fentry/fexit, where the kernel has BPF
 //! trampolines: no syscall tracepoint is attached then, so every other syscall of every
 //! process runs no execprof program and keeps the syscall fast path. The exec calls are timed
-//! on their syscall functions (`__x64_sys_execve` and kin, the ia32 ones), each with its own
+//! on their syscall functions (`__x64_sys_execve` and kin, the ia32 ones; on arm64
+//! `__arm64_sys_execve` and the AArch32 `__arm64_compat_sys_execve`), each with its own
 //! pair of programs with its syscall and ABI built in; the fork family on `kernel_clone`,
 //! which all of its calls in both ABIs go through (the `fork`/`vfork` syscall functions have
 //! no BTF in Debian's kernels), classified by the syscall number in the thread's registers as
 //! at `sys_enter`. The records are the raw tracepoints' own ([`crate::syscalls`]).
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    helpers::{bpf_ktime_get_ns, generated},
     macros::{fentry, fexit},
     programs::{FEntryContext, FExitContext},
 };
 use profiler_common::traced_syscall::{CLONE, EXECVE, EXECVEAT};
 
 use crate::{
+    arch::{self, candidate, classify},
     maps,
-    syscalls::{REGS_ORIG_AX, X32_SYSCALL_BIT, candidate, classify, count_x32, on_enter, on_exit},
+    syscalls::{on_enter, on_exit},
     task,
 };
 
@@ -44,17 +46,17 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
 #[inline(always)]
 fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
     let regs = unsafe { generated::bpf_task_pt_regs(generated::bpf_get_current_task_btf()) } as u64;
-    let nr = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.ok()?;
-    if nr & X32_SYSCALL_BIT != 0 {
+    let nr = arch::call_nr(regs)?;
+    if arch::untimed_abi(nr) {
         if at_entry {
-            count_x32(nr);
+            arch::count_untimed(nr);
         }
         return None;
     }
     if !candidate(nr) {
         return None;
     }
-    let compat = task::in_compat_syscall(current);
+    let compat = arch::in_compat_syscall(current, regs);
     let syscall = classify(nr, compat).filter(|&s| s >= CLONE)?;
     Some((regs, syscall, compat))
 }
@@ -108,19 +110,21 @@ macro_rules! boundaries {
 boundaries! {
     in_execve, out_execve => EXECVE, false;
     in_execveat, out_execveat => EXECVEAT, false;
-    in_ia32_execve, out_ia32_execve => EXECVE, true;
-    in_ia32_execveat, out_ia32_execveat => EXECVEAT, true;
+    in_compat_execve, out_compat_execve => EXECVE, true;
+    in_compat_execveat, out_compat_execveat => EXECVEAT, true;
 }
 
 /// x32's exec calls have their own functions: counted, not timed (as at `sys_enter`).
+#[cfg(bpf_target_arch = "x86_64")]
 #[fentry]
 pub fn in_x32_execve(_ctx: FEntryContext) -> u32 {
-    count_x32(520);
+    arch::count_x32(520);
     0
 }
 
+#[cfg(bpf_target_arch = "x86_64")]
 #[fentry]
 pub fn in_x32_execveat(_ctx: FEntryContext) -> u32 {
-    count_x32(545);
+    arch::count_x32(545);
     0
 }

@@ -4,6 +4,7 @@
 #![no_std]
 #![no_main]
 
+mod arch;
 mod argv;
 mod boundaries;
 mod doctor;

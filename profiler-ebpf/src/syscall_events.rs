@@ -10,15 +10,16 @@
 //! adds the 32-bit processes that were running when tracing began. The records are the raw
 //! tracepoints' own ([`crate::syscalls`]).
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    helpers::{bpf_ktime_get_ns, generated},
     macros::tracepoint,
     programs::TracePointContext,
 };
 use profiler_common::counter;
 
 use crate::{
+    arch::{self, classify},
     maps,
-    syscalls::{REGS_ORIG_AX, X32_SYSCALL_BIT, classify, on_enter, on_exit},
+    syscalls::{on_enter, on_exit},
     task,
 };
 
@@ -60,13 +61,12 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// At `sched_process_exec` of a traced process: the new image is 32-bit (ia32: `TS_COMPAT`;
-/// x32: the x32 bit in the number the kernel set for the first return). Counted whatever the
-/// boundaries; user space reports it as a loss only where the syscall events timed the calls.
+/// At `sched_process_exec` of a traced process: the new image is 32-bit
+/// ([`arch::image_32_bit`]). Counted whatever the boundaries; user space reports it as a loss
+/// only where the syscall events timed the calls.
 #[inline(always)]
 pub fn count_non_native(current: u64) {
-    let x32 = unsafe { bpf_probe_read_kernel((user_regs() + REGS_ORIG_AX) as *const u64) }.is_ok_and(|nr| nr & X32_SYSCALL_BIT != 0);
-    if x32 || task::in_compat_syscall(current) {
+    if arch::image_32_bit(current, user_regs()) {
         maps::count(counter::NON_NATIVE_EXEC);
     }
 }

@@ -17,102 +17,13 @@ use profiler_common::{
     RecordHeader, SyscallEnterRecord, SyscallExitRecord, WireRecord, counter, limits::FILENAME_CAP, record_flags, traced_syscall,
 };
 
-use crate::{argv, maps, task};
+use crate::{
+    arch::{self, arg_regs, argv_reg, candidate, classify},
+    argv, maps, task,
+};
 
-/// x86_64 syscall numbers.
-mod x64 {
-    pub const EXECVE: u64 = 59;
-    pub const EXECVEAT: u64 = 322;
-    pub const CLONE: u64 = 56;
-    pub const FORK: u64 = 57;
-    pub const VFORK: u64 = 58;
-    pub const CLONE3: u64 = 435;
-}
-/// ia32 syscall numbers: what `sys_enter`/`sys_exit` report for a compat task. Its 59 or 322
-/// is another call (`oldolduname`, `timerfd_create`), never an exec.
-mod ia32 {
-    pub const EXECVE: u64 = 11;
-    pub const EXECVEAT: u64 = 358;
-    pub const FORK: u64 = 2;
-    pub const CLONE: u64 = 120;
-    pub const VFORK: u64 = 190;
-    pub const CLONE3: u64 = 435;
-}
-/// Byte offsets in x86_64 `struct pt_regs` (a stable user-visible layout).
-const REGS_BX: u64 = 5 * 8;
-const REGS_R8: u64 = 9 * 8;
-const REGS_CX: u64 = 11 * 8;
-const REGS_DX: u64 = 12 * 8;
-const REGS_SI: u64 = 13 * 8;
-const REGS_DI: u64 = 14 * 8;
-pub const REGS_ORIG_AX: u64 = 15 * 8;
 const AT_FDCWD: i32 = -100;
 const AT_EMPTY_PATH: u64 = 0x1000;
-
-/// The x32 ABI's calls carry this bit in their number (execve is 520 there, execveat 545; the
-/// fork family keeps its x86_64 numbers).
-pub const X32_SYSCALL_BIT: u64 = 0x4000_0000;
-
-/// An x32 exec or fork-family call of a traced process (x32 is off in Debian's kernels unless
-/// booted with `syscall.x32=y`): not timed, but counted, so the report says so and is marked
-/// incomplete rather than silently short.
-#[inline(always)]
-pub fn count_x32(nr: u64) {
-    if matches!(nr & !X32_SYSCALL_BIT, 520 | 545 | x64::CLONE | x64::FORK | x64::VFORK | x64::CLONE3)
-        && maps::is_traced(task::current_ids().1)
-    {
-        maps::count(counter::X32_CALL_UNTRACED);
-    }
-}
-
-/// Whether `nr` is a traced syscall in either ABI: the first, cheapest filter, before the
-/// task is looked at. Bit `n` of the mask is syscall `n` below 64.
-#[inline(always)]
-pub fn candidate(nr: u64) -> bool {
-    const LOW: u64 = 1 << x64::EXECVE | 1 << x64::CLONE | 1 << x64::FORK | 1 << x64::VFORK | 1 << ia32::EXECVE | 1 << ia32::FORK;
-    if nr < 64 {
-        return LOW >> nr & 1 != 0;
-    }
-    matches!(nr, x64::EXECVEAT | x64::CLONE3 | ia32::EXECVEAT | ia32::CLONE | ia32::VFORK)
-}
-
-/// The traced syscalls: ours to record, and how. `compat`: the task is in the ia32 ABI.
-#[inline(always)]
-pub fn classify(nr: u64, compat: bool) -> Option<u32> {
-    Some(if compat {
-        match nr {
-            ia32::EXECVE => traced_syscall::EXECVE,
-            ia32::EXECVEAT => traced_syscall::EXECVEAT,
-            ia32::CLONE => traced_syscall::CLONE,
-            ia32::CLONE3 => traced_syscall::CLONE3,
-            ia32::FORK => traced_syscall::FORK,
-            ia32::VFORK => traced_syscall::VFORK,
-            _ => return None,
-        }
-    } else {
-        match nr {
-            x64::EXECVE => traced_syscall::EXECVE,
-            x64::EXECVEAT => traced_syscall::EXECVEAT,
-            // The fork family is timed the same way (spawn cost next to exec cost).
-            x64::CLONE => traced_syscall::CLONE,
-            x64::CLONE3 => traced_syscall::CLONE3,
-            x64::FORK => traced_syscall::FORK,
-            x64::VFORK => traced_syscall::VFORK,
-            _ => return None,
-        }
-    })
-}
-
-/// Where a failed exec's arguments are: (name, dirfd, flags) registers, per ABI.
-#[inline(always)]
-fn arg_regs(syscall: u32, compat: bool) -> (u64, u64, u64) {
-    match (syscall == traced_syscall::EXECVE, compat) {
-        (true, false) => (REGS_DI, 0, 0),
-        (true, true) => (REGS_BX, 0, 0),
-        (false, false) => (REGS_SI, REGS_DI, REGS_R8),
-        (false, true) => (REGS_CX, REGS_BX, REGS_DI),
-    }
-}
 
 #[inline(always)]
 fn reg(regs: u64, off: u64, compat: bool) -> u64 {
@@ -121,23 +32,13 @@ fn reg(regs: u64, off: u64, compat: bool) -> u64 {
     if compat { v & 0xffff_ffff } else { v }
 }
 
-/// Where an exec's `argv` is, per ABI.
-#[inline(always)]
-fn argv_reg(syscall: u32, compat: bool) -> u64 {
-    match (syscall == traced_syscall::EXECVE, compat) {
-        (true, false) => REGS_SI,
-        (true, true) => REGS_CX,
-        (false, _) => REGS_DX,
-    }
-}
-
 /// `sys_enter(regs, id)`.
 #[raw_tracepoint(tracepoint = "sys_enter")]
 pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     let nr: u64 = ctx.arg(1);
     if !candidate(nr) {
-        if nr & X32_SYSCALL_BIT != 0 {
-            count_x32(nr);
+        if arch::untimed_abi(nr) {
+            arch::count_untimed(nr);
         }
         return 0;
     }
@@ -146,7 +47,8 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
         return 0;
     }
     let current = task::current();
-    let compat = task::in_compat_syscall(current);
+    // ctx.arg() again where it is used: a read x86_64's compat test does not need is dropped.
+    let compat = arch::in_compat_syscall(current, ctx.arg(0));
     let Some(syscall) = classify(nr, compat) else {
         return 0;
     };
@@ -186,10 +88,11 @@ pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, curr
     }
 }
 
-/// `sys_exit(regs, ret)`. `orig_ax` still holds the syscall number; after a successful exec the
-/// kernel has set it, and `TS_COMPAT`, to `execve` of the new image's ABI (an ia32 program
-/// that execs a 64-bit one returns from 59, not 11), so the exit is classified in the ABI it
-/// has now and user space pairs it with its enter.
+/// `sys_exit(regs, ret)`. The saved registers still hold the syscall number (x86_64:
+/// `orig_ax`, arm64: `syscallno`). After a successful exec x86 has set it, and `TS_COMPAT`, to
+/// `execve` of the new image's ABI (an ia32 program that execs a 64-bit one returns from 59,
+/// not 11); arm64 keeps the caller's number ([`arch::classify_exit`]). Either way the exit's
+/// ABI flag is the one the thread has now, and user space pairs the exit with its enter.
 #[raw_tracepoint(tracepoint = "sys_exit")]
 pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     // The traced check first: for every other process in the system it is cheaper than
@@ -199,13 +102,13 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
         return 0;
     }
     let regs: u64 = ctx.arg(0);
-    let nr: u64 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.unwrap_or(u64::MAX);
+    let nr = arch::call_nr(regs).unwrap_or(u64::MAX);
     if !candidate(nr) {
         return 0;
     }
     let current = task::current();
-    let compat = task::in_compat_syscall(current);
-    let Some(syscall) = classify(nr, compat) else {
+    let compat = arch::in_compat_syscall(current, regs);
+    let Some(syscall) = arch::classify_exit(nr, compat, ctx.arg(1), pid) else {
         return 0;
     };
     // First thing past the filter: the probe's own work below stays outside the attempt.
@@ -247,9 +150,9 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
         rec.flags |= record_flags::ENTER_LOST;
     }
     rec.filename_len = 0;
-    // A failed exec leaves the caller's memory, and its arguments, as they were (the name in
-    // rdi for execve, rsi for execveat; ebx/ecx in the ia32 ABI). A successful one's name
-    // comes from the kernel's copy.
+    // A failed exec leaves the caller's memory, and its arguments, as they were (x86_64: the
+    // name in rdi for execve, rsi for execveat, ebx/ecx in the ia32 ABI; arm64: orig_x0 / x1
+    // in both ABIs). A successful one's name comes from the kernel's copy.
     if exec && ret != 0 {
         let (name_reg, dirfd_reg, flags_reg) = arg_regs(syscall, compat);
         read_user_filename(reg(regs, name_reg, compat), rec);

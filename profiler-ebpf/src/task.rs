@@ -63,7 +63,9 @@ pub fn faults(task: u64) -> Option<(u64, u64)> {
 /// True while `task` runs an ia32 (compat) syscall: `TS_COMPAT` in `thread_info.status`, which
 /// the kernel sets on every 32-bit entry (also `int $0x80` from 64-bit code, where `cs` would
 /// say 64-bit) and which an exec sets or clears for the new image's ABI. False when the
-/// kernel's BTF has no such field (no ia32 emulation there).
+/// kernel's BTF has no such field (no ia32 emulation there). x86 only: arm64 reads `pstate`
+/// (`crate::arch`).
+#[cfg(bpf_target_arch = "x86_64")]
 #[inline(always)]
 pub fn in_compat_syscall(task: u64) -> bool {
     const TS_COMPAT: u32 = 0x0002;

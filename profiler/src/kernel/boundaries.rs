@@ -137,3 +137,28 @@ pub(crate) fn choose(ebpf: &mut Ebpf, request: BoundaryRequest, attached_scope: 
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boundary functions are the target architecture's syscall wrappers (the prefix of
+    /// its arch/*/include/asm/syscall_wrapper.h), each program is used once, and the 64-bit
+    /// ABI's exec calls and the fork family are required.
+    #[test]
+    fn boundaries_name_this_architectures_syscall_functions() {
+        let prefixes: &[&str] = if cfg!(target_arch = "aarch64") { &["__arm64_"] } else { &["__x64_", "__ia32_"] };
+        for b in BOUNDARIES {
+            assert!(b.function == "kernel_clone" || prefixes.iter().any(|p| b.function.starts_with(p)), "{b:?}");
+        }
+        let mut programs: Vec<&str> = BOUNDARIES.iter().flat_map(|b| [b.entry, b.exit]).filter(|p| !p.is_empty()).collect();
+        let n = programs.len();
+        programs.sort_unstable();
+        programs.dedup();
+        assert_eq!(programs.len(), n, "a program serves one function");
+        let required: Vec<&str> = BOUNDARIES.iter().filter(|b| b.native).map(|b| b.entry).collect();
+        assert_eq!(required, ["in_execve", "in_execveat", "in_kernel_clone"]);
+        let compat = BOUNDARIES.iter().filter(|b| b.entry.starts_with("in_compat_")).count();
+        assert_eq!(compat, 2, "execve and execveat of the compat ABI");
+    }
+}
