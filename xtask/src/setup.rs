@@ -28,6 +28,22 @@ pub(crate) const BUILD_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web
 pub(crate) const TEST_PACKAGES: &[&str] =
     &["qemu-system-x86", "gcc-multilib", "e2fsprogs", "binutils", "xz-utils", "flex", "bison", "libelf-dev", "dwarves", "bc"];
 
+/// What the arm64 cross-build adds (`cargo build --target aarch64-unknown-linux-gnu`): the C
+/// cross toolchain whose `aarch64-linux-gnu-gcc` links the profiler and the built-in chain,
+/// and the arm64 glibc it links against (only recommended by the compiler). In Debian 12 the
+/// compiler conflicts with `gcc-multilib` (the 32-bit test programs'), so there its two
+/// packages are unpacked, not installed (`.cargo/aarch64-linux-gnu-gcc` runs that copy); its
+/// binutils, cc1, libc and libgcc install as usual.
+pub(crate) const CROSS_PACKAGES: &[&str] = &["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"];
+
+/// The foreign dpkg architecture of the cross-build.
+const CROSS_ARCH: &str = "arm64";
+
+/// Debian's std for `aarch64-unknown-linux-gnu`, the same version as rustc-web: its rlibs are
+/// all the cross-build needs, at [`CROSS_RUSTLIB`], where rustc-web (sysroot `/usr`) looks.
+const CROSS_STD: &str = "libstd-rust-web-dev:arm64";
+const CROSS_RUSTLIB: &str = "/usr/lib/rustlib/aarch64-unknown-linux-gnu";
+
 /// Where packages that could not be installed without removing another are unpacked.
 pub(crate) const UNPACKED: &str = "/var/cache/execprof/unpacked";
 
@@ -53,8 +69,69 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
         pkgs.extend_from_slice(TEST_PACKAGES);
     }
     apt_packages(&pkgs)?;
+    if needs == Needs::Test {
+        cross_build()?;
+    }
     toolchain_link()?;
     bpf_linker()
+}
+
+/// What the arm64 cross-build needs: dpkg's arm64 architecture (for `apt-get`'s arm64 package
+/// lists), the cross linker, and the arm64 std. Nothing a user has is removed or upgraded: the
+/// std's install would pull the arm64 LLVM its `librustc_driver` needs (not the rlibs), whose
+/// multiarch libraries must match the host's versions and upgrade them, so where it would
+/// change anything only its rlibs are unpacked and linked into rustc-web's sysroot.
+fn cross_build() -> Result<()> {
+    apt_packages(CROSS_PACKAGES)?;
+    if rustlib_has_std(Path::new(CROSS_RUSTLIB)) {
+        return Ok(());
+    }
+    if !crate::is_root() {
+        bail!("the arm64 cross-build's std is missing ({CROSS_RUSTLIB}); run this as root: cargo xtask setup");
+    }
+    if !foreign_archs()?.iter().any(|a| a == CROSS_ARCH) {
+        eprintln!("xtask: adding dpkg architecture {CROSS_ARCH} (for {CROSS_STD})");
+        run(Command::new("dpkg").args(["--add-architecture", CROSS_ARCH]))?;
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+    }
+    cross_std()
+}
+
+/// The arm64 std: installed when that changes no package, else its rlibs unpacked.
+fn cross_std() -> Result<()> {
+    if !dpkg_installed(CROSS_STD) {
+        let plan = simulate(&[CROSS_STD])?;
+        if plan.removes.is_empty() && plan.upgrades.is_empty() {
+            return apt_install(&[CROSS_STD]);
+        }
+        eprintln!("xtask: installing {CROSS_STD} would {}; unpacking its rlibs into {UNPACKED} instead", plan.describe_changes());
+        if !stamp(CROSS_STD).exists() {
+            unpack_deb(CROSS_STD)?;
+        }
+    }
+    let unpacked = Path::new(UNPACKED).join(CROSS_RUSTLIB.trim_start_matches('/'));
+    if !rustlib_has_std(&unpacked) {
+        bail!("{} has no libstd rlib after unpacking {CROSS_STD}", unpacked.display());
+    }
+    let link = Path::new(CROSS_RUSTLIB);
+    if link.symlink_metadata().is_ok() {
+        bail!("{CROSS_RUSTLIB} exists but holds no libstd rlib: remove it, then run this again");
+    }
+    std::os::unix::fs::symlink(&unpacked, link).with_context(|| format!("linking {CROSS_RUSTLIB} to {}", unpacked.display()))?;
+    eprintln!("xtask: {CROSS_RUSTLIB} -> {}", unpacked.display());
+    Ok(())
+}
+
+/// `dir/lib` holds a `libstd-*.rlib`.
+fn rustlib_has_std(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join("lib")).is_ok_and(|entries| {
+        entries.flatten().any(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("libstd-") && n.ends_with(".rlib")))
+    })
+}
+
+fn foreign_archs() -> Result<Vec<String>> {
+    let out = Command::new("dpkg").arg("--print-foreign-architectures").output().context("running dpkg")?;
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect())
 }
 
 fn apt_packages(pkgs: &[&str]) -> Result<()> {
@@ -125,6 +202,21 @@ fn dpkg_installed(pkg: &str) -> bool {
 struct Plan {
     installs: Vec<String>,
     removes: Vec<String>,
+    /// Installed packages it would upgrade (`Inst NAME [OLD] (NEW ...)`).
+    upgrades: Vec<String>,
+}
+
+impl Plan {
+    fn describe_changes(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.removes.is_empty() {
+            parts.push(format!("remove {}", self.removes.join(" ")));
+        }
+        if !self.upgrades.is_empty() {
+            parts.push(format!("upgrade {}", self.upgrades.join(" ")));
+        }
+        parts.join(" and ")
+    }
 }
 
 fn simulate(pkgs: &[&str]) -> Result<Plan> {
@@ -140,12 +232,15 @@ fn simulate(pkgs: &[&str]) -> Result<Plan> {
     Ok(parse_simulation(&String::from_utf8_lossy(&out.stdout)))
 }
 
-/// `Inst NAME (...)` and `Remv NAME [...]` lines of `apt-get -s`.
+/// `Inst NAME (...)`, `Inst NAME [OLD] (...)` (an upgrade) and `Remv NAME [...]` lines of
+/// `apt-get -s`.
 fn parse_simulation(text: &str) -> Plan {
     let name = |l: &str| l.split_whitespace().nth(1).map(str::to_owned);
+    let upgrade = |l: &&str| l.split_whitespace().nth(2).is_some_and(|w| w.starts_with('['));
     Plan {
         installs: text.lines().filter(|l| l.starts_with("Inst ")).filter_map(name).collect(),
         removes: text.lines().filter(|l| l.starts_with("Remv ")).filter_map(name).collect(),
+        upgrades: text.lines().filter(|l| l.starts_with("Inst ")).filter(upgrade).filter_map(name).collect(),
     }
 }
 
@@ -161,9 +256,11 @@ fn unpack_deb(pkg: &str) -> Result<()> {
     let dl = Path::new(UNPACKED).join(".debs");
     std::fs::create_dir_all(&dl)?;
     run(Command::new("apt-get").current_dir(&dl).args(["download", "-q", pkg]))?;
+    // The file is NAME_VERSION_ARCH.deb, also for a NAME:ARCH package.
+    let name = pkg.split(':').next().unwrap_or(pkg);
     let deb = std::fs::read_dir(&dl)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb")))
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{name}_")) && n.ends_with(".deb")))
         .with_context(|| format!("apt-get download {pkg} left no .deb in {}", dl.display()))?;
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(UNPACKED))?;
     std::fs::create_dir_all(stamp(pkg).parent().expect("has a parent"))?;
@@ -254,6 +351,26 @@ mod tests {
         let plan = parse_simulation(text);
         assert_eq!(plan.installs, ["libfdt1", "qemu-system-common"]);
         assert_eq!(plan.removes, ["qemu-utils"]);
+        assert!(plan.upgrades.is_empty());
+    }
+
+    /// The arm64 std's install as apt planned it here: multiarch libraries upgrade the host's.
+    #[test]
+    fn simulation_lines_name_what_apt_would_upgrade() {
+        let text = "Inst liblzma5 [5.4.1-1] (5.4.1-1+deb12u2 Debian-Security:12/oldstable-security [amd64])\n\
+                    Inst liblzma5:arm64 (5.4.1-1+deb12u2 Debian-Security:12/oldstable-security [arm64]) []\n\
+                    Inst libstd-rust-web-dev:arm64 (1.96.0+dfsg1-1~deb12u2 Debian-Security:12/oldstable-security [arm64])\n";
+        let plan = parse_simulation(text);
+        assert_eq!(plan.installs, ["liblzma5", "liblzma5:arm64", "libstd-rust-web-dev:arm64"]);
+        assert_eq!(plan.upgrades, ["liblzma5"]);
+        assert_eq!(plan.describe_changes(), "upgrade liblzma5");
+    }
+
+    #[test]
+    fn the_cross_build_is_set_up_for_tests_only() {
+        assert!(!BUILD_PACKAGES.iter().chain(TEST_PACKAGES).any(|p| CROSS_PACKAGES.contains(p)));
+        assert!(CROSS_PACKAGES.iter().any(|p| p.ends_with("aarch64-linux-gnu")));
+        assert_eq!(Path::new(CROSS_RUSTLIB).file_name().and_then(|n| n.to_str()), Some("aarch64-unknown-linux-gnu"));
     }
 
     #[test]
