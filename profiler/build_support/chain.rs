@@ -20,7 +20,10 @@ const SOURCE: &str = "workload/chain.rs";
 /// Name of the produced executable inside `out_dir`.
 pub const CHAIN_EXE: &str = "execprof-chain";
 
-/// Flags for a freestanding, static, stripped x86_64 Linux executable with
+/// The architectures `workload/chain.rs` has an entry point and syscalls for.
+const SUPPORTED_ARCHS: &[&str] = &["x86_64", "aarch64"];
+
+/// Flags for a freestanding, static, stripped Linux executable with
 /// its own `_start` (the source provides memcpy/memset and friends).
 const RUSTC_FLAGS: &[&str] = &[
     "--edition",
@@ -50,22 +53,31 @@ pub fn build_chain(out_dir: &Path) -> Result<PathBuf> {
     let src = Path::new(&manifest_dir).join(SOURCE);
     println!("cargo:rerun-if-changed={}", src.display());
 
-    // The workload's _start and syscalls are x86_64 Linux assembly and it is
-    // built for the host, which is what runs the profiler's workloads.
-    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
-        bail!("the exec-chain workload only supports x86_64 Linux hosts");
+    // The workload's _start and syscalls are per-architecture assembly; it is built for the
+    // target, the machine that runs the profiler and its workloads (cross-built with the
+    // target's linker, which cargo hands build scripts as RUSTC_LINKER).
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    if !SUPPORTED_ARCHS.contains(&arch.as_str()) || os != "linux" {
+        bail!("the exec-chain workload supports {} Linux targets, not {arch} {os}", SUPPORTED_ARCHS.join(" and "));
     }
+    let target = std::env::var("TARGET").context("TARGET is not set (not running under cargo?)")?;
+    let host = std::env::var("HOST").context("HOST is not set (not running under cargo?)")?;
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
 
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
     let out = out_dir.join(CHAIN_EXE);
 
-    let output = Command::new(&rustc)
-        .args(RUSTC_FLAGS)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .with_context(|| format!("failed to run {rustc:?}"))?;
+    let mut cmd = Command::new(&rustc);
+    if target != host {
+        cmd.args(["--target", &target]);
+        if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
+            let mut arg = OsString::from("linker=");
+            arg.push(linker);
+            cmd.arg("-C").arg(arg);
+        }
+    }
+    let output = cmd.args(RUSTC_FLAGS).arg("-o").arg(&out).arg(&src).output().with_context(|| format!("failed to run {rustc:?}"))?;
     if !output.status.success() {
         bail!("compiling {} with {:?} failed ({}):\n{}", src.display(), rustc, output.status, String::from_utf8_lossy(&output.stderr));
     }

@@ -31,18 +31,15 @@
 //! is the plain chain.
 //!
 //! Built by `build_support/chain.rs` with plain rustc, no std, no libc, its
-//! own `_start`; x86_64 Linux only.
+//! own `_start`; x86_64 and aarch64 Linux (the `arch` modules: entry point, syscalls and
+//! memory routines).
 #![no_std]
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use core::arch::{asm, global_asm};
+use arch::{SYS_CLOCK_GETTIME, SYS_EXECVE, SYS_EXIT_GROUP, SYS_PWRITE64, SYS_WRITE, syscall1, syscall3, syscall4};
 
-const SYS_WRITE: usize = 1;
-const SYS_ACCESS: usize = 21;
 const X_OK: usize = 1;
-const SYS_EXECVE: usize = 59;
-const SYS_EXIT_GROUP: usize = 231;
 
 const ENOENT: isize = 2;
 const EACCES: isize = 13;
@@ -55,55 +52,6 @@ const NAME_MAX: usize = 255;
 const PATH_BUF: usize = 4096;
 const DEFAULT_PATH: &[u8] = b"/usr/local/bin:/bin:/usr/bin";
 
-// Entry point. At process start rsp points at argc, followed by the argv
-// pointers, a NULL, the envp pointers and a NULL. Pass (sp) to Rust with the
-// stack 16-byte aligned as the SysV ABI requires at a call site.
-global_asm!(
-    ".globl _start",
-    ".type _start,@function",
-    "_start:",
-    "xor ebp, ebp",
-    "mov rdi, rsp",
-    "and rsp, -16",
-    "call {main}",
-    "ud2",
-    main = sym chain_main,
-);
-
-#[inline(always)]
-unsafe fn syscall1(n: usize, a1: usize) -> isize {
-    let ret: isize;
-    unsafe {
-        asm!("syscall", inlateout("rax") n as isize => ret, in("rdi") a1,
-             lateout("rcx") _, lateout("r11") _, options(nostack));
-    }
-    ret
-}
-
-#[inline(always)]
-unsafe fn syscall3(n: usize, a1: usize, a2: usize, a3: usize) -> isize {
-    let ret: isize;
-    unsafe {
-        asm!("syscall", inlateout("rax") n as isize => ret,
-             in("rdi") a1, in("rsi") a2, in("rdx") a3,
-             lateout("rcx") _, lateout("r11") _, options(nostack));
-    }
-    ret
-}
-
-#[inline(always)]
-unsafe fn syscall4(n: usize, a1: usize, a2: usize, a3: usize, a4: usize) -> isize {
-    let ret: isize;
-    unsafe {
-        asm!("syscall", inlateout("rax") n as isize => ret,
-             in("rdi") a1, in("rsi") a2, in("rdx") a3, in("r10") a4,
-             lateout("rcx") _, lateout("r11") _, options(nostack));
-    }
-    ret
-}
-
-const SYS_PWRITE64: usize = 18;
-const SYS_CLOCK_GETTIME: usize = 228;
 const CLOCK_MONOTONIC: usize = 1;
 
 /// `execprof bench spawn`'s child: the first thing it does is read the clock, then it leaves
@@ -121,7 +69,7 @@ fn exit(code: i32) -> ! {
     unsafe {
         syscall1(SYS_EXIT_GROUP, code as usize);
         // exit_group does not return.
-        asm!("ud2", options(noreturn));
+        arch::trap()
     }
 }
 
@@ -270,7 +218,7 @@ unsafe fn execvpe(file: *const u8, argv: *const *const u8, envp: *const *const u
             *b.add(off + k) = 0;
         }
         if first {
-            let r = -unsafe { syscall3(SYS_ACCESS, b as usize, X_OK, 0) };
+            let r = -unsafe { arch::access(b, X_OK) };
             if r == ENOENT || r == ENOTDIR {
                 err = r;
                 continue;
@@ -336,41 +284,215 @@ unsafe fn is_stamp(arg: *const u8) -> bool {
     true
 }
 
-// No libc: provide the memory routines LLVM may emit calls to. Written in
-// asm so they cannot be "optimised" into calls to themselves.
-#[no_mangle]
-unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
-    unsafe {
-        asm!("rep movsb", inout("rcx") n => _, inout("rdi") dst => _,
-             inout("rsi") src => _, options(nostack, preserves_flags));
-    }
-    dst
-}
+/// x86_64: `syscall`, numbers from arch/x86/entry/syscalls/syscall_64.tbl.
+#[cfg(target_arch = "x86_64")]
+mod arch {
+    use core::arch::{asm, global_asm};
 
-#[no_mangle]
-unsafe extern "C" fn memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
-    unsafe {
-        if (dst as usize).wrapping_sub(src as usize) >= n {
-            // No harmful overlap: forward copy.
+    pub const SYS_WRITE: usize = 1;
+    const SYS_ACCESS: usize = 21;
+    pub const SYS_EXECVE: usize = 59;
+    pub const SYS_EXIT_GROUP: usize = 231;
+    pub const SYS_PWRITE64: usize = 18;
+    pub const SYS_CLOCK_GETTIME: usize = 228;
+
+    // Entry point. At process start rsp points at argc, followed by the argv
+    // pointers, a NULL, the envp pointers and a NULL. Pass (sp) to Rust with the
+    // stack 16-byte aligned as the SysV ABI requires at a call site.
+    global_asm!(
+        ".globl _start",
+        ".type _start,@function",
+        "_start:",
+        "xor ebp, ebp",
+        "mov rdi, rsp",
+        "and rsp, -16",
+        "call {main}",
+        "ud2",
+        main = sym super::chain_main,
+    );
+
+    #[inline(always)]
+    pub unsafe fn syscall1(n: usize, a1: usize) -> isize {
+        let ret: isize;
+        unsafe {
+            asm!("syscall", inlateout("rax") n as isize => ret, in("rdi") a1,
+                 lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        ret
+    }
+
+    #[inline(always)]
+    pub unsafe fn syscall3(n: usize, a1: usize, a2: usize, a3: usize) -> isize {
+        let ret: isize;
+        unsafe {
+            asm!("syscall", inlateout("rax") n as isize => ret,
+                 in("rdi") a1, in("rsi") a2, in("rdx") a3,
+                 lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        ret
+    }
+
+    #[inline(always)]
+    pub unsafe fn syscall4(n: usize, a1: usize, a2: usize, a3: usize, a4: usize) -> isize {
+        let ret: isize;
+        unsafe {
+            asm!("syscall", inlateout("rax") n as isize => ret,
+                 in("rdi") a1, in("rsi") a2, in("rdx") a3, in("r10") a4,
+                 lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        ret
+    }
+
+
+    /// access(2) of `path` with `mode`; returns -errno or 0.
+    pub unsafe fn access(path: *const u8, mode: usize) -> isize {
+        unsafe { syscall3(SYS_ACCESS, path as usize, mode, 0) }
+    }
+
+    pub unsafe fn trap() -> ! {
+        unsafe { asm!("ud2", options(noreturn)) }
+    }
+
+    // No libc: provide the memory routines LLVM may emit calls to. Written in
+    // asm so they cannot be "optimised" into calls to themselves.
+    #[no_mangle]
+    unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+        unsafe {
             asm!("rep movsb", inout("rcx") n => _, inout("rdi") dst => _,
                  inout("rsi") src => _, options(nostack, preserves_flags));
-        } else {
-            // dst overlaps the tail of src: copy backwards.
-            asm!("std", "rep movsb", "cld",
-                 inout("rcx") n => _, inout("rdi") dst.add(n).wrapping_sub(1) => _,
-                 inout("rsi") src.add(n).wrapping_sub(1) => _, options(nostack));
         }
+        dst
     }
-    dst
+
+    #[no_mangle]
+    unsafe extern "C" fn memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+        unsafe {
+            if (dst as usize).wrapping_sub(src as usize) >= n {
+                // No harmful overlap: forward copy.
+                asm!("rep movsb", inout("rcx") n => _, inout("rdi") dst => _,
+                     inout("rsi") src => _, options(nostack, preserves_flags));
+            } else {
+                // dst overlaps the tail of src: copy backwards.
+                asm!("std", "rep movsb", "cld",
+                     inout("rcx") n => _, inout("rdi") dst.add(n).wrapping_sub(1) => _,
+                     inout("rsi") src.add(n).wrapping_sub(1) => _, options(nostack));
+            }
+        }
+        dst
+    }
+
+    #[no_mangle]
+    unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
+        unsafe {
+            asm!("rep stosb", inout("rcx") n => _, inout("rdi") dst => _,
+                 in("al") c as u8, options(nostack, preserves_flags));
+        }
+        dst
+    }
+
 }
 
-#[no_mangle]
-unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
-    unsafe {
-        asm!("rep stosb", inout("rcx") n => _, inout("rdi") dst => _,
-             in("al") c as u8, options(nostack, preserves_flags));
+/// aarch64: `svc #0` with the number in x8, numbers from include/uapi/asm-generic/unistd.h
+/// (no `access`: `faccessat`).
+#[cfg(target_arch = "aarch64")]
+mod arch {
+    use core::arch::{asm, global_asm};
+
+    pub const SYS_WRITE: usize = 64;
+    const SYS_FACCESSAT: usize = 48;
+    pub const SYS_EXECVE: usize = 221;
+    pub const SYS_EXIT_GROUP: usize = 94;
+    pub const SYS_PWRITE64: usize = 68;
+    pub const SYS_CLOCK_GETTIME: usize = 113;
+    const AT_FDCWD: isize = -100;
+
+    // Entry point. At process start sp points at argc, followed by the argv pointers, a
+    // NULL, the envp pointers and a NULL; the kernel leaves sp 16-byte aligned. Clear the
+    // frame pointer and link register so unwinders stop here.
+    global_asm!(
+        ".globl _start",
+        ".type _start,%function",
+        "_start:",
+        "mov x29, #0",
+        "mov x30, #0",
+        "mov x0, sp",
+        "bl {main}",
+        "udf #0",
+        main = sym super::chain_main,
+    );
+
+    #[inline(always)]
+    pub unsafe fn syscall1(n: usize, a1: usize) -> isize {
+        let ret: isize;
+        unsafe {
+            asm!("svc #0", in("x8") n, inlateout("x0") a1 as isize => ret, options(nostack));
+        }
+        ret
     }
-    dst
+
+    #[inline(always)]
+    pub unsafe fn syscall3(n: usize, a1: usize, a2: usize, a3: usize) -> isize {
+        let ret: isize;
+        unsafe {
+            asm!("svc #0", in("x8") n, inlateout("x0") a1 as isize => ret, in("x1") a2, in("x2") a3, options(nostack));
+        }
+        ret
+    }
+
+    #[inline(always)]
+    pub unsafe fn syscall4(n: usize, a1: usize, a2: usize, a3: usize, a4: usize) -> isize {
+        let ret: isize;
+        unsafe {
+            asm!("svc #0", in("x8") n, inlateout("x0") a1 as isize => ret, in("x1") a2, in("x2") a3, in("x3") a4,
+                 options(nostack));
+        }
+        ret
+    }
+
+    /// access(2) of `path` with `mode` (as `faccessat(AT_FDCWD, ...)`); returns -errno or 0.
+    pub unsafe fn access(path: *const u8, mode: usize) -> isize {
+        unsafe { syscall4(SYS_FACCESSAT, AT_FDCWD as usize, path as usize, mode, 0) }
+    }
+
+    pub unsafe fn trap() -> ! {
+        unsafe { asm!("udf #0", options(noreturn)) }
+    }
+
+    // No libc: provide the memory routines LLVM may emit calls to, as byte loops in asm so
+    // they cannot be "optimised" into calls to themselves.
+    #[no_mangle]
+    unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+        unsafe {
+            asm!("cbz {n}, 2f", "1:", "ldrb {t:w}, [{s}], #1", "strb {t:w}, [{d}], #1", "subs {n}, {n}, #1", "b.ne 1b", "2:",
+                 n = inout(reg) n => _, s = inout(reg) src => _, d = inout(reg) dst => _, t = out(reg) _, options(nostack));
+        }
+        dst
+    }
+
+    #[no_mangle]
+    unsafe extern "C" fn memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+        unsafe {
+            if (dst as usize).wrapping_sub(src as usize) >= n {
+                // No harmful overlap: forward copy.
+                memcpy(dst, src, n);
+            } else {
+                // dst overlaps the tail of src: copy backwards.
+                asm!("cbz {n}, 2f", "1:", "ldrb {t:w}, [{s}, #-1]!", "strb {t:w}, [{d}, #-1]!", "subs {n}, {n}, #1", "b.ne 1b", "2:",
+                     n = inout(reg) n => _, s = inout(reg) src.add(n) => _, d = inout(reg) dst.add(n) => _, t = out(reg) _,
+                     options(nostack));
+            }
+        }
+        dst
+    }
+
+    #[no_mangle]
+    unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
+        unsafe {
+            asm!("cbz {n}, 2f", "1:", "strb {c:w}, [{d}], #1", "subs {n}, {n}, #1", "b.ne 1b", "2:",
+                 n = inout(reg) n => _, d = inout(reg) dst => _, c = in(reg) c, options(nostack));
+        }
+        dst
+    }
 }
 
 // libcore's precompiled objects reference the unwinder personality even with

@@ -18,7 +18,26 @@ pub const COLLAPSE_BELOW: f64 = 0.01;
 
 /// Frames of the syscall entry itself, above the syscall's own function: the tree starts
 /// below them.
-pub const ENTRY_FRAMES: &[&str] = &["entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "x64_sys_call"];
+pub const ENTRY_FRAMES: &[&str] = &[
+    // x86_64
+    "entry_SYSCALL_64",
+    "entry_SYSCALL_64_after_hwframe",
+    "do_syscall_64",
+    "x64_sys_call",
+    // arm64 (arch/arm64/kernel/entry-common.c, syscall.c), native and AArch32
+    "el0t_64_sync",
+    "el0t_64_sync_handler",
+    "el0_svc",
+    "do_el0_svc",
+    "el0t_32_sync",
+    "el0t_32_sync_handler",
+    "el0_svc_compat",
+    "do_el0_svc_compat",
+    "el0_svc_common",
+    "el0_svc_common.constprop.0",
+    "invoke_syscall",
+    "invoke_syscall.constprop.0",
+];
 
 /// One node of a call tree rooted at the syscall; times in ns per attempt with 95% intervals.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
@@ -193,6 +212,22 @@ mod tests {
         let children: f64 = n.children.iter().map(|c| c.inclusive.value).sum();
         assert!(children <= n.inclusive.value + 1e-6, "{}: children {children} > {}", n.function, n.inclusive.value);
         n.children.iter().for_each(assert_adds_up);
+    }
+
+    /// An arm64 kernel's stacks start at its own entry frames (native and AArch32): the tree
+    /// starts below them at the syscall's function, as on x86_64.
+    #[test]
+    fn arm64_entry_frames_are_left_out() {
+        let mut t = SampledTree::default();
+        let native = ["invoke_syscall", "el0_svc_common.constprop.0", "do_el0_svc", "el0_svc", "el0t_64_sync_handler", "el0t_64_sync"];
+        let compat =
+            ["invoke_syscall", "el0_svc_common.constprop.0", "do_el0_svc_compat", "el0_svc_compat", "el0t_32_sync_handler", "el0t_32_sync"];
+        t.add(&[&["path_openat", "__arm64_sys_execve"][..], &native].concat(), 3);
+        t.add(&[&["path_openat", "__arm64_compat_sys_execve"][..], &compat].concat(), 1);
+        let root = t.finish("ENOENT attempt", 100.0);
+        let mut tops: Vec<&str> = root.children.iter().map(|c| c.function.as_str()).collect();
+        tops.sort_unstable();
+        assert_eq!(tops, ["__arm64_compat_sys_execve", "__arm64_sys_execve"]);
     }
 
     #[test]

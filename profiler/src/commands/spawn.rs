@@ -183,6 +183,7 @@ struct ChildSpec {
 /// vfork + execve without running any Rust code in the child: the child shares the parent's
 /// stack until it execs, so everything it does is in this one asm block (dup2, execve,
 /// exit_group), with no stack use.
+#[cfg(target_arch = "x86_64")]
 unsafe fn vfork_exec(spec: &ChildSpec) -> i64 {
     let ret: i64;
     unsafe {
@@ -214,6 +215,53 @@ unsafe fn vfork_exec(spec: &ChildSpec) -> i64 {
             lateout("rdi") _,
             lateout("rsi") _,
             lateout("rdx") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// arm64's vfork: it has no `vfork` syscall, so `clone(CLONE_VM | CLONE_VFORK | SIGCHLD)`
+/// with no new stack (what libc's vfork does there); then, as on x86_64, the child does
+/// everything in this one asm block (dup3, execve, exit_group) with no stack use. x9..x12
+/// survive the syscalls (the kernel preserves every register but x0).
+#[cfg(target_arch = "aarch64")]
+unsafe fn vfork_exec(spec: &ChildSpec) -> i64 {
+    let ret: i64;
+    unsafe {
+        std::arch::asm!(
+            "mov x8, #220",
+            "mov x0, #0x4111",
+            "mov x1, #0",
+            "mov x2, #0",
+            "mov x3, #0",
+            "mov x4, #0",
+            "svc #0",
+            "cbnz x0, 2f",
+            "mov x8, #24",
+            "mov x0, x9",
+            "mov x1, #3",
+            "mov x2, #0",
+            "svc #0",
+            "mov x8, #221",
+            "mov x0, x10",
+            "mov x1, x11",
+            "mov x2, x12",
+            "svc #0",
+            "mov x8, #94",
+            "mov x0, #127",
+            "svc #0",
+            "2:",
+            in("x9") spec.shared_fd as i64,
+            in("x10") spec.program,
+            in("x11") spec.argv.as_ptr(),
+            in("x12") spec.envp.as_ptr(),
+            lateout("x0") ret,
+            lateout("x1") _,
+            lateout("x2") _,
+            lateout("x3") _,
+            lateout("x4") _,
+            lateout("x8") _,
             options(nostack),
         );
     }

@@ -9,8 +9,9 @@ use crate::{
 };
 
 /// Functions not probed although they are candidates: the syscall entries span the whole
-/// attempt, which the syscall tracepoints already time exactly.
-const SKIP: &[&str] = &["__x64_sys_execve", "__x64_sys_execveat"];
+/// attempt, which the syscall tracepoints already time exactly. Both architectures' names
+/// (each kernel has only its own), so a phase model naming either is planned alike.
+const SKIP: &[&str] = &["__x64_sys_execve", "__x64_sys_execveat", "__arm64_sys_execve", "__arm64_sys_execveat"];
 
 impl ExactPlan {
     /// The plan for this kernel: the phase model's probe candidates found in kallsyms, one slot per
@@ -64,6 +65,24 @@ ffffffff81100600 t load_elf_binary
 ffffffff81100700 T __x64_sys_execve
 ffffffff81100800 T bprm_execve
 ";
+
+    /// Either architecture's syscall entry functions are skipped, found or not: an arm64
+    /// kernel's `__arm64_sys_execve` is not probed, and x86_64's names are not "absent" there.
+    #[test]
+    fn syscall_entries_of_both_architectures_are_skipped() {
+        let model = PhaseModel::parse(
+            "args do_execveat_common\nprobe __x64_sys_execve\nprobe __arm64_sys_execve\nprobe __arm64_sys_execveat\nprobe do_execveat_common\n",
+        )
+        .unwrap();
+        let syms = KernelSymbols::from_kallsyms_text(
+            "ffff800080300000 T __arm64_sys_execve\nffff800080300100 T __arm64_sys_execveat\nffff800080300200 t do_execveat_common.isra.0\n",
+        )
+        .unwrap();
+        let plan = ExactPlan::resolve(&model, &syms, 32);
+        let names: Vec<&str> = plan.functions.iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["do_execveat_common"]);
+        assert!(plan.absent.is_empty(), "{:?}", plan.absent);
+    }
 
     #[test]
     fn resolves_suffixed_ambiguous_and_absent_functions() {

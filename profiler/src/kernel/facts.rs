@@ -8,7 +8,7 @@ impl KernelInfo {
         let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
         unsafe { libc::uname(&mut uts) };
         let field = |f: &[libc::c_char]| {
-            let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c.to_ne_bytes()[0]).collect();
             String::from_utf8_lossy(&bytes).into_owned()
         };
         Self {
