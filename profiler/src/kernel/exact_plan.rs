@@ -71,7 +71,7 @@ ffffffff81100800 T bprm_execve
     #[test]
     fn syscall_entries_of_both_architectures_are_skipped() {
         let model = PhaseModel::parse(
-            "args do_execveat_common\nprobe __x64_sys_execve\nprobe __arm64_sys_execve\nprobe __arm64_sys_execveat\nprobe do_execveat_common\n",
+            "phase args 30 \"argv copy\"\nphase other 90 \"other\"\nargs do_execveat_common\nprobe __x64_sys_execve\nprobe __arm64_sys_execve\nprobe __arm64_sys_execveat\nprobe do_execveat_common\n",
         )
         .unwrap();
         let syms = KernelSymbols::from_kallsyms_text(
