@@ -57,7 +57,7 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
     bpf_linker()
 }
 
-fn apt_packages(pkgs: &[&str]) -> Result<()> {
+pub(crate) fn apt_packages(pkgs: &[&str]) -> Result<()> {
     let missing: Vec<&str> = pkgs.iter().copied().filter(|p| !present(p)).collect();
     if missing.is_empty() {
         return Ok(());
