@@ -11,8 +11,8 @@ pub mod names {
     pub const MAP_IDS: &str = "IDS";
     pub const MAP_TREE_ALIVE: &str = "TREE_ALIVE";
     pub const MAP_COUNTERS: &str = "COUNTERS";
-    /// Exact mode: entry times of probed calls still open, per (thread, slot).
-    pub const MAP_CALL_ENTRIES: &str = "CALL_ENTRIES";
+    /// Exact mode: entry times of probed calls still open, per (thread, slot): [`crate::open_call`].
+    pub const MAP_OPEN_CALLS: &str = "OPEN_CALLS";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
@@ -114,8 +114,9 @@ pub mod limits {
     pub const MAX_PROBED: u32 = 32;
     /// Traced threads off-CPU at once (for the step timeline).
     pub const MAX_OFF_CPU: u32 = 65_536;
-    /// Exact mode: probed calls open at once (thread, function).
-    pub const MAX_OPEN_CALLS: u32 = 131_072;
+    /// Exact mode: tables of open probed calls, one cell per slot each; a thread's table is
+    /// chosen by its `task_struct` address ([`crate::open_call`]). A power of two.
+    pub const OPEN_CALL_TABLES: u32 = 4096;
     /// `--argv`: bytes of an exec's arguments kept, each with its NUL ...
     pub const ARGV_CAP: usize = 512;
     /// ... of at most this many arguments ...
@@ -254,6 +255,51 @@ pub mod scope {
     pub const CGROUP: u64 = 2;
 }
 
+/// Exact mode's open calls: where a thread's probed call waits for its return, and how its
+/// entry time is kept. A thread's table is picked by its `task_struct` address (cache-line
+/// aligned, and two live ones are a task_struct's size apart or more): the index from the
+/// address's low bits (after the line offset), a 23-bit tag from the next; one cell per slot
+/// holds the tag, a valid bit and the entry time's low 40 bits in one 64-bit word, written and
+/// read whole, so a reader never sees half of another thread's entry. Table and tag together
+/// tell threads apart whose structs lie within 2 TiB of each other (all of a machine's
+/// memory, below 2 TiB); the 40 bits span 18 minutes, far beyond any one call of the exec path.
+pub mod open_call {
+    use crate::limits::OPEN_CALL_TABLES;
+
+    const LINE_SHIFT: u32 = 6;
+    const TABLE_BITS: u32 = OPEN_CALL_TABLES.trailing_zeros();
+    const TAG_BITS: u32 = 23;
+    const NS_BITS: u32 = 40;
+    const NS_MASK: u64 = (1 << NS_BITS) - 1;
+    const VALID: u64 = 1 << 63;
+    const _: () = assert!(OPEN_CALL_TABLES.is_power_of_two() && TAG_BITS + NS_BITS + 1 == 64);
+
+    /// The table of the thread whose `task_struct` is at `task`, and its tag.
+    #[inline(always)]
+    pub fn place(task: u64) -> (u32, u64) {
+        let line = task >> LINE_SHIFT;
+        ((line & u64::from(OPEN_CALL_TABLES - 1)) as u32, (line >> TABLE_BITS) & ((1 << TAG_BITS) - 1))
+    }
+
+    /// A cell holding an entry at `now_ns` for the thread tagged `tag`.
+    #[inline(always)]
+    pub fn pack(tag: u64, now_ns: u64) -> u64 {
+        VALID | tag << NS_BITS | (now_ns & NS_MASK)
+    }
+
+    /// Whether `cell` holds an entry of the thread tagged `tag`.
+    #[inline(always)]
+    pub fn is_of(cell: u64, tag: u64) -> bool {
+        cell & VALID != 0 && (cell >> NS_BITS) & ((1 << TAG_BITS) - 1) == tag
+    }
+
+    /// The full entry time of the call in `cell`, returning at `now_ns`.
+    #[inline(always)]
+    pub fn entered(cell: u64, now_ns: u64) -> u64 {
+        now_ns - (now_ns.wrapping_sub(cell) & NS_MASK)
+    }
+}
+
 /// Indices into the per-CPU `COUNTERS` array. Every way the kernel side can lose or not see
 /// something has a counter here, and the user side always prints all of them.
 pub mod counter {
@@ -265,8 +311,9 @@ pub mod counter {
     pub const TRACED_FULL: u32 = 1;
     /// The exec's file name could not be read from user memory (kept as empty, flagged).
     pub const FILENAME_UNREADABLE: u32 = 2;
-    /// Exact mode: a probed call could not be remembered between entry and return.
-    pub const OPEN_CALLS_FULL: u32 = 3;
+    /// Exact mode: a probed function's entry found the same thread's previous call of it still
+    /// open, its return never seen (a kretprobe can miss returns): that call is lost.
+    pub const PROBED_ENTRY_OVERWRITTEN: u32 = 3;
     /// A traced thread's switch-out could not be remembered: that off-CPU interval is lost.
     pub const OFF_CPU_FULL: u32 = 4;
     /// Exact mode: a probed function returned inside a traced call without its entry having
@@ -292,7 +339,7 @@ pub mod counter {
         "ring buffer full",
         "traced-process table full",
         "file name unreadable",
-        "open probed calls table full",
+        "probed entry overwritten",
         "off-CPU table full",
         "probed return without entry",
         "x32 exec/fork calls not traced",
@@ -599,6 +646,31 @@ mod tests {
                 assert_ne!(a.name, b.name, "{} and {} share a name", a.constant, b.constant);
             }
         }
+    }
+
+    #[test]
+    fn open_calls_keep_entry_times_and_tell_threads_apart() {
+        use super::open_call::{entered, is_of, pack, place};
+        // Two task_structs 10 KiB apart, and two exactly a table span apart (same table).
+        let a = 0xffff_8881_0a2c_4000u64;
+        let (ta, ga) = place(a);
+        let (tb, gb) = place(a + 10 * 1024);
+        assert_ne!((ta, ga), (tb, gb));
+        let span = u64::from(super::limits::OPEN_CALL_TABLES) << 6;
+        let (tc, gc) = place(a + span);
+        assert_eq!(tc, ta);
+        assert_ne!(gc, ga);
+        let now = 1_234_567_890_123_456u64;
+        let cell = pack(ga, now - 5_000);
+        assert!(is_of(cell, ga));
+        assert!(!is_of(cell, gc));
+        assert!(!is_of(0, ga));
+        assert_eq!(entered(cell, now), now - 5_000);
+        // The entry's low bits wrapped since: still the right time.
+        let before_wrap = (now | ((1 << 40) - 1)) - 10;
+        assert_eq!(entered(pack(ga, before_wrap), before_wrap + 20), before_wrap);
+        // Tag 0 is a valid tag, told from an empty cell by the valid bit.
+        assert!(is_of(pack(0, 0), 0));
     }
 
     #[test]

@@ -1,15 +1,22 @@
 #!/bin/busybox sh
 # The init of `cargo xtask overhead`'s guest (the lab's 6.12 under -icount shift=0, where a
 # guest nanosecond is one instruction): ROUNDS rounds, each side once per round in a rotating
-# order, of the built-in chain (STEPS steps, 6 misses) untraced (`execprof bench chain`) and
-# under execprof (default: exact+sampled in this kernel; sampled only; exact only; the
-# boundaries alone, fentry/fexit and raw tracepoints),
-# and of the getpid loop (/getpid GETPID_CALLS) untraced and beside execprof tracing a
-# sleeping process, with fentry/fexit and with raw tracepoint boundaries; then, once each,
-# exact mode and the boundaries alone with the BPF run-time statistics on (the budget per
-# hook). Writes each run's JSON (or the loop's ns per call) to the results disk as
-# rN-SIDE.json / rN-SIDE.txt / budget-SIDE.json, and result.env: kernel=, rc_rN-SIDE= and
-# rc_budget-SIDE= per run, finished=yes last.
+# order, of
+# - the built-in chain (STEPS steps, 6 misses) untraced (`execprof bench chain`), under
+#   execprof (default: exact+sampled in this kernel; sampled only; exact only; the boundaries
+#   alone with fentry/fexit, raw tracepoints and per-syscall events), and under the peers
+#   (`perf record -g -F 999`, `perf trace -e execve`, a bpftrace script with three probes);
+# - the getpid loop (/getpid GETPID_CALLS) untraced and beside each tracer watching a
+#   sleeping process (execprof with each boundary mechanism, perf trace, bpftrace);
+# - a loop of failed execve calls (/enoent ENOENT_CALLS: a missing name in an existing
+#   directory) untraced and under `execprof run` (the boundaries alone with fentry/fexit and
+#   with raw tracepoints; the default): what the tracer adds to one failed attempt;
+# then, once each, exact mode and the boundaries alone with the BPF run-time statistics on
+# (the budget per hook). The peers run in a chroot of this machine's userland (USERLAND_DEV,
+# read-only, with /proc, /sys, /dev, a /tmp and the lab directory /run mounted inside), the
+# chain at the same path as outside. Writes each run's JSON (or a loop's ns per call) to the
+# results disk as rN-SIDE.json / rN-SIDE.txt / budget-SIDE.json, and result.env: kernel=,
+# rc_rN-SIDE= and rc_budget-SIDE= per run, finished=yes last.
 B=/bin/busybox
 export PATH=/bin
 $B mount -t proc proc /proc
@@ -26,8 +33,79 @@ if ! $B mount -t ext4 "$RESULTS_DEV" $R; then
 fi
 echo "kernel=$($B uname -r)" > $R/result.env
 echo 0 > /proc/sys/kernel/perf_cpu_time_max_percent
-$B mkdir -p /lab && $B mount -t ext4 "$LAB_DEV" /lab && export TMPDIR=/lab
+$B mount -t tracefs tracefs /sys/kernel/tracing
+# The chain's directories, on ext4 as on a real machine, at /run both here and in the chroot.
+$B mkdir -p /run && $B mount -t ext4 "$LAB_DEV" /run && export TMPDIR=/run
 chain="--steps $STEPS --misses 6"
+$B mkdir -p /run/enoent
+# The peers' world: this machine's userland, read-only, with what a tool needs mounted in it.
+U=/u
+$B mkdir -p $U
+if ! $B mount -t ext4 -o ro "$USERLAND_DEV" $U; then
+  echo "overhead guest: cannot mount the userland $USERLAND_DEV"
+  $B reboot -f
+fi
+$B mount -t proc proc $U/proc
+$B mount -t sysfs sys $U/sys
+$B mount -t tracefs tracefs $U/sys/kernel/tracing
+$B mount -t devtmpfs dev $U/dev
+$B mount -t tmpfs tmp $U/tmp
+$B mount -o bind /run $U/run
+$B cp /execprof $U/tmp/execprof
+in_userland() { HOME=/tmp PATH=/usr/bin:/bin $B chroot $U "$@"; }
+# bpftrace's script: the same three probes as benches/overhead.py's, and a BEGIN that says
+# they are attached (bpftrace runs BEGIN after attaching every other probe).
+BT='BEGIN { printf("attached\n"); }
+tracepoint:syscalls:sys_enter_execve { @start[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_execve /@start[tid]/ { @lat[args->ret] = hist(nsecs - @start[tid]); delete(@start[tid]); }
+tracepoint:sched:sched_process_exec { @execs = count(); }'
+
+# Starts a system-wide bpftrace with the script; returns once its probes are attached.
+bpftrace_start() {
+  in_userland bpftrace -B line -e "$BT" > $U/tmp/bpftrace.out 2>&1 &
+  bpftrace=$!
+  while ! $B grep -q attached $U/tmp/bpftrace.out; do
+    if ! $B kill -0 $bpftrace 2> /dev/null; then
+      echo "overhead guest: bpftrace did not start:"; $B cat $U/tmp/bpftrace.out
+      return 1
+    fi
+    $B usleep 10000
+  done
+}
+# $bpftrace is the chroot's shell: the signal goes to bpftrace itself.
+bpftrace_stop() {
+  $B killall -INT bpftrace
+  wait $bpftrace
+}
+# Runs "$@" (a getpid loop) while execprof, or a peer, watches a sleeping process elsewhere.
+beside() {
+  watcher=$1; shift
+  $B rm -f /tmp/ready $U/tmp/ready
+  case $watcher in
+    fentry | tracepoint | syscall-events)
+      /execprof run --sample-hz 0 --boundaries $watcher -- /bin/sh -c "$B touch /tmp/ready; exec $B sleep 100000" > /dev/null 2>&1 &
+      tracer=$!
+      ready=/tmp/ready ;;
+    perf-trace)
+      in_userland perf trace -e execve -o /tmp/perf-trace.txt -- /bin/sh -c "touch /tmp/ready; exec sleep 100000" > /dev/null 2>&1 &
+      tracer=$!
+      ready=$U/tmp/ready ;;
+    bpftrace)
+      bpftrace_start || return 1
+      "$@"; rc=$?
+      bpftrace_stop
+      return $rc ;;
+  esac
+  while [ ! -e $ready ]; do $B usleep 10000; done
+  "$@"; rc=$?
+  case $watcher in
+    # perf trace ends with the userland's `sleep` it runs (the chroot's shell is $tracer).
+    perf-trace) $B killall sleep ;;
+    *) $B kill -INT $tracer ;;
+  esac
+  wait $tracer
+  return $rc
+}
 
 side() {
   tag=$1
@@ -45,21 +123,33 @@ side() {
     budget-exact) /execprof run $chain --mode exact --sample-hz 0 --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
     budget-bare) /execprof run $chain --mode sampled --sample-hz 1 --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
     budget-bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 1 --boundaries tracepoint --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
-    getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
-    getpid-fentry | getpid-tracepoint)
-      $B rm -f /tmp/ready
-      /execprof run --sample-hz 0 --boundaries ${tag#getpid-} -- /bin/sh -c "$B touch /tmp/ready; exec $B sleep 100000" > /dev/null 2>&1 &
-      tracer=$!
-      while [ ! -e /tmp/ready ]; do $B usleep 10000; done
-      /getpid $GETPID_CALLS > $R/$r-$tag.txt
-      rc=$?
-      $B kill -INT $tracer
-      wait $tracer
+    # The peers, on the same chain: perf and perf trace run it as their command (in the
+    # chroot, from the same lab directory), bpftrace watches the whole machine while it runs.
+    perf-record)
+      in_userland perf record -q -g -F 999 -o /tmp/perf.data -- /tmp/execprof bench chain $chain --rounds 1 --json /tmp/$r-$tag.json > /dev/null 2>&1 \
+        && $B cp $U/tmp/$r-$tag.json $R/ ;;
+    perf-trace)
+      in_userland perf trace -e execve -o /tmp/perf-trace.txt -- /tmp/execprof bench chain $chain --rounds 1 --json /tmp/$r-$tag.json > /dev/null 2>&1 \
+        && $B cp $U/tmp/$r-$tag.json $R/ ;;
+    bpftrace)
+      bpftrace_start || return 1
+      /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1; rc=$?
+      bpftrace_stop
       return $rc ;;
+    bare-syscall-events) /execprof run $chain --mode sampled --sample-hz 1 --boundaries syscall-events --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
+    getpid-*) beside ${tag#getpid-} /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
+    # Failed attempts, one after another: what each costs untraced and traced.
+    enoent-untraced) /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt ;;
+    enoent-bare) /execprof run --mode sampled --sample-hz 1 --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-bare-tracepoint) /execprof run --mode sampled --sample-hz 1 --boundaries tracepoint --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-default) /execprof run --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
   esac
 }
 
-sides="untraced default sampled exact bare bare-tracepoint getpid-untraced getpid-fentry getpid-tracepoint"
+sides="untraced default sampled exact bare bare-tracepoint bare-syscall-events perf-record perf-trace bpftrace
+  getpid-untraced getpid-fentry getpid-tracepoint getpid-syscall-events getpid-perf-trace getpid-bpftrace
+  enoent-untraced enoent-bare enoent-bare-tracepoint enoent-default"
 n=$(echo $sides | $B wc -w)
 /execprof bench chain --steps 20 --misses 6 --rounds 1 > /dev/null 2>&1  # warm the caches
 i=1

@@ -274,12 +274,19 @@ pub(crate) fn lab_kernel() -> Result<PathBuf> {
 
 /// Boots the lab kernel `image` under `-icount shift=0` with `initrd`, a fresh ext4 lab disk
 /// in `work` as vda (the chain's directories go there, as on a real machine: negative dentries
-/// cached) and the `results` disk after it.
-pub(crate) fn boot_lab(image: &Path, initrd: &Path, results: &ResultsDisk, work: &Path, timeout: Duration) -> Result<()> {
+/// cached), the read-only `drives` after it (vdb, ...) and the `results` disk last.
+pub(crate) fn boot_lab(
+    image: &Path,
+    initrd: &Path,
+    drives: &[PathBuf],
+    results: &ResultsDisk,
+    work: &Path,
+    timeout: Duration,
+) -> Result<()> {
     let lab_disk = work.join("lab-ext4.img");
     std::fs::File::create(&lab_disk)?.set_len(64 << 20)?;
     crate::run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lab_disk))?;
-    // The lab disk is vda: its -drive comes before the results disk's.
+    // The lab disk is vda: its -drive comes before the read-only drives' and the results disk's.
     let drive = format!("file={},format=raw,if=virtio", lab_disk.display());
     // tsc=reliable: TCG's TSC follows the host clock, but the clocksource watchdog finds it
     // skewed after a while and falls back to jiffies, which ends high-resolution timers:
@@ -288,7 +295,7 @@ pub(crate) fn boot_lab(image: &Path, initrd: &Path, results: &ResultsDisk, work:
         &Boot {
             kernel: image,
             initrd,
-            drives: &[],
+            drives,
             results: Some(results),
             memory_mib: 1024,
             timeout,
@@ -336,7 +343,7 @@ fn run_guest(execprof: &Path, work: &Path, steps: u32, repeat: u32, probe_only: 
         "xtask: fast-path lab: {} runs of {steps} steps inside the patched kernel (TCG: this takes minutes)",
         if probe_only { 0 } else { (WORKLOADS.len() * 5 + 3) * repeat as usize }
     );
-    boot_lab(&image, &initrd, &results, work, Duration::from_secs(1500))?;
+    boot_lab(&image, &initrd, &[], &results, work, Duration::from_secs(1500))?;
     let console = work.join("console.log");
     let result = results.read_back(&work.join("results"), &console)?;
     let kernel = result.get("kernel").unwrap_or_default();

@@ -89,6 +89,9 @@ enum Task {
         /// getpid calls per loop.
         #[arg(long, default_value_t = 100_000)]
         getpid_calls: u32,
+        /// Failed execve calls per loop.
+        #[arg(long, default_value_t = 5_000)]
+        enoent_calls: u32,
     },
 }
 
@@ -110,7 +113,9 @@ fn main() -> ExitCode {
         Task::VmSuite { kernel, filter } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps } => setup(Needs::Test).and_then(|()| vm_test(kernel.as_deref(), steps)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
-        Task::Overhead { steps, rounds, getpid_calls } => setup(Needs::Test).and_then(|()| overhead::overhead(steps, rounds, getpid_calls)),
+        Task::Overhead { steps, rounds, getpid_calls, enoent_calls } => {
+            setup(Needs::Test).and_then(|()| overhead::overhead(steps, rounds, getpid_calls, enoent_calls))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

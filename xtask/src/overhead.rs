@@ -1,14 +1,17 @@
 //! `cargo xtask overhead`: what watching costs, in instructions. Boots the lab's kernel (the
-//! patched 6.12 of [`crate::kernel`], which has BPF trampolines) under QEMU with `-icount
-//! shift=0`, where the guest's clock advances one nanosecond per instruction executed, so each
-//! figure is an instruction count, the same from run to run and free of the host's noise.
-//! Inside (`xtask/guest/overhead.sh`), in rotating rounds: the built-in chain (6 misses, as
-//! the seeds) untraced and under execprof (default, which is exact mode plus sampling in this
-//! kernel; sampled only; exact only; the boundaries alone, with fentry/fexit and with raw
-//! tracepoints), and an untraced getpid loop
-//! (`benches/getpid.c`) alone and beside execprof tracing a sleeping process, with fentry/fexit
-//! and with raw tracepoint boundaries. Prints instructions per chain step and per unrelated
-//! syscall, and their ratios to untraced.
+//! patched 6.12 of [`crate::kernel`], which has BPF trampolines and the per-syscall
+//! tracepoints) under QEMU with `-icount shift=0`, where the guest's clock advances one
+//! nanosecond per instruction executed, so each figure is an instruction count, the same from
+//! run to run and free of the host's noise. Inside (`xtask/guest/overhead.sh`), in rotating
+//! rounds: the built-in chain (6 misses, as the seeds) untraced, under execprof (default,
+//! which is exact mode plus sampling in this kernel; sampled only; exact only; the boundaries
+//! alone, with fentry/fexit, raw tracepoints and per-syscall events) and under the peers
+//! (`perf record -g`, `perf trace -e execve`, bpftrace with `benches/overhead.py`'s three
+//! probes; run from this machine's userland, [`crate::suite::userland_image`], in a chroot);
+//! an untraced getpid loop (`benches/getpid.c`) alone and beside each tracer watching a
+//! sleeping process; and a loop of failed execve calls (`benches/enoent.c`) untraced and
+//! traced, whose difference is the tracer's share of a failed attempt. Prints instructions per
+//! chain step, per unrelated syscall and per failed attempt, and their ratios to untraced.
 //!
 //! What icount cannot see: cache misses and memory latency (every instruction costs the same),
 //! and a `rep movs` counts once however many bytes it moves; TCG also does not model the
@@ -23,7 +26,8 @@ use crate::{
     vm::{cache_dir, fetch_package, initramfs_base},
 };
 
-/// Chain sides: the tag the guest writes, and what it is.
+/// Chain sides: the tag the guest writes, and what it is. The untraced side and the peers'
+/// write the bench chain's own JSON; execprof's sides its report.
 const CHAIN_SIDES: &[(&str, &str)] = &[
     ("untraced", "untraced (execprof bench chain)"),
     ("default", "execprof run (default here: exact + sampled at 999 Hz)"),
@@ -31,7 +35,13 @@ const CHAIN_SIDES: &[(&str, &str)] = &[
     ("exact", "execprof run --mode exact --sample-hz 0"),
     ("bare", "execprof run --mode sampled --sample-hz 1 (the boundaries alone: fentry/fexit)"),
     ("bare-tracepoint", "execprof run --mode sampled --sample-hz 1 --boundaries tracepoint"),
+    ("bare-syscall-events", "execprof run --mode sampled --sample-hz 1 --boundaries syscall-events"),
+    ("perf-record", "perf record -g -F 999"),
+    ("perf-trace", "perf trace -e execve"),
+    ("bpftrace", "bpftrace, 3 probes (syscalls:sys_enter/exit_execve, sched_process_exec)"),
 ];
+/// Chain sides whose JSON is the bench chain's, not an execprof report.
+const BENCH_JSON: &[&str] = &["untraced", "perf-record", "perf-trace", "bpftrace"];
 /// Budget sides: run once each with the BPF run-time statistics on (`--probe-costs`).
 const BUDGET_SIDES: &[(&str, &str)] = &[
     ("budget-exact", "exact mode (--mode exact --sample-hz 0)"),
@@ -43,9 +53,22 @@ const GETPID_SIDES: &[(&str, &str)] = &[
     ("getpid-untraced", "nothing traced"),
     ("getpid-fentry", "execprof tracing `sleep`, fentry/fexit boundaries"),
     ("getpid-tracepoint", "execprof tracing `sleep`, raw tracepoint boundaries"),
+    ("getpid-syscall-events", "execprof tracing `sleep`, per-syscall event boundaries"),
+    ("getpid-perf-trace", "perf trace -e execve tracing `sleep`"),
+    ("getpid-bpftrace", "bpftrace's 3 probes, machine-wide"),
 ];
+/// Failed-attempt loop sides: the loop untraced and under `execprof run`.
+const ENOENT_SIDES: &[(&str, &str)] = &[
+    ("enoent-untraced", "untraced"),
+    ("enoent-bare", "execprof run --mode sampled --sample-hz 1 (the boundaries alone: fentry/fexit)"),
+    ("enoent-bare-tracepoint", "execprof run --mode sampled --sample-hz 1 --boundaries tracepoint"),
+    ("enoent-default", "execprof run (default here: exact + sampled at 999 Hz)"),
+];
+/// What the peers need on this machine: the guest runs them from this machine's userland.
+const PEER_PACKAGES: &[&str] = &["linux-perf", "bpftrace"];
 
-pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
+pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -> Result<()> {
+    crate::setup::apt_packages(PEER_PACKAGES)?;
     crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
     let execprof = Path::new("target/release/execprof").canonicalize()?;
     let work = cache_dir().join("overhead");
@@ -56,25 +79,32 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
     let getpid = work.join("getpid");
     crate::run(Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&getpid).arg("benches/getpid.c"))
         .context("building benches/getpid.c statically (gcc and the static C library: `cargo xtask setup`)")?;
+    let enoent = work.join("enoent");
+    crate::run(Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&enoent).arg("benches/enoent.c"))
+        .context("building benches/enoent.c statically (gcc and the static C library: `cargo xtask setup`)")?;
+    let userland = crate::suite::userland_image()?;
     let image = crate::fastpath::lab_kernel()?;
     let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
     let results = ResultsDisk::create(work.join("results.img"), 256)?;
     let mut c = initramfs_base(&execprof, &busybox, guest::OVERHEAD_INIT)?;
     c.file("getpid", &std::fs::read(&getpid)?, 0o755);
+    c.file("enoent", &std::fs::read(&enoent)?, 0o755);
     let env = GuestEnv::default()
         .set("STEPS", steps)
         .set("ROUNDS", rounds)
         .set("GETPID_CALLS", getpid_calls)
+        .set("ENOENT_CALLS", enoent_calls)
         .set("LAB_DEV", guest::virtio_disk(0))
-        .set("RESULTS_DEV", guest::virtio_disk(1));
+        .set("USERLAND_DEV", guest::virtio_disk(1))
+        .set("RESULTS_DEV", guest::virtio_disk(2));
     c.file("guest.env", env.as_bytes(), 0o644);
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
     eprintln!(
         "xtask: overhead: {rounds} rounds of {} sides inside the lab kernel under -icount (TCG: minutes)",
-        CHAIN_SIDES.len() + GETPID_SIDES.len()
+        CHAIN_SIDES.len() + GETPID_SIDES.len() + ENOENT_SIDES.len()
     );
-    crate::fastpath::boot_lab(&image, &initrd, &results, &work, Duration::from_secs(2400))?;
+    crate::fastpath::boot_lab(&image, &initrd, &[userland], &results, &work, Duration::from_secs(3600))?;
     let console = work.join("console.log");
     let result = results.read_back(&work.join("results"), &console)?;
     if !result.finished() {
@@ -83,7 +113,7 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
     let dir = work.join("results");
     let mut failed = Vec::new();
     for r in 1..=rounds {
-        for (tag, _) in CHAIN_SIDES.iter().chain(GETPID_SIDES) {
+        for (tag, _) in CHAIN_SIDES.iter().chain(GETPID_SIDES).chain(ENOENT_SIDES) {
             if result.code(&format!("rc_r{r}-{tag}")) != Some(0) {
                 failed.push(format!("r{r}-{tag}"));
             }
@@ -106,7 +136,7 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
     let per_step = |tag: &str, r: u32| -> Result<(f64, f64, Option<f64>)> {
         let path = dir.join(format!("r{r}-{tag}.json"));
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        let (cpu, wall, enoent) = if tag == "untraced" {
+        let (cpu, wall, enoent) = if BENCH_JSON.contains(&tag) {
             let v: serde_json::Value = serde_json::from_str(&text)?;
             let round = &v["rounds"][0];
             let ns = |k: &str| round[k].as_u64().with_context(|| format!("bench chain JSON without rounds[0].{k}"));
@@ -154,6 +184,24 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
         let m = median(v);
         println!("| {what} | {m:.1} | {} | {:+.1} | {:.3} |", shown.join(", "), m - base, m / base);
     }
+    // The tracer's share of a failed attempt: instructions per failed execve in a loop of
+    // them, untraced and traced; what tracing adds, as a share of the traced attempt.
+    let base = median(all(&getpid, "enoent-untraced")?);
+    println!(
+        "\n| failed execve (ENOENT) in a loop, under | instructions per attempt (median) | per round | added by the tracer | tracer's share of the attempt | ENOENT as execprof measured it (mean) |\n|---|---|---|---|---|---|"
+    );
+    for (tag, what) in ENOENT_SIDES {
+        let v = all(&getpid, tag)?;
+        let shown: Vec<String> = v.iter().map(|x| format!("{x:.0}")).collect();
+        let m = median(v);
+        let measured = if *tag == "enoent-untraced" {
+            "—".to_owned()
+        } else {
+            let means = (1..=rounds).map(|r| enoent_mean(&dir.join(format!("r{r}-{tag}.json")))).collect::<Result<Vec<f64>>>()?;
+            format!("{:.0}", median(means))
+        };
+        println!("| {what} | {m:.0} | {} | {:+.0} | {:.1}% | {measured} |", shown.join(", "), m - base, 100.0 * (m - base) / m);
+    }
     for (tag, what) in BUDGET_SIDES {
         let path = dir.join(format!("{tag}.json"));
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -164,6 +212,23 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32) -> Result<()> {
         "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and a `rep movs` counts once."
     );
     Ok(())
+}
+
+/// The mean ENOENT latency in the execprof report at `path`.
+fn enoent_mean(path: &Path) -> Result<f64> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let report: RunReport = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    if !report.complete {
+        bail!("{} is incomplete: the figure would be wrong", path.display());
+    }
+    report
+        .analysis
+        .outcomes
+        .iter()
+        .find(|o| o.outcome == Outcome::Enoent)
+        .and_then(|o| o.latency.as_ref())
+        .map(|l| l.mean_ns)
+        .with_context(|| format!("{}: no failed attempt (ENOENT) measured", path.display()))
 }
 
 /// One side's instruction budget, hook by hook: each of execprof's programs' runs and

@@ -134,7 +134,7 @@ fn foreign_archs() -> Result<Vec<String>> {
     Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect())
 }
 
-fn apt_packages(pkgs: &[&str]) -> Result<()> {
+pub(crate) fn apt_packages(pkgs: &[&str]) -> Result<()> {
     let missing: Vec<&str> = pkgs.iter().copied().filter(|p| !present(p)).collect();
     if missing.is_empty() {
         return Ok(());

@@ -92,7 +92,7 @@ pub fn test_binaries() -> Result<Vec<TestBinary>> {
 }
 
 /// The ext4 image of this machine's userland, built once per set of installed packages.
-fn userland_image() -> Result<PathBuf> {
+pub(crate) fn userland_image() -> Result<PathBuf> {
     let packages = Command::new("dpkg-query").args(["-W", "-f", "${Package} ${Version}\n"]).output().context("running dpkg-query")?;
     let mut h = DefaultHasher::new();
     (USERLAND_RECIPE, USERLAND, &packages.stdout).hash(&mut h);

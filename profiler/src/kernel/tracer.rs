@@ -10,7 +10,11 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use profiler_common::{counter, id_flags, limits::IDS_PER_ENTRY, names};
+use profiler_common::{
+    counter, id_flags,
+    limits::{self, IDS_PER_ENTRY},
+    names,
+};
 
 use crate::{
     kernel::layout::TaskLayout,
@@ -108,8 +112,9 @@ impl Tracer {
             }
             out.push(((*name).to_owned(), per_cpu.iter().sum()));
         }
-        let left = match self.ebpf.map(names::MAP_CALL_ENTRIES) {
-            Some(map) => aya::maps::HashMap::<_, u64, u64>::try_from(map).map_or(0, |m| m.keys().count() as u64),
+        let left = match self.ebpf.map(names::MAP_OPEN_CALLS) {
+            Some(map) => aya::maps::Array::<_, [u64; limits::MAX_PROBED as usize]>::try_from(map)
+                .map_or(0, |m| m.iter().filter_map(|t| t.ok()).map(|t| t.iter().filter(|&&c| c != 0).count() as u64).sum()),
             None => 0,
         };
         out.push((crate::model::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));

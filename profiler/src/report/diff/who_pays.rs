@@ -7,6 +7,8 @@
 //! no interval is given, and the per-attempt significance of each outcome is the outcome
 //! table's. Two launched runs whose counts all agree (the same build twice) have nothing to
 //! say here, nor two runs of the built-in chain, and the diff leaves the section out.
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -158,21 +160,19 @@ fn side_by_side(a: &RunReport, b: &RunReport) -> Option<WhoPaysChange> {
     let programs_shown = who_pays::shows_callers(a) || who_pays::shows_callers(b);
     let (la, lb): (&[CallerSummary], &[CallerSummary]) =
         if programs_shown { (&a.analysis.callers, &b.analysis.callers) } else { (&[], &[]) };
-    let mut names: Vec<&Program> = la.iter().map(|c| &c.program).collect();
-    for c in lb {
-        if !names.contains(&&c.program) {
-            names.push(&c.program);
-        }
-    }
-    let caller = |r: &'_ RunReport, p: &Program| r.analysis.callers.iter().find(|c| &c.program == p).cloned();
-    let searcher = |s: &PathSearches, p: &Program| s.programs.iter().find(|x| &x.program == p).map_or((0, 0), |x| (x.misses, x.searches));
+    // Indexed once: a running system's tables hold up to a thousand programs each.
+    let (ia, ib): (HashMap<&Program, &CallerSummary>, HashMap<&Program, &CallerSummary>) =
+        (a.analysis.callers.iter().map(|c| (&c.program, c)).collect(), b.analysis.callers.iter().map(|c| (&c.program, c)).collect());
+    let (qa, qb) = (searches_by_program(sa), searches_by_program(sb));
+    let mut seen = HashSet::new();
+    let names: Vec<&Program> = la.iter().chain(lb).map(|c| &c.program).filter(|p| seen.insert(*p)).collect();
     let mut programs: Vec<ProgramChange> = names
         .into_iter()
         .map(|p| {
-            let (ca, cb) = (caller(a, p), caller(b, p));
-            let get = |c: &Option<CallerSummary>, f: fn(&CallerSummary) -> u64| c.as_ref().map_or(0, f);
+            let (ca, cb) = (ia.get(p).copied(), ib.get(p).copied());
+            let get = |c: &Option<&CallerSummary>, f: fn(&CallerSummary) -> u64| c.map_or(0, f);
             let both = |f: fn(&CallerSummary) -> u64| pair(get(&ca, f), get(&cb, f));
-            let ((ma, na), (mb, nb)) = (searcher(sa, p), searcher(sb, p));
+            let ((ma, na), (mb, nb)) = (qa.get(p).copied().unwrap_or_default(), qb.get(p).copied().unwrap_or_default());
             ProgramChange {
                 program: p.clone(),
                 attempts: both(|c| c.attempts),
@@ -196,18 +196,24 @@ fn side_by_side(a: &RunReport, b: &RunReport) -> Option<WhoPaysChange> {
     })
 }
 
+/// (misses, searches) of each program.
+fn searches_by_program(s: &PathSearches) -> HashMap<&Program, (u64, u64)> {
+    s.programs.iter().map(|x| (&x.program, (x.misses, x.searches))).collect()
+}
+
+/// (misses, miss time) of each missed directory.
+fn misses_by_dir(s: &PathSearches) -> HashMap<&str, (u64, u64)> {
+    s.missed_dirs.iter().map(|d| (d.dir.as_str(), (d.misses, d.miss_ns))).collect()
+}
+
 fn searches(a: &PathSearches, b: &PathSearches) -> SearchesChange {
-    let mut dirs: Vec<&str> = a.missed_dirs.iter().map(|d| d.dir.as_str()).collect();
-    for d in &b.missed_dirs {
-        if !dirs.contains(&d.dir.as_str()) {
-            dirs.push(&d.dir);
-        }
-    }
-    let missed = |s: &PathSearches, dir: &str| s.missed_dirs.iter().find(|d| d.dir == dir).map_or((0, 0), |d| (d.misses, d.miss_ns));
+    let (in_a, in_b) = (misses_by_dir(a), misses_by_dir(b));
+    let mut seen = HashSet::new();
+    let dirs: Vec<&str> = a.missed_dirs.iter().chain(&b.missed_dirs).map(|d| d.dir.as_str()).filter(|d| seen.insert(*d)).collect();
     let mut missed_dirs: Vec<DirChange> = dirs
         .into_iter()
         .map(|dir| {
-            let ((ma, ta), (mb, tb)) = (missed(a, dir), missed(b, dir));
+            let ((ma, ta), (mb, tb)) = (in_a.get(dir).copied().unwrap_or_default(), in_b.get(dir).copied().unwrap_or_default());
             DirChange { dir: dir.to_owned(), misses: pair(ma, mb), miss_ns: pair(ta, tb) }
         })
         .collect();
