@@ -270,7 +270,10 @@ impl Mode {
         };
         let timing = match boundaries {
             (Boundaries::Fentry, _) => {
-                "exact at fentry/fexit boundaries (the syscalls' own __x64_sys_execve[at] and kin; no syscall tracepoint: other syscalls run nothing), sched_prepare_exec, sched_process_exec".to_owned()
+                format!(
+                    "exact at fentry/fexit boundaries (the syscalls' own {}[at] and kin; no syscall tracepoint: other syscalls run nothing), sched_prepare_exec, sched_process_exec",
+                    profiler_common::names::BOUNDARIES[0].function
+                )
             }
             (Boundaries::RawTracepoints, why) => format!(
                 "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec){}",

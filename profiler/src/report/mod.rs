@@ -351,7 +351,7 @@ fn render_header(o: &mut String, r: &RunReport) {
     };
     let _ = writeln!(o, "result    {ended}; {processes}, {} thread(s) created, {} exec attempts", a.threads_created, a.attempts);
     if let Some(c) = &a.compat {
-        render_compat(o, c, a);
+        render_compat(o, c, a, &r.meta.kernel.machine);
     }
     if r.meta.repeats > 1 {
         let _ =
@@ -378,8 +378,9 @@ fn render_header(o: &mut String, r: &RunReport) {
 }
 
 /// How the run splits between the ABIs, when 32-bit callers took part (every other figure
-/// counts both).
-fn render_compat(o: &mut String, c: &crate::analysis::CompatSummary, a: &crate::analysis::Analysis) {
+/// counts both); `machine` is the recording's (`uname -m`), which names the 32-bit ABI.
+fn render_compat(o: &mut String, c: &crate::analysis::CompatSummary, a: &crate::analysis::Analysis, machine: &str) {
+    let abi = if machine == "aarch64" { "AArch32" } else { "ia32" };
     let forks: u64 = a.fork_calls.iter().map(|f| f.count).sum();
     let mean = |label: &str, ns: Option<f64>| ns.map(|ns| format!("{label} {}", human_ns(ns)));
     let means: Vec<String> = [mean("failed", c.failed_mean_ns), mean("successful", c.success_mean_ns)].into_iter().flatten().collect();
@@ -387,7 +388,7 @@ fn render_compat(o: &mut String, c: &crate::analysis::CompatSummary, a: &crate::
     let rest = if c.attempts == a.attempts && c.fork_calls == forks { "every call was 32-bit" } else { "the rest were 64-bit" };
     let _ = writeln!(
         o,
-        "abi       32-bit (ia32) callers made {} of {} exec attempts ({} successful{means}) and {} of {} fork-family calls; {rest}",
+        "abi       32-bit ({abi}) callers made {} of {} exec attempts ({} successful{means}) and {} of {} fork-family calls; {rest}",
         c.attempts, a.attempts, c.successes, c.fork_calls, forks
     );
 }
@@ -934,6 +935,19 @@ mod tests {
         let mid_call = Unjoined { exit_without_enter: 410, ..Unjoined::default() };
         assert_eq!(calls_not_seen_whole(&losses, &mid_call), 402 + 8, "exits beyond the dropped enters: calls begun before tracing");
         assert_eq!(calls_not_seen_whole(&LossCounters::zero(), &Unjoined::default()), 0);
+    }
+
+    /// The 32-bit ABI is named as the recording's architecture has it.
+    #[test]
+    fn the_32_bit_abi_is_named_by_the_recordings_architecture() {
+        let c = crate::analysis::CompatSummary { attempts: 2, successes: 1, failed_mean_ns: None, success_mean_ns: None, fork_calls: 0 };
+        use crate::report::test_support::{meta, report};
+        let a = report(meta(&["t"], None), &[], None).analysis;
+        for (machine, abi) in [("x86_64", "32-bit (ia32) callers made 2 of"), ("aarch64", "32-bit (AArch32) callers made 2 of")] {
+            let mut o = String::new();
+            render_compat(&mut o, &c, &a, machine);
+            assert!(o.contains(abi), "{machine}: {o}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::{
         outcome::Outcome,
         stats::{Distribution, Interval, holm},
     },
+    model::names::escape_name,
     report::RunReport,
 };
 
@@ -291,6 +292,14 @@ fn builtin_chain(r: &RunReport) -> Option<&crate::analysis::chain::ChainSummary>
 /// Everything that makes A and B differ besides (perhaps) the point of the comparison.
 fn warnings(a: &RunReport, b: &RunReport) -> Vec<String> {
     let mut w = Vec::new();
+    let (arch_a, arch_b) = (&a.meta.kernel.machine, &b.meta.kernel.machine);
+    if arch_a != arch_b {
+        w.push(format!(
+            "the recordings are of different architectures: A {}, B {}; the kernel's code differs between them, so a change is the architecture's as much as anything else's. Lines are compared where the function names match; the syscall entry functions (__x64_sys_*, __arm64_sys_*) and the architecture's own helpers appear on one side only",
+            escape_name(arch_a.as_bytes()),
+            escape_name(arch_b.as_bytes())
+        ));
+    }
     let mut differs = |what: &str, x: String, y: String| {
         if x != y {
             w.push(format!("the recordings differ in {what}: A {x}, B {y}"));

@@ -38,6 +38,23 @@ mod per_chain_step {
         report::test_support::{chain_spec, meta, report, steps},
     };
 
+    /// An amd64 and an arm64 recording of the same chain: a warning names both, and the lines
+    /// are still compared by function name.
+    #[test]
+    fn recordings_of_different_architectures_are_warned_about_and_still_compared() {
+        let mut b = chain();
+        b.meta.kernel.machine = "aarch64".into();
+        let d = compare("a", &chain(), "b", &b);
+        let w = d
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("the recordings are of different architectures: A x86_64, B aarch64"))
+            .expect("a warning");
+        assert!(w.contains("compared where the function names match"), "{w}");
+        assert_eq!((enoent(&d).count_a, enoent(&d).count_b), (6, 6));
+        assert!(!compare("a", &chain(), "b", &chain()).warnings.iter().any(|w| w.contains("architectures")));
+    }
+
     fn enoent(d: &Diff) -> &super::super::OutcomeChange {
         d.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap()
     }
