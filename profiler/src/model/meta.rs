@@ -178,7 +178,8 @@ pub enum Boundaries {
     /// every process runs them (and takes the syscall slow path).
     #[default]
     RawTracepoints,
-    /// fentry/fexit on the syscalls' own entry functions (`__x64_sys_execve` and kin): no
+    /// fentry/fexit on the syscalls' own entry functions (`__x64_sys_execve`, arm64's
+    /// `__arm64_sys_execve`, and kin): no
     /// syscall tracepoint is attached, so other syscalls run no execprof program.
     Fentry,
     /// The per-syscall `syscalls:sys_enter_*`/`sys_exit_*` events of the exec and fork-family
@@ -270,7 +271,7 @@ impl Mode {
         };
         let timing = match boundaries {
             (Boundaries::Fentry, _) => {
-                "exact at fentry/fexit boundaries (the syscalls' own __x64_sys_execve[at] and kin; no syscall tracepoint: other syscalls run nothing), sched_prepare_exec, sched_process_exec".to_owned()
+                "exact at fentry/fexit boundaries (the syscalls' own __x64_sys_execve[at] or __arm64_sys_execve[at] and kin; no syscall tracepoint: other syscalls run nothing), sched_prepare_exec, sched_process_exec".to_owned()
             }
             (Boundaries::RawTracepoints, why) => format!(
                 "exact at tracepoint boundaries (raw sys_enter/sys_exit for execve[at], sched_prepare_exec, sched_process_exec){}",
