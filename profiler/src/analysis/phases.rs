@@ -920,7 +920,7 @@ fault handle_mm_fault
     }
 
     /// arm64's frames: IRQ entry (EL1 and EL0) is async, a fault taken in the kernel is
-    /// transparent, a kprobe's BRK path or ftrace entry is the tracer's, and the syscall entry
+    /// transparent, a kprobe's BRK path is the tracer's, and the syscall entry
     /// `__arm64_sys_execve` is a probe candidate with no phase, as `__x64_sys_execve` is.
     #[test]
     fn arm64_entry_frames_classify_like_their_x86_counterparts() {
@@ -961,7 +961,6 @@ fault handle_mm_fault
             "copy_strings",
         ];
         assert_eq!(m.classify_stack(&brk), tracer);
-        assert_eq!(m.classify_stack(&["kprobe_ftrace_handler", "ftrace_caller", "copy_strings"]), tracer);
         assert_eq!(m.phase_of("__arm64_sys_execve"), None);
         assert!(m.probe_candidates().iter().any(|p| p == "__arm64_sys_execveat"));
     }
