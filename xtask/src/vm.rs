@@ -520,35 +520,24 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     // to 2 points). It still catches a phase misattributed by a large margin. The report's
     // "Exact vs sampled" table shows every phase.
     //
-    // Not asserted on arm64, only printed: there the cpu-clock sample is an ordinary IRQ (no
-    // NMI), so time spent with interrupts masked is sampled where they are unmasked, not where
-    // it was spent: a kprobe's BRK and single-step exceptions (arm64 has no kprobes on ftrace
-    // in either kernel: every hit is two exceptions, dear under TCG and invisible to the
-    // samples, while the exact times include them; 6.1 times all 27 functions so) and the context switches, whose samples land in
-    // finish_task_switch (`other`). The first arm64 runs (20 steps) missed by 0.3 points on
-    // 6.12 (fentry) and by 14 points on 6.1 (kprobes), both in old_mm.
+    // arm64 too: at the default 200 steps both arm64 guests agree (new_image, the one large
+    // phase: 6.1 exact 0.347 in [0.322, 0.432], 6.12 0.306 in [0.251, 0.370]). With 20 steps
+    // they did not (old_mm, then large: 6.12 missed by 0.3 points, 6.1 by 9-14): arm64's
+    // cpu-clock samples are ordinary IRQs (no pseudo-NMI in Debian's kernels), so time with
+    // interrupts masked (kprobes' BRK and single-step exceptions, context switches) is sampled
+    // where they are unmasked, and a few slow first execs weigh more in a short chain.
     let agreement = r.analysis.agreement.iter().find(|a| a.outcome == Outcome::Success);
     let mut large = 0;
-    let mut disagree = Vec::new();
     for p in agreement.map_or(&[][..], |a| a.phases.as_slice()) {
         if p.sampled_share < 0.2 {
             continue;
         }
         large += 1;
         let (lo, hi) = (p.sampled_low - 0.05, p.sampled_high + 0.05);
-        if !(lo..=hi).contains(&p.exact_share) {
-            disagree
-                .push(format!("{:?} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p.phase, p.exact_share));
-        }
-    }
-    if run.arch == Arch::X86_64 {
-        for d in disagree {
-            check(false, d);
-        }
-    } else {
-        for d in disagree {
-            eprintln!("xtask: guest {} ({}): not asserted on {}: {d}", run.kernel, run.package, run.arch.debian());
-        }
+        check(
+            (lo..=hi).contains(&p.exact_share),
+            format!("{:?} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p.phase, p.exact_share),
+        );
     }
     check(large > 0, "no large phase to compare exact and sampled shares on".into());
     failed
