@@ -108,12 +108,16 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     }
     let current = task::current();
     let compat = arch::in_compat_syscall(current, regs);
-    let Some(syscall) = arch::classify_exit(nr, compat, ctx.arg(1), pid) else {
+    // The return value read once: reading the context twice let LLVM keep `ctx + 8` in a
+    // register for the second read, which the verifier refuses ("dereference of modified ctx
+    // ptr", arm64's build on 6.1).
+    let ret: i64 = ctx.arg(1);
+    let Some(syscall) = arch::classify_exit(nr, compat, ret, pid) else {
         return 0;
     };
     // First thing past the filter: the probe's own work below stays outside the attempt.
     let now = unsafe { bpf_ktime_get_ns() };
-    on_exit(regs, syscall, compat, ctx.arg(1), now, (pid, tgid, current));
+    on_exit(regs, syscall, compat, ret, now, (pid, tgid, current));
     0
 }
 

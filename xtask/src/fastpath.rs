@@ -293,6 +293,7 @@ pub(crate) fn boot_lab(
     // cpu-clock samples then come only on the 250 Hz tick.
     boot(
         &Boot {
+            arch: crate::vm::Arch::X86_64,
             kernel: image,
             initrd,
             drives,

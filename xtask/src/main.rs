@@ -63,6 +63,13 @@ enum Task {
         /// Chain steps inside the guest.
         #[arg(long, default_value_t = 200)]
         steps: u32,
+        /// The guests' architecture: x86_64 (this machine's), or arm64 (execprof cross-built
+        /// for aarch64, Debian's arm64 cloud kernels under qemu-system-aarch64 -M virt, TCG).
+        #[arg(long, value_enum, default_value_t = vm::Arch::X86_64)]
+        arch: vm::Arch,
+        /// The guest's time limit, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
     },
     /// The fast-path lab: build (once, cached) Debian's 6.12 with kernel/exec-lookup-strategy.patch
     /// and run the chain under each lookup strategy (fs.exec_lookup) inside it, then diff them.
@@ -108,10 +115,12 @@ fn main() -> ExitCode {
         Task::Ci => setup(Needs::Test)
             .and_then(|()| ci())
             .and_then(|()| vm_suite(None, None))
-            .and_then(|()| vm_test(None, 200))
-            .and_then(|()| fastpath::lab(LAB_STEPS, LAB_REPEAT, false)),
+            .and_then(|()| vm_test(vm::Arch::X86_64, None, 200, 600))
+            .and_then(|()| fastpath::lab(LAB_STEPS, LAB_REPEAT, false))
+            // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes warm).
+            .and_then(|()| vm_test(vm::Arch::Arm64, None, 200, 900)),
         Task::VmSuite { kernel, filter } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref(), filter.as_deref())),
-        Task::VmTest { kernel, steps } => setup(Needs::Test).and_then(|()| vm_test(kernel.as_deref(), steps)),
+        Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
         Task::Overhead { steps, rounds, getpid_calls, enoent_calls } => {
             setup(Needs::Test).and_then(|()| overhead::overhead(steps, rounds, getpid_calls, enoent_calls))
@@ -208,19 +217,30 @@ fn vm_suite(only: Option<&str>, filter: Option<&str>) -> Result<()> {
 /// Boots each guest kernel, runs execprof's exact-mode chain in it, checks the known answers
 /// (the 6.8 reordering: mm set-up and argument copying inside failed lookups on 6.1, not on
 /// 6.12) and keeps the recordings under target/vm/.
-fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
-    run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
-    let exe = Path::new("target/release/execprof").canonicalize()?;
-    let opts = vm::VmOptions { steps, misses: 6, timeout: std::time::Duration::from_secs(600) };
+fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Result<()> {
+    let exe = match arch.rust_target() {
+        None => {
+            run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
+            Path::new("target/release/execprof").canonicalize()?
+        }
+        Some(target) => {
+            // The cross-build (see .cargo/config.toml): rustc-web has the target's std.
+            run(Command::new("cargo").args(["+rustc-web", "build", "--release", "--target", target, "--package", "profiler"]))?;
+            Path::new("target").join(target).join("release/execprof").canonicalize()?
+        }
+    };
+    let opts = vm::VmOptions { steps, misses: 6, timeout: std::time::Duration::from_secs(timeout) };
     let mut failures = Vec::new();
     let mut passed = 0;
     let mut guests = Vec::new();
-    for (label, meta) in vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)) {
-        let guest = vm::run_guest(label, meta, &exe, &opts)?;
+    let kernels: Vec<_> = arch.kernels().into_iter().filter(|(l, _)| only.is_none_or(|o| o == *l)).collect();
+    for (label, meta) in &kernels {
+        let started = std::time::Instant::now();
+        let guest = vm::run_guest(arch, label, meta, &exe, &opts)?;
         eprintln!("xtask: guest {label} report:\n{}", guest.text);
         let failed = vm::check_guest(&guest, &opts);
         if failed.is_empty() {
-            println!("vm: {label} ({}) passed", guest.package);
+            println!("vm: {label} ({}) passed in {:.0} s", guest.package, started.elapsed().as_secs_f64());
             passed += 1;
         }
         failures.extend(failed);
@@ -228,9 +248,16 @@ fn vm_test(only: Option<&str>, steps: u32) -> Result<()> {
     }
     // Both kernels: what the 6.8 reordering saved per failed attempt, by function.
     if let [old, new] = guests.as_slice() {
-        failures.extend(vm::reordering_diff(&exe, old, new)?);
+        // `execprof diff` of the recordings runs here, so it is the host's build.
+        let host_exe = if arch.rust_target().is_some() {
+            run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
+            Path::new("target/release/execprof").canonicalize()?
+        } else {
+            exe.clone()
+        };
+        failures.extend(vm::reordering_diff(&host_exe, old, new)?);
     }
-    let kernels_failed = vm::KERNELS.iter().filter(|(l, _)| only.is_none_or(|o| o == *l)).count() - passed;
+    let kernels_failed = kernels.len() - passed;
     println!("vm-test: {passed} passed, {kernels_failed} failed");
     if !failures.is_empty() {
         bail!("guest checks failed:\n  {}", failures.join("\n  "));

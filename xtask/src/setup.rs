@@ -23,10 +23,21 @@ use crate::run;
 /// musl for the built-in chain's static helper programs.
 pub(crate) const BUILD_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools"];
 
-/// What the tests add: the guests (QEMU, ext4 images, unpacking kernels), 32-bit test programs
+/// What the tests add: the guests (QEMU for x86_64 and, for `vm-test --arch arm64`, aarch64; ext4 images, unpacking kernels), 32-bit test programs
 /// (`gcc -m32 -static`), and building the fast-path lab's kernel.
-pub(crate) const TEST_PACKAGES: &[&str] =
-    &["qemu-system-x86", "gcc-multilib", "e2fsprogs", "binutils", "xz-utils", "flex", "bison", "libelf-dev", "dwarves", "bc"];
+pub(crate) const TEST_PACKAGES: &[&str] = &[
+    "qemu-system-x86",
+    "qemu-system-arm",
+    "gcc-multilib",
+    "e2fsprogs",
+    "binutils",
+    "xz-utils",
+    "flex",
+    "bison",
+    "libelf-dev",
+    "dwarves",
+    "bc",
+];
 
 /// What the arm64 cross-build adds (`cargo build --target aarch64-unknown-linux-gnu`): the C
 /// cross toolchain whose `aarch64-linux-gnu-gcc` links the profiler and the built-in chain,
@@ -83,6 +94,8 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
 /// change anything only its rlibs are unpacked and linked into rustc-web's sysroot.
 fn cross_build() -> Result<()> {
     apt_packages(CROSS_PACKAGES)?;
+    // The arm64 guests' busybox, unpacked beside the kernels (as the host's busybox-static is).
+    crate::vm::Arch::Arm64.busybox()?;
     if rustlib_has_std(Path::new(CROSS_RUSTLIB)) {
         return Ok(());
     }
@@ -157,7 +170,7 @@ pub(crate) fn apt_packages(pkgs: &[&str]) -> Result<()> {
     );
     let mut unpack = Vec::new();
     let mut install = Vec::new();
-    for p in &plan.installs {
+    for p in plan.installs.iter().filter(|p| !present(p)) {
         if simulate(&[p.as_str()])?.removes.is_empty() {
             install.push(p.as_str());
         } else {
@@ -281,8 +294,8 @@ pub(crate) fn tool(name: &str) -> PathBuf {
 const QEMU_FIRMWARE: &[&str] = &["/usr/share/qemu", "/usr/share/seabios"];
 
 /// QEMU's arguments for finding its firmware: none for an installed QEMU.
-pub(crate) fn qemu_firmware_args() -> Vec<String> {
-    if tool("qemu-system-x86_64") == Path::new("qemu-system-x86_64") {
+pub(crate) fn qemu_firmware_args(qemu: &str) -> Vec<String> {
+    if tool(qemu) == Path::new(qemu) {
         return Vec::new();
     }
     QEMU_FIRMWARE.iter().filter(|d| Path::new(d).is_dir()).flat_map(|d| ["-L".to_owned(), (*d).to_owned()]).collect()

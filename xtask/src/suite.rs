@@ -305,6 +305,7 @@ pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
     eprintln!("xtask: the whole test suite inside {label} ({package}); TCG is slow, this takes many minutes");
     vm::boot(
         &vm::Boot {
+            arch: vm::Arch::X86_64,
             kernel: &kernel,
             initrd: &initrd,
             drives: &drives,

@@ -919,6 +919,52 @@ fault handle_mm_fault
         assert_eq!(m.classify_stack(&nested), bprm_mm);
     }
 
+    /// arm64's frames: IRQ entry (EL1 and EL0) is async, a fault taken in the kernel is
+    /// transparent, a kprobe's BRK path is the tracer's, and the syscall entry
+    /// `__arm64_sys_execve` is a probe candidate with no phase, as `__x64_sys_execve` is.
+    #[test]
+    fn arm64_entry_frames_classify_like_their_x86_counterparts() {
+        let m = PhaseModel::builtin().unwrap();
+        let (tracer, args) = (m.phase_by_name("tracer").unwrap(), m.phase_by_name("args").unwrap());
+        let irq = [
+            "gic_handle_irq",
+            "call_on_irq_stack",
+            "do_interrupt_handler",
+            "el1_interrupt",
+            "el1h_64_irq_handler",
+            "el1h_64_irq",
+            "copy_strings",
+        ];
+        assert_eq!(m.classify_stack(&irq), m.other());
+        let fault = [
+            "clear_page",
+            "do_anonymous_page",
+            "handle_mm_fault",
+            "do_page_fault",
+            "do_translation_fault",
+            "do_mem_abort",
+            "el1_abort",
+            "el1h_64_sync_handler",
+            "el1h_64_sync",
+            "copy_strings.isra.0",
+            "do_execveat_common.isra.0",
+            "__arm64_sys_execve",
+        ];
+        assert_eq!(m.classify_stack(&fault), args);
+        let brk = [
+            "kprobe_breakpoint_handler",
+            "call_break_hook",
+            "brk_handler",
+            "el1_dbg",
+            "el1h_64_sync_handler",
+            "el1h_64_sync",
+            "copy_strings",
+        ];
+        assert_eq!(m.classify_stack(&brk), tracer);
+        assert_eq!(m.phase_of("__arm64_sys_execve"), None);
+        assert!(m.probe_candidates().iter().any(|p| p == "__arm64_sys_execveat"));
+    }
+
     #[test]
     fn mm_set_up_is_exec_under_mm_alloc_and_fork_under_dup_mm() {
         let m = PhaseModel::builtin().unwrap();
@@ -1023,8 +1069,8 @@ fault handle_mm_fault
             assert!(probes.contains(p), "probe candidate {p} missing");
         }
         // Every candidate gets a probe slot even with load_elf_binary present twice and
-        // the two syscall entries skipped.
-        assert!(probes.len() - 2 < profiler_common::limits::MAX_PROBED as usize, "{} candidates", probes.len());
+        // the syscall entries skipped (two per architecture: x86_64's and arm64's).
+        assert!(probes.len() - 4 < profiler_common::limits::MAX_PROBED as usize, "{} candidates", probes.len());
 
         // Shipped rule sanity on realistic 6.18 stacks.
         let args = m.phase_by_name("args").unwrap();

@@ -178,7 +178,8 @@ pub enum Boundaries {
     /// every process runs them (and takes the syscall slow path).
     #[default]
     RawTracepoints,
-    /// fentry/fexit on the syscalls' own entry functions (`__x64_sys_execve` and kin): no
+    /// fentry/fexit on the syscalls' own entry functions (`__x64_sys_execve`, arm64's
+    /// `__arm64_sys_execve`, and kin): no
     /// syscall tracepoint is attached, so other syscalls run no execprof program.
     Fentry,
     /// The per-syscall `syscalls:sys_enter_*`/`sys_exit_*` events of the exec and fork-family
