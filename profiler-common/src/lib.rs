@@ -256,41 +256,71 @@ pub mod scope {
 }
 
 /// Exact mode's open calls: where a thread's probed call waits for its return, and how its
-/// entry time is kept. A thread's table is picked by its `task_struct` address (cache-line
-/// aligned, and two live ones are a task_struct's size apart or more): the index from the
-/// address's low bits (after the line offset), a 23-bit tag from the next; one cell per slot
-/// holds the tag, a valid bit and the entry time's low 40 bits in one 64-bit word, written and
-/// read whole, so a reader never sees half of another thread's entry. Table and tag together
-/// tell threads apart whose structs lie within 2 TiB of each other (all of a machine's
-/// memory, below 2 TiB); the 40 bits span 18 minutes, far beyond any one call of the exec path.
+/// entry time is kept. A thread has two candidate tables, picked from its `task_struct`
+/// address by a bijective mix of the address's bits 6–40 (task structs come from slabs at
+/// fixed offsets, so raw address bits would put many threads of one process in the same
+/// table); the entry goes to the first whose cell for the slot is free or the thread's own,
+/// else the second, else it evicts the first's occupant (whose return then counts as one
+/// without entry). A cell holds a valid bit, a 24-bit key (which of the two tables, and a
+/// 23-bit tag of the mixed address) and the entry time's low 39 bits, in one 64-bit word
+/// written and read whole: table and key together give back the address's bits 6–40, so a
+/// thread never takes another's time for threads whose structs lie within 2 TiB of each other
+/// (all of a machine's memory, below 2 TiB). 39 bits of nanoseconds span 9 minutes, far
+/// beyond any one call of the exec path.
 pub mod open_call {
     use crate::limits::OPEN_CALL_TABLES;
 
     const LINE_SHIFT: u32 = 6;
     const TABLE_BITS: u32 = OPEN_CALL_TABLES.trailing_zeros();
+    const TABLE_MASK: u64 = OPEN_CALL_TABLES as u64 - 1;
     const TAG_BITS: u32 = 23;
-    const NS_BITS: u32 = 40;
+    const MIXED_BITS: u32 = TABLE_BITS + TAG_BITS;
+    const MIXED_MASK: u64 = (1 << MIXED_BITS) - 1;
+    const KEY_BITS: u32 = TAG_BITS + 1;
+    const NS_BITS: u32 = 39;
     const NS_MASK: u64 = (1 << NS_BITS) - 1;
     const VALID: u64 = 1 << 63;
-    const _: () = assert!(OPEN_CALL_TABLES.is_power_of_two() && TAG_BITS + NS_BITS + 1 == 64);
+    const _: () = assert!(OPEN_CALL_TABLES.is_power_of_two() && KEY_BITS + NS_BITS + 1 == 64);
 
-    /// The table of the thread whose `task_struct` is at `task`, and its tag.
+    /// A bijection of the low `MIXED_BITS` bits (odd multipliers and right xor-shifts are each
+    /// invertible modulo a power of two), whose low bits depend on every input bit.
     #[inline(always)]
-    pub fn place(task: u64) -> (u32, u64) {
-        let line = task >> LINE_SHIFT;
-        ((line & u64::from(OPEN_CALL_TABLES - 1)) as u32, (line >> TABLE_BITS) & ((1 << TAG_BITS) - 1))
+    fn mix(x: u64) -> u64 {
+        let mut x = x & MIXED_MASK;
+        x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15) & MIXED_MASK;
+        x ^= x >> 17;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9) & MIXED_MASK;
+        x ^ (x >> 16)
     }
 
-    /// A cell holding an entry at `now_ns` for the thread tagged `tag`.
+    /// The two candidate tables of the thread whose `task_struct` is at `task`, and its key
+    /// in each.
     #[inline(always)]
-    pub fn pack(tag: u64, now_ns: u64) -> u64 {
-        VALID | tag << NS_BITS | (now_ns & NS_MASK)
+    pub fn place(task: u64) -> ([u32; 2], [u64; 2]) {
+        let m = mix(task >> LINE_SHIFT);
+        let (first, tag) = (m & TABLE_MASK, m >> TABLE_BITS);
+        // Never the first table again (the low bit is set), and from the tag alone, so the
+        // second table and the tag give back the first.
+        let step = ((tag.wrapping_mul(0x9E37_79B9) >> 11) & TABLE_MASK) | 1;
+        ([first as u32, (first ^ step) as u32], [tag, tag | 1 << TAG_BITS])
     }
 
-    /// Whether `cell` holds an entry of the thread tagged `tag`.
+    /// A cell holding an entry at `now_ns` under `key`.
     #[inline(always)]
-    pub fn is_of(cell: u64, tag: u64) -> bool {
-        cell & VALID != 0 && (cell >> NS_BITS) & ((1 << TAG_BITS) - 1) == tag
+    pub fn pack(key: u64, now_ns: u64) -> u64 {
+        VALID | key << NS_BITS | (now_ns & NS_MASK)
+    }
+
+    /// Whether `cell` holds an entry under `key`.
+    #[inline(always)]
+    pub fn is_of(cell: u64, key: u64) -> bool {
+        cell & VALID != 0 && (cell >> NS_BITS) & ((1 << KEY_BITS) - 1) == key
+    }
+
+    /// Whether `cell` holds an entry at all.
+    #[inline(always)]
+    pub fn is_taken(cell: u64) -> bool {
+        cell & VALID != 0
     }
 
     /// The full entry time of the call in `cell`, returning at `now_ns`.
@@ -650,26 +680,37 @@ mod tests {
 
     #[test]
     fn open_calls_keep_entry_times_and_tell_threads_apart() {
-        use super::open_call::{entered, is_of, pack, place};
-        // Two task_structs 10 KiB apart, and two exactly a table span apart (same table).
-        let a = 0xffff_8881_0a2c_4000u64;
-        let (ta, ga) = place(a);
-        let (tb, gb) = place(a + 10 * 1024);
-        assert_ne!((ta, ga), (tb, gb));
-        let span = u64::from(super::limits::OPEN_CALL_TABLES) << 6;
-        let (tc, gc) = place(a + span);
-        assert_eq!(tc, ta);
-        assert_ne!(gc, ga);
+        use super::open_call::{entered, is_of, is_taken, pack, place};
+        use std::collections::HashSet;
+        // Task structs as a slab lays them out: objects of ~9.5 KiB at fixed offsets in
+        // 32 KiB slabs; 512 slabs spread over 64 MiB. Their (table, key) pairs are all
+        // distinct, in each of the two ways.
+        let base = 0xffff_8881_0000_0000u64;
+        let tasks: Vec<u64> = (0..512u64).flat_map(|s| (0..3u64).map(move |k| base + s * (128 << 10) + k * 9728)).collect();
+        for way in 0..2 {
+            let seen: HashSet<(u32, u64)> = tasks.iter().map(|&t| (place(t).0[way], place(t).1[way])).collect();
+            assert_eq!(seen.len(), tasks.len(), "way {way}");
+        }
+        // Spread over the tables (raw address bits put a third of these in 64 tables).
+        let first: HashSet<u32> = tasks.iter().map(|&t| place(t).0[0]).collect();
+        assert!(first.len() > 1_000, "{} tables", first.len());
+        for &t in &tasks {
+            let (tables, keys) = place(t);
+            assert_ne!(tables[0], tables[1]);
+            assert_ne!(keys[0], keys[1]);
+        }
+        let (_, keys) = place(tasks[0]);
+        let (_, other) = place(tasks[1]);
         let now = 1_234_567_890_123_456u64;
-        let cell = pack(ga, now - 5_000);
-        assert!(is_of(cell, ga));
-        assert!(!is_of(cell, gc));
-        assert!(!is_of(0, ga));
+        let cell = pack(keys[0], now - 5_000);
+        assert!(is_of(cell, keys[0]) && is_taken(cell));
+        assert!(!is_of(cell, keys[1]) && !is_of(cell, other[0]));
+        assert!(!is_of(0, keys[0]) && !is_taken(0));
         assert_eq!(entered(cell, now), now - 5_000);
         // The entry's low bits wrapped since: still the right time.
-        let before_wrap = (now | ((1 << 40) - 1)) - 10;
-        assert_eq!(entered(pack(ga, before_wrap), before_wrap + 20), before_wrap);
-        // Tag 0 is a valid tag, told from an empty cell by the valid bit.
+        let before_wrap = (now | ((1 << 39) - 1)) - 10;
+        assert_eq!(entered(pack(keys[0], before_wrap), before_wrap + 20), before_wrap);
+        // Key 0 is a valid key, told from an empty cell by the valid bit.
         assert!(is_of(pack(0, 0), 0));
     }
 

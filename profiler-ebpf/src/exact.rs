@@ -7,13 +7,12 @@
 //! Only calls inside a traced thread's exec attempt are kept.
 //!
 //! A call's entry time waits for its return in an array, not a hash map (measured under icount:
-//! the hash map's insert, lookup and delete were ~600 of the ~1,250 instructions a probed call
-//! cost): each thread has a table of one cell per slot, found from its `task_struct` address,
-//! and the cell holds the entry time's low 40 bits with a tag of the address's next bits, in
-//! one 64-bit word that is written and read whole. Threads that share a table (their addresses
-//! agree in the index bits) each find only their own calls by the tag; where two are in the
-//! same function at once the later entry wins and the other's return is counted as one without
-//! entry, never given the other's time.
+//! a probed call's programs ran 1,253 instructions with the hash map, 586 without): each thread
+//! has two candidate tables of one cell per slot, found from its `task_struct` address, and a
+//! cell holds the entry time with a key that tells threads apart ([`open_call`]). Where threads
+//! sharing a table are in the same function at once, the entry takes the other table; where
+//! both are taken, the later entry evicts the first's occupant, whose return is counted as one
+//! without entry, never given another thread's time.
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{fentry, fexit, kprobe, kretprobe, map},
@@ -29,17 +28,19 @@ use crate::{maps, task};
 #[map]
 static OPEN_CALLS: Array<[u64; limits::MAX_PROBED as usize]> = Array::with_max_entries(limits::OPEN_CALL_TABLES, 0);
 
-/// The current thread's cell for `slot`, and its tag. From the `task_struct` address, not the
-/// thread id: an exec from a non-leader thread changes the id mid-call (de_thread gives it the
-/// leader's), and a call entered under the old id must still find its entry on return.
+/// The current thread's two candidate cells for `slot`, and its key in each. From the
+/// `task_struct` address, not the thread id: an exec from a non-leader thread changes the id
+/// mid-call (de_thread gives it the leader's), and a call entered under the old id must still
+/// find its entry on return.
 #[inline(always)]
-fn cell(slot: u32) -> Option<(*mut u64, u64)> {
-    let (table, tag) = open_call::place(task::current());
-    let cells = OPEN_CALLS.get_ptr_mut(table)?;
-    // SAFETY: slot < MAX_PROBED (built into each program; checked below for the verifier), and
-    // the table is a live map value.
+fn cells(slot: u32) -> Option<([*mut u64; 2], [u64; 2])> {
+    let (tables, keys) = open_call::place(task::current());
+    // slot < MAX_PROBED (built into each program; the modulo is for the verifier).
     let slot = (slot % limits::MAX_PROBED) as usize;
-    Some((unsafe { (cells as *mut u64).add(slot) }, tag))
+    let first = OPEN_CALLS.get_ptr_mut(tables[0])?;
+    let second = OPEN_CALLS.get_ptr_mut(tables[1])?;
+    // SAFETY: both are live map values of MAX_PROBED cells.
+    Some(unsafe { ([(first as *mut u64).add(slot), (second as *mut u64).add(slot)], keys) })
 }
 
 #[inline(always)]
@@ -49,16 +50,21 @@ fn entry(slot: u32) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    let Some((cell, tag)) = cell(slot) else { return };
-    // SAFETY: an aligned 64-bit word of a map value: read and written whole.
+    let Some((cells, keys)) = cells(slot) else { return };
+    // SAFETY: aligned 64-bit words of map values: read and written whole.
     unsafe {
-        let old = cell.read_volatile();
-        if open_call::is_of(old, tag) {
+        let held = [cells[0].read_volatile(), cells[1].read_volatile()];
+        let way = if open_call::is_of(held[0], keys[0]) || open_call::is_of(held[1], keys[1]) {
             // This thread's earlier call of the function never returned to us (a kretprobe
             // missed it): it is lost, and counted, as it is overwritten.
             maps::count(counter::PROBED_ENTRY_OVERWRITTEN);
-        }
-        cell.write_volatile(open_call::pack(tag, now));
+            usize::from(!open_call::is_of(held[0], keys[0]))
+        } else {
+            // The first free cell; both taken by other threads' calls: the first's is evicted.
+            usize::from(open_call::is_taken(held[0]) && !open_call::is_taken(held[1]))
+        };
+        let way = way & 1;
+        cells[way].write_volatile(open_call::pack(keys[way], now));
     }
 }
 
@@ -66,16 +72,25 @@ fn entry(slot: u32) {
 fn ret(slot: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
     let (pid, tgid) = task::current_ids();
-    let Some((cell, tag)) = cell(slot) else { return };
-    // SAFETY: as in `entry`.
-    let value = unsafe { cell.read_volatile() };
-    if !open_call::is_of(value, tag) {
+    let Some((cells, keys)) = cells(slot) else { return };
+    // SAFETY: as in `entry`. Each cell is matched against this thread's key for that table
+    // only: the other key could be another thread's in that table.
+    let found = unsafe {
+        let first = cells[0].read_volatile();
+        if open_call::is_of(first, keys[0]) {
+            Some((cells[0], first))
+        } else {
+            let second = cells[1].read_volatile();
+            open_call::is_of(second, keys[1]).then_some((cells[1], second))
+        }
+    };
+    let Some((cell, value)) = found else {
         // System-wide helpers return all the time; only a traced call's missing entry is a loss.
         if maps::is_traced(tgid) && maps::in_call(pid) {
             maps::count(counter::PROBED_RETURN_WITHOUT_ENTRY);
         }
         return;
-    }
+    };
     unsafe { cell.write_volatile(0) };
     let rec = ProbedCallRecord {
         header: RecordHeader { kind: ProbedCallRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
