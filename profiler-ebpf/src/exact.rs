@@ -7,7 +7,7 @@
 //! Only calls inside a traced thread's exec attempt are kept.
 //!
 //! A call's entry time waits for its return in an array, not a hash map (measured under icount:
-//! a probed call's programs ran 1,253 instructions with the hash map, 586 without): each thread
+//! a probed call's programs ran 1,253 instructions with the hash map, 678 without): each thread
 //! has two candidate tables of one cell per slot, found from its `task_struct` address, and a
 //! cell holds the entry time with a key that tells threads apart ([`open_call`]). Where threads
 //! sharing a table are in the same function at once, the entry takes the other table; where
