@@ -94,6 +94,16 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
 /// change anything only its rlibs are unpacked and linked into rustc-web's sysroot.
 fn cross_build() -> Result<()> {
     apt_packages(CROSS_PACKAGES)?;
+    // dpkg's arm64 architecture first: apt finds no arm64 package (the guests' busybox, the
+    // std) until it is added and the lists are fetched.
+    if !foreign_archs()?.iter().any(|a| a == CROSS_ARCH) {
+        if !crate::is_root() {
+            bail!("the arm64 cross-build needs dpkg's {CROSS_ARCH} architecture; run this as root: cargo xtask setup");
+        }
+        eprintln!("xtask: adding dpkg architecture {CROSS_ARCH} (for {CROSS_STD} and the arm64 guests' packages)");
+        run(Command::new("dpkg").args(["--add-architecture", CROSS_ARCH]))?;
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+    }
     // The arm64 guests' busybox, unpacked beside the kernels (as the host's busybox-static is).
     crate::vm::Arch::Arm64.busybox()?;
     if rustlib_has_std(Path::new(CROSS_RUSTLIB)) {
@@ -101,11 +111,6 @@ fn cross_build() -> Result<()> {
     }
     if !crate::is_root() {
         bail!("the arm64 cross-build's std is missing ({CROSS_RUSTLIB}); run this as root: cargo xtask setup");
-    }
-    if !foreign_archs()?.iter().any(|a| a == CROSS_ARCH) {
-        eprintln!("xtask: adding dpkg architecture {CROSS_ARCH} (for {CROSS_STD})");
-        run(Command::new("dpkg").args(["--add-architecture", CROSS_ARCH]))?;
-        run(Command::new("apt-get").args(["update", "-qq"]))?;
     }
     cross_std()
 }
