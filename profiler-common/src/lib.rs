@@ -20,8 +20,13 @@ pub mod names {
     /// [`SYSCALL_EVENTS`], one for every `sys_exit_*`.
     pub const PROG_SYS_ENTER_EVENT: &str = "sys_enter_event";
     pub const PROG_SYS_EXIT_EVENT: &str = "sys_exit_event";
-    /// The syscalls whose `syscalls:sys_enter_NAME`/`sys_exit_NAME` events time the calls.
+    /// The syscalls whose `syscalls:sys_enter_NAME`/`sys_exit_NAME` events time the calls: the
+    /// target architecture's own ABI's (the events never fire for compat calls).
+    #[cfg(not(target_arch = "aarch64"))]
     pub const SYSCALL_EVENTS: &[&str] = &["execve", "execveat", "clone", "clone3", "fork", "vfork"];
+    /// arm64's (asm-generic) ABI has no `fork` or `vfork`: its C library makes them `clone`.
+    #[cfg(target_arch = "aarch64")]
+    pub const SYSCALL_EVENTS: &[&str] = &["execve", "execveat", "clone", "clone3"];
     pub const PROG_SCHED_PREPARE_EXEC: &str = "sched_prepare_exec";
     pub const PROG_SCHED_PROCESS_EXEC: &str = "sched_process_exec";
     pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";

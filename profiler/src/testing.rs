@@ -13,3 +13,9 @@ pub fn kernel_version() -> (u32, u32) {
     let mut it = release.trim().split(['.', '-']).map(|x| x.parse::<u32>().unwrap_or(0));
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
+
+/// Whether this kernel should attach fentry/fexit (BPF trampolines): the guests' stock Debian
+/// kernels do (x86_64 from long before 6.1, arm64 from 6.4), this machine's 6.18 refuses them.
+pub fn fentry_expected() -> bool {
+    slowdown() > 1 && (cfg!(target_arch = "x86_64") || kernel_version() >= (6, 4))
+}

@@ -486,8 +486,12 @@ fn fork_calls_of_a_big_parent_spend_their_time_copying_the_mm() {
     assert!(clone["count"].as_u64().unwrap() >= 10);
     let sampled = v["analysis"]["sampled"]["outcomes"].as_array().unwrap();
     let fork = sampled.iter().find(|o| o["outcome"]["fork"] == "clone").expect("samples inside clone");
-    let share = phase(fork, "fork_mm")["estimate"]["share"].as_f64().unwrap();
-    assert!(share > 0.7, "fork_mm share {share}");
+    // Most of clone's samples, and more than any other phase's (one x86_64 6.12 guest's run,
+    // with the machine's two cores oversubscribed, gave 0.60; alone, above 0.7).
+    let share = |p: &Value| p["estimate"]["share"].as_f64().unwrap_or(0.0);
+    let mm = share(phase(fork, "fork_mm"));
+    let biggest = fork["phases"].as_array().unwrap().iter().max_by(|a, b| share(a).total_cmp(&share(b))).unwrap();
+    assert!(mm > 0.5 && biggest["phase"] == "fork_mm", "fork_mm share {mm}: {fork}");
 }
 
 /// A dynamically linked chain (the seed's t.c built with gcc): each step's time from the new
@@ -588,7 +592,9 @@ fn bench_spawn_matches_each_call_with_its_syscall() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let table = text.split("benchmark's clock vs the kernel's").nth(1).expect("comparison table");
-    for (label, syscall) in [("fork+exec", "clone"), ("vfork+exec", "vfork"), ("posix_spawn", "clone"), ("clone(VM|VFORK)+exec", "clone")] {
+    // arm64 has no vfork syscall: its C library's vfork is clone(CLONE_VM|CLONE_VFORK).
+    let vfork = if cfg!(target_arch = "aarch64") { "clone" } else { "vfork" };
+    for (label, syscall) in [("fork+exec", "clone"), ("vfork+exec", vfork), ("posix_spawn", "clone"), ("clone(VM|VFORK)+exec", "clone")] {
         let line = table.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no row for {label}: {table}"));
         let cols: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(cols[1], "20", "{label}: all calls matched: {line}");
@@ -1031,29 +1037,60 @@ fn a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete() {
     assert_eq!(outcome_count(&v, "enoent"), steps * 6);
 }
 
-/// Builds one of `tests/programs/*.c` statically with gcc and `flag` (`-m32`, `-mx32`: Debian's
-/// gcc-multilib, installed by `cargo xtask setup` for the tests; `-m64`), into `dir`.
-fn build_program(dir: &Path, name: &str, flag: &str) -> std::path::PathBuf {
+/// Which ABI a test program is built for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Abi {
+    /// The machine's own (x86_64, arm64).
+    Native,
+    /// Its 32-bit compat ABI: ia32 on x86_64, AArch32 on arm64.
+    Compat,
+    /// x86_64's x32.
+    #[cfg(target_arch = "x86_64")]
+    X32,
+}
+
+/// How the report names the 32-bit ABI here.
+const COMPAT_NAME: &str = if cfg!(target_arch = "aarch64") { "AArch32" } else { "ia32" };
+
+/// The fork family's call a program makes with `syscall(SYS_fork)` in `abi`: arm64's own ABI
+/// has none (compat_execs.c makes clone(SIGCHLD) there).
+fn fork_syscall(abi: Abi) -> &'static str {
+    if cfg!(target_arch = "aarch64") && abi == Abi::Native { "clone" } else { "fork" }
+}
+
+/// Builds one of `tests/programs/*.c` statically for `abi`, into `dir`: with gcc (`-m32`,
+/// `-mx32` from Debian's gcc-multilib on x86_64), or for AArch32 with Debian's armhf cross gcc
+/// (`arm-linux-gnueabihf-gcc`); `cargo xtask setup` installs what the machine's tests need.
+fn build_program(dir: &Path, name: &str, abi: Abi) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c"));
-    let exe = dir.join(format!("{name}{flag}"));
-    let out = StdCommand::new("gcc").args([flag, "-O2", "-static", "-o"]).arg(&exe).arg(&src).output().unwrap();
+    let exe = dir.join(format!("{name}-{abi:?}"));
+    let (cc, flags): (&str, &[&str]) = match abi {
+        Abi::Native => ("gcc", &[]),
+        Abi::Compat if cfg!(target_arch = "aarch64") => ("arm-linux-gnueabihf-gcc", &[]),
+        Abi::Compat => ("gcc", &["-m32"]),
+        #[cfg(target_arch = "x86_64")]
+        Abi::X32 => ("gcc", &["-mx32"]),
+    };
+    let out = StdCommand::new(cc).args(flags).args(["-O2", "-static", "-o"]).arg(&exe).arg(&src).output().unwrap();
     assert!(
         out.status.success(),
-        "gcc {flag} -static failed (-m32 and -mx32 need gcc-multilib: `cargo xtask setup`): {}",
+        "{cc} {flags:?} -static failed (the 32-bit ABIs need gcc-multilib on x86_64, gcc-arm-linux-gnueabihf on arm64: `cargo xtask setup`): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe
 }
 
-/// A 32-bit program's syscalls are reported with ia32 numbers, where 59 is `oldolduname` and
-/// 322 `timerfd_create`: none of its 500 such calls may show as an exec or a fork, and the
-/// launch exec (a 64-bit caller exec'ing a 32-bit image) still pairs with its exit.
+/// A 32-bit program's syscalls are reported with its own ABI's numbers: on x86_64 (ia32) 59
+/// is `oldolduname` and 322 `timerfd_create`, on arm64 (AArch32) 221 is `fcntl64` and 281
+/// `socket`: none of its such calls may show as an exec or a fork, and the launch exec (a
+/// 64-bit caller exec'ing a 32-bit image) still pairs with its exit.
 #[test]
 #[ignore = "needs root"]
-fn ia32_syscalls_numbered_like_64_bit_execs_are_not_execs() {
+fn compat_syscalls_numbered_like_64_bit_execs_are_not_execs() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_program(dir.path(), "ia32_not_exec", "-m32");
+    let program = if cfg!(target_arch = "aarch64") { "aarch32_not_exec" } else { "ia32_not_exec" };
+    let exe = build_program(dir.path(), program, Abi::Compat);
     let (v, out) = run_json(&["--", exe.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(v["analysis"]["attempts"], 1, "only the launch exec: {}", v["analysis"]["outcomes"]);
@@ -1077,7 +1114,8 @@ fn a_32_bit_programs_execs_and_forks_are_traced_like_64_bit_ones() {
     let data = dir.path().join("not-executable");
     std::fs::write(&data, "data\n").unwrap();
     for m32 in [true, false] {
-        let exe = build_program(dir.path(), "ia32_execs", if m32 { "-m32" } else { "-m64" });
+        let abi = if m32 { Abi::Compat } else { Abi::Native };
+        let exe = build_program(dir.path(), "compat_execs", abi);
         let events = dir.path().join(format!("events-m32-{m32}.txt"));
         let (v, out) =
             run_json(&["--argv", "--events", events.to_str().unwrap(), "--", exe.to_str().unwrap(), "/bin/true", data.to_str().unwrap()]);
@@ -1085,7 +1123,7 @@ fn a_32_bit_programs_execs_and_forks_are_traced_like_64_bit_ones() {
         // --argv reads the caller's argument array in its own ABI (32-bit pointers here).
         let lines = std::fs::read_to_string(&events).unwrap();
         let ending = |tail: &str| lines.lines().filter(|l| l.ends_with(tail)).count();
-        assert_eq!(ending("  /nonexistent/ia32-missing missing"), 200, "m32={m32}: {lines}");
+        assert_eq!(ending("  /nonexistent/compat-missing missing"), 200, "m32={m32}: {lines}");
         assert_eq!(ending("  /dev/fd/9 missing"), 1, "m32={m32}: {lines}");
         assert_eq!(ending(&format!("  /bin/true /bin/true {}", data.display())), 1, "m32={m32}: {lines}");
         assert!(out.status.success(), "m32={m32}: {}", String::from_utf8_lossy(&out.stderr));
@@ -1098,16 +1136,16 @@ fn a_32_bit_programs_execs_and_forks_are_traced_like_64_bit_ones() {
         // The fd's name. (On 6.1 and 6.12 the kernel reads an empty name as 0 bytes, not 1: it
         // once came out as unreadable and unnamed there.)
         assert_eq!(file("/dev/fd/9"), Some(1), "m32={m32}: {files:?}");
-        assert_eq!(file("/nonexistent/ia32-missing-at"), Some(10), "m32={m32}: {files:?}");
+        assert_eq!(file("/nonexistent/compat-missing-at"), Some(10), "m32={m32}: {files:?}");
         let forks = v["analysis"]["fork_calls"].as_array().unwrap();
         assert_eq!(forks.len(), 1, "m32={m32}: {forks:?}");
-        assert_eq!((forks[0]["syscall"].as_str(), forks[0]["count"].as_u64()), (Some("fork"), Some(5)), "m32={m32}");
+        assert_eq!((forks[0]["syscall"].as_str(), forks[0]["count"].as_u64()), (Some(fork_syscall(abi)), Some(5)), "m32={m32}");
         let compat = &v["analysis"]["compat"];
         if m32 {
             assert_eq!(compat["attempts"], 212, "all but the launch exec: {compat}");
             assert_eq!(compat["successes"], 1, "the exec of /bin/true: {compat}");
             assert_eq!(compat["fork_calls"], 5, "{compat}");
-            assert!(stdout.contains("32-bit (ia32) callers made 212 of 213 exec attempts"), "{stdout}");
+            assert!(stdout.contains(&format!("32-bit ({COMPAT_NAME}) callers made 212 of 213 exec attempts")), "{stdout}");
         } else {
             assert!(compat.is_null(), "{compat}");
             assert!(!stdout.contains("32-bit"), "{stdout}");
@@ -1122,10 +1160,11 @@ fn a_32_bit_programs_execs_and_forks_are_traced_like_64_bit_ones() {
 /// incomplete; where it does not, the launch fails as the kernel refuses the image.
 #[test]
 #[ignore = "needs root"]
+#[cfg(target_arch = "x86_64")]
 fn x32_calls_are_counted_as_not_traced() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_program(dir.path(), "x32_execs", "-mx32");
+    let exe = build_program(dir.path(), "x32_execs", Abi::X32);
     let runs_here = StdCommand::new(&exe).status().is_ok_and(|s| s.success());
     let json = dir.path().join("out.json");
     let out = execprof().arg("run").arg("--json").arg(&json).arg("--").arg(&exe).output().unwrap();
@@ -1156,7 +1195,7 @@ fn x32_calls_are_counted_as_not_traced() {
 fn a_ring_overflow_counts_the_calls_it_lost_exactly() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_program(dir.path(), "fastfail", "-m64");
+    let exe = build_program(dir.path(), "fastfail", Abi::Native);
     let n = 300_000 / u64::from(execprof::testing::slowdown()).max(1);
     let (v, out) = run_json(&["--sample-hz", "0", "--ring-mib", "1", "--", exe.to_str().unwrap(), &n.to_string()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1528,7 +1567,7 @@ fn programs_loaded_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
     };
     let (ready, done) = (dir.join("ready"), dir.join("done"));
     let waiting = format!("touch {}; while [ ! -e {} ]; do sleep 0.05; done", ready.display(), done.display());
-    let child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_execprof"))
         .args(["run", "--sample-hz", "0"])
         .args(args)
         .args(["--", "/bin/sh", "-c", &waiting])
@@ -1538,6 +1577,11 @@ fn programs_loaded_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30 * u64::from(execprof::testing::slowdown()));
     while !ready.exists() {
+        // execprof gave up before the command ran: say why, now.
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!("execprof {args:?} ended before its command got going ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+        }
         assert!(Instant::now() < deadline, "the traced command never got going");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -1557,7 +1601,7 @@ fn programs_loaded_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
 #[ignore = "needs root"]
 fn fentry_boundaries_replace_the_syscall_tracepoints_where_the_kernel_allows() {
     require_root!();
-    let fentry_here = execprof::testing::slowdown() > 1;
+    let fentry_here = execprof::testing::fentry_expected();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("auto.json");
     let programs = programs_loaded_while_tracing(dir.path(), &["--json", json.to_str().unwrap()]);
@@ -1618,7 +1662,7 @@ fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_
     // what to do. The raw tracepoints, which see it, count nothing.
     let data = dir.path().join("not-executable");
     std::fs::write(&data, "data\n").unwrap();
-    let exe = build_program(dir.path(), "ia32_execs", "-m32");
+    let exe = build_program(dir.path(), "compat_execs", Abi::Compat);
     let blind = |v: &Value| {
         v["losses"].as_array().unwrap().iter().find(|p| p[0] == "32-bit processes, calls not seen").map(|p| p[1].as_u64().unwrap())
     };
@@ -1637,11 +1681,7 @@ fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_
     assert_eq!(outcome_count(&v, "enoent"), 210);
     // A 32-bit process running before tracing began, traced by --pid: counted too. And auto,
     // for a running-system scope, picks the per-syscall events where fentry/fexit are refused.
-    let sleeper_src = dir.path().join("sleeper.c");
-    std::fs::write(&sleeper_src, "#include <unistd.h>\nint main(void) { sleep(1000); return 0; }\n").unwrap();
-    let sleeper = dir.path().join("sleeper32");
-    let built = StdCommand::new("gcc").args(["-m32", "-static", "-O2", "-o"]).arg(&sleeper).arg(&sleeper_src).status().unwrap();
-    assert!(built.success(), "gcc -m32 -static (gcc-multilib: `cargo xtask setup`)");
+    let sleeper = build_program(dir.path(), "sleeper", Abi::Compat);
     let mut running = StdCommand::new(&sleeper).spawn().unwrap();
     let pid = running.id().to_string();
     let (v, out) = run_json(&["--sample-hz", "0", "--pid", &pid, "--duration", "1"]);
@@ -1649,7 +1689,7 @@ fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_
     running.kill().unwrap();
     let _ = running.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let fentry_here = execprof::testing::slowdown() > 1;
+    let fentry_here = execprof::testing::fentry_expected();
     assert_eq!(v["mode"]["boundaries"], if fentry_here { "fentry" } else { "syscall_events" }, "{}", v["mode"]);
     assert_eq!(blind(&v2), Some(1), "{}", v2["losses"]);
     assert_eq!(v2["complete"], false);

@@ -6,14 +6,14 @@
 # /guest.env sets INSTA_ROOT (insta finds the snapshots from the workspace root, which it asks
 # cargo for otherwise) and SLOWDOWN (TCG's slowdown, by which the tests scale their few
 # wall-clock limits), and TEST_FILTER (empty: every test; else only the tests whose names
-# contain it, as `cargo test FILTER`).
+# contain one of its words, as `cargo test FILTER...`: split here on purpose).
 . /guest.env
 export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root CI=true INSTA_UPDATE=no
 export INSTA_WORKSPACE_ROOT="$INSTA_ROOT" EXECPROF_TEST_SLOWDOWN="$SLOWDOWN"
 i=0
 while read -r exe dir; do
   echo "vm-suite guest: test binary $i: $exe"
-  { cd "$dir" && "$exe" --include-ignored --test-threads=1 ${TEST_FILTER:+"$TEST_FILTER"} < /dev/null; echo "test_rc_$i=$?" >> /results/result.env; } 2>&1 \
+  { cd "$dir" && "$exe" --include-ignored --test-threads=1 $TEST_FILTER < /dev/null; echo "test_rc_$i=$?" >> /results/result.env; } 2>&1 \
     | tee /results/tests/$i.log
   i=$((i + 1))
 done < /suite-tests

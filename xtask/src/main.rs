@@ -6,9 +6,10 @@
 use std::{
     path::Path,
     process::{Command, ExitCode},
+    time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use setup::{Needs, setup};
 
@@ -19,6 +20,7 @@ mod kernel;
 mod overhead;
 mod setup;
 mod suite;
+mod userland;
 mod vm;
 
 #[derive(Parser)]
@@ -43,15 +45,22 @@ enum Task {
         args: Vec<String>,
     },
     /// Set up, check formatting and clippy, build, and run every test as root here, then the
-    /// whole suite and the exact-mode checks inside stock Debian 6.1 and 6.12 kernels (QEMU),
-    /// then the fast-path lab in the patched kernel (built once and cached).
+    /// whole suite inside stock Debian 6.1 and 6.12 kernels (QEMU) and inside arm64 6.12, the
+    /// exact-mode checks on both architectures, and the fast-path lab in the patched kernel
+    /// (built once and cached).
     Ci,
     /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
     VmSuite {
         /// Only this guest kernel (6.1 or 6.12).
         #[arg(long)]
         kernel: Option<String>,
-        /// Only the tests whose names contain this (as `cargo test FILTER`).
+        /// The guests' architecture: x86_64 (this machine's userland), or arm64 (the tests
+        /// cross-built for aarch64, in a userland of Debian's arm64 packages, under
+        /// qemu-system-aarch64 -M virt, TCG).
+        #[arg(long, value_enum, default_value_t = vm::Arch::X86_64)]
+        arch: vm::Arch,
+        /// Only the tests whose names contain this (as `cargo test FILTER`); several filters
+        /// separated by spaces run the tests that match any of them.
         #[arg(long)]
         filter: Option<String>,
     },
@@ -112,14 +121,8 @@ fn main() -> ExitCode {
         Task::Setup => setup(Needs::Test),
         Task::Lint => setup(Needs::Build).and_then(|()| lint()),
         Task::Run { args } => setup(Needs::Build).and_then(|()| run_builtin(&args)),
-        Task::Ci => setup(Needs::Test)
-            .and_then(|()| ci())
-            .and_then(|()| vm_suite(None, None))
-            .and_then(|()| vm_test(vm::Arch::X86_64, None, 200, 600))
-            .and_then(|()| fastpath::lab(LAB_STEPS, LAB_REPEAT, false))
-            // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes warm).
-            .and_then(|()| vm_test(vm::Arch::Arm64, None, 200, 900)),
-        Task::VmSuite { kernel, filter } => setup(Needs::Test).and_then(|()| vm_suite(kernel.as_deref(), filter.as_deref())),
+        Task::Ci => setup(Needs::Test).and_then(|()| ci()).and_then(|()| ci_guests()),
+        Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
         Task::Overhead { steps, rounds, getpid_calls, enoent_calls } => {
@@ -179,28 +182,45 @@ fn lint() -> Result<()> {
     .context("cargo doc found broken or private links: fix the doc comments it names and commit")
 }
 
-/// The whole test suite inside each guest kernel (see `suite.rs`).
-fn vm_suite(only: Option<&str>, filter: Option<&str>) -> Result<()> {
-    run(Command::new("cargo").args(["build", "--release"]))?;
-    let bins = suite::test_binaries()?;
-    let mut failures = Vec::new();
-    let prepared = vm::KERNELS
+/// How long one guest may take to run the whole suite.
+const SUITE_TIMEOUT: Duration = Duration::from_secs(40 * 60);
+
+/// The whole test suite inside each guest kernel of `arch` (see `suite.rs`), side by side.
+fn vm_suite(arch: vm::Arch, only: Option<&str>, filter: Option<&str>) -> Result<()> {
+    let (bins, execprof) = suite::test_binaries(arch)?;
+    let prepared = arch
+        .kernels()
         .iter()
         .filter(|(l, _)| only.is_none_or(|o| o == *l))
-        .map(|(label, meta)| suite::prepare_suite(label, meta, &bins, filter))
+        .map(|(label, meta)| suite::prepare_suite(arch, (label, meta), (&bins, &execprof), filter))
         .collect::<Result<Vec<_>>>()?;
     // Each TCG guest runs on one vCPU: the two kernels' suites side by side, one per core.
     let runs: Vec<Result<suite::SuiteRun>> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            prepared.into_iter().map(|p| s.spawn(move || suite::boot_suite(p, std::time::Duration::from_secs(40 * 60)))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a guest's thread panicked")))).collect()
+        let handles: Vec<_> = prepared.into_iter().map(|p| s.spawn(move || suite::boot_suite(p, SUITE_TIMEOUT))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a guest's thread panicked")))).collect()
     });
+    let failures = suite_failures(runs);
+    if !failures.is_empty() {
+        bail!("the test suite failed inside a guest kernel:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
+}
+
+/// Prints each guest's summary line and returns what failed (a guest that could not run, too).
+fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Vec<String> {
+    let mut failures = Vec::new();
     for r in runs {
-        let r = r?;
-        let label = &r.kernel;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{e:#}"));
+                continue;
+            }
+        };
         let failed = r.failures();
         println!(
-            "vm-suite: {label}: {} of {} test binaries passed (console: {}; each binary's output: {})",
+            "vm-suite: {}: {} of {} test binaries passed (console: {}; each binary's output: {})",
+            r.kernel,
             r.results.len() - failed.len(),
             r.results.len(),
             r.console.display(),
@@ -208,8 +228,54 @@ fn vm_suite(only: Option<&str>, filter: Option<&str>) -> Result<()> {
         );
         failures.extend(failed);
     }
+    failures
+}
+
+/// The guests' part of `cargo xtask ci`. Everything is built first, one build after another
+/// (each uses both cores): the x86_64 and the arm64 test binaries, the lab's kernel. Then the
+/// guests run on two lanes, one TCG guest per core:
+/// - the x86_64 6.1 suite, then the arm64 6.12 suite;
+/// - the x86_64 6.12 suite, then vm-test on x86_64, the fast-path lab, vm-test on arm64.
+///
+/// The arm64 6.1 suite is left to `cargo xtask vm-suite --arch arm64` (it would add ~15
+/// minutes to a run that must stay under 60 cold). Every lane runs to its end, and every
+/// failure is reported.
+fn ci_guests() -> Result<()> {
+    use vm::Arch::{Arm64, X86_64};
+    let (x86, x86_execprof) = suite::test_binaries(X86_64)?;
+    let (arm64, arm64_execprof) = suite::test_binaries(Arm64)?;
+    fastpath::lab_kernel()?;
+    let kernel = |arch: vm::Arch, label: &str| -> Result<(String, String)> {
+        arch.kernels().into_iter().find(|(l, _)| *l == label).map(|(l, m)| (l.to_owned(), m)).ok_or_else(|| anyhow!("no {label} kernel"))
+    };
+    let prepare = |arch, label: &str, (bins, execprof): (&[suite::TestBinary], &Path)| -> Result<suite::PreparedSuite> {
+        let (label, meta) = kernel(arch, label)?;
+        suite::prepare_suite(arch, (&label, &meta), (bins, execprof), None)
+    };
+    let lane1 = [prepare(X86_64, "6.1", (&x86, &x86_execprof))?, prepare(Arm64, "6.12", (&arm64, &arm64_execprof))?];
+    let lane2_suite = prepare(X86_64, "6.12", (&x86, &x86_execprof))?;
+    let (lane1, (lane2_run, lane2_checks)) = std::thread::scope(|s| {
+        let one = s.spawn(move || lane1.into_iter().map(|p| suite::boot_suite(p, SUITE_TIMEOUT)).collect::<Vec<_>>());
+        let two = s.spawn(move || {
+            let run = suite::boot_suite(lane2_suite, SUITE_TIMEOUT);
+            let checks: Vec<anyhow::Error> = [
+                vm_test(X86_64, None, 200, 600),
+                fastpath::lab(LAB_STEPS, LAB_REPEAT, false),
+                // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes).
+                vm_test(Arm64, None, 200, 900),
+            ]
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+            (run, checks)
+        });
+        let panicked = || anyhow!("a guest lane's thread panicked");
+        (one.join().unwrap_or_else(|_| vec![Err(panicked())]), two.join().unwrap_or_else(|_| (Err(panicked()), vec![panicked()])))
+    });
+    let mut failures = suite_failures(lane1.into_iter().chain([lane2_run]));
+    failures.extend(lane2_checks.iter().map(|e| format!("{e:#}")));
     if !failures.is_empty() {
-        bail!("the test suite failed inside a guest kernel:\n  {}", failures.join("\n  "));
+        bail!("the guests' checks failed:\n  {}", failures.join("\n  "));
     }
     Ok(())
 }

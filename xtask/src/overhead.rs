@@ -7,7 +7,7 @@
 //! which is exact mode plus sampling in this kernel; sampled only; exact only; the boundaries
 //! alone, with fentry/fexit, raw tracepoints and per-syscall events) and under the peers
 //! (`perf record -g`, `perf trace -e execve`, bpftrace with `benches/overhead.py`'s three
-//! probes; run from this machine's userland, [`crate::suite::userland_image`], in a chroot);
+//! probes; run from this machine's userland, [`crate::userland::image`], in a chroot);
 //! an untraced getpid loop (`benches/getpid.c`) alone and beside each tracer watching a
 //! sleeping process; and a loop of failed execve calls (`benches/enoent.c`) untraced and
 //! traced, whose difference is the tracer's share of a failed attempt. Prints instructions per
@@ -82,7 +82,7 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     let enoent = work.join("enoent");
     crate::run(Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&enoent).arg("benches/enoent.c"))
         .context("building benches/enoent.c statically (gcc and the static C library: `cargo xtask setup`)")?;
-    let userland = crate::suite::userland_image()?;
+    let userland = crate::userland::image(crate::vm::Arch::X86_64)?;
     let image = crate::fastpath::lab_kernel()?;
     let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
     let results = ResultsDisk::create(work.join("results.img"), 256)?;

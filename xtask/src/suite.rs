@@ -1,19 +1,18 @@
 //! The whole test suite (unprivileged and root tests) inside each guest kernel, so that what
 //! the README promises is checked on a stock Debian 12 kernel (6.1) and on 6.12, not only on
-//! this machine's 6.18.
+//! this machine's 6.18: on x86_64 and, cross-built, on arm64 (`--arch arm64`).
 //!
 //! The guest's root file system is an overlay: on top, the repository's test binaries, the
 //! execprof binary and the data files the tests read, at the same absolute paths as here (a
-//! small ext4 image); below, this machine's userland (`/usr`, `/etc`: the shell, python3, the
-//! C compilers the tests use; a large ext4 image cached outside the clone, keyed by the
-//! installed packages); a tmpfs takes the writes. The initramfs only loads the virtio block and
-//! overlay modules from the kernel package, mounts that, and runs every test binary in a
-//! chroot with `--include-ignored`, one test thread, its package directory as the working
-//! directory, as `cargo test` would (`xtask/guest/suite-init.sh` and `suite.sh`). Each
-//! binary's exit code and output come back on the results disk ([`crate::guest`]).
+//! small ext4 image); below, a userland with the shell, python3 and the C compilers the tests
+//! use ([`crate::userland`]: this machine's own for x86_64, Debian's arm64 packages for arm64;
+//! a large ext4 image cached outside the clone); a tmpfs takes the writes. The initramfs
+//! only loads the virtio block and overlay modules from the kernel package, mounts that, and
+//! runs every test binary in a chroot with `--include-ignored`, one test thread, its package
+//! directory as the working directory, as `cargo test` would (`xtask/guest/suite-init.sh` and
+//! `suite.sh`). Each binary's exit code and output come back on the results disk
+//! ([`crate::guest`]).
 use std::{
-    collections::hash_map::DefaultHasher,
-    hash::{Hash as _, Hasher as _},
     path::{Path, PathBuf},
     process::Command,
     time::Duration,
@@ -24,41 +23,14 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use crate::{
     cpio::Cpio,
     guest::{self, GuestEnv, ResultsDisk},
-    run, vm,
+    run,
+    userland::{self, make_ext4},
+    vm::{self, Arch},
 };
 
-/// Bumped when what goes into the userland image changes.
-const USERLAND_RECIPE: u32 = 3;
-/// What of this machine's userland the tests need (the rest of `/usr` is left out: the image
-/// is ~1.5 GB as it is).
-const USERLAND: &[&str] = &[
-    "usr/bin",
-    "usr/sbin",
-    "usr/lib/x86_64-linux-gnu",
-    "usr/lib64",
-    // gcc-multilib's 32-bit and x32 C libraries: the ia32 and x32 tests build their programs
-    // with gcc -m32/-mx32 inside the guest.
-    "usr/lib32",
-    "usr/libx32",
-    "usr/lib/python3",
-    "usr/lib/python3.11",
-    "usr/include",
-    "usr/lib/gcc",
-    "usr/libexec",
-    "usr/lib/musl",
-    "usr/lib/x86_64-linux-musl",
-    "usr/lib/ld-musl-x86_64.so.1",
-    "usr/lib/locale",
-    "etc",
-];
 /// TCG runs a guest this many times slower than this machine (measured: ~30×): the tests
 /// scale their few wall-clock limits by it (`EXECPROF_TEST_SLOWDOWN`).
 const SLOWDOWN: u32 = 40;
-
-/// Outside the clone, so CI runs reuse it.
-fn cache_root() -> PathBuf {
-    PathBuf::from("/var/cache/execprof")
-}
 
 /// A test executable and the directory `cargo test` runs it in.
 pub struct TestBinary {
@@ -66,14 +38,29 @@ pub struct TestBinary {
     pub dir: PathBuf,
 }
 
-/// Builds the test binaries and lists them (cargo's JSON messages name each executable).
-pub fn test_binaries() -> Result<Vec<TestBinary>> {
-    let out = Command::new("cargo")
-        .args(["test", "--release", "--no-run", "--message-format=json-render-diagnostics"])
+/// The test binaries for `arch` and the execprof they run, built and listed (cargo's JSON
+/// messages name each executable): the host's build for x86_64, the cross-build (rustc-web,
+/// which has the target's std; see .cargo/config.toml) for arm64.
+pub fn test_binaries(arch: Arch) -> Result<(Vec<TestBinary>, PathBuf)> {
+    let mut cargo = Command::new("cargo");
+    let execprof = match arch.rust_target() {
+        None => {
+            cargo.arg("test");
+            PathBuf::from("target/release/execprof")
+        }
+        Some(target) => {
+            cargo.args(["+rustc-web", "test", "--target", target]);
+            Path::new("target").join(target).join("release/execprof")
+        }
+    };
+    // The integration tests' binary (execprof) is built with them.
+    let out = cargo
+        .args(["--release", "--no-run", "--message-format=json-render-diagnostics"])
+        .stderr(std::process::Stdio::inherit())
         .output()
         .context("running cargo test --no-run")?;
     if !out.status.success() {
-        bail!("building the tests failed");
+        bail!("building the tests for {} failed", arch.debian());
     }
     let mut bins = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -88,78 +75,14 @@ pub fn test_binaries() -> Result<Vec<TestBinary>> {
     if bins.is_empty() {
         bail!("cargo listed no test binaries");
     }
-    Ok(bins)
-}
-
-/// The ext4 image of this machine's userland, built once per set of installed packages.
-pub(crate) fn userland_image() -> Result<PathBuf> {
-    let packages = Command::new("dpkg-query").args(["-W", "-f", "${Package} ${Version}\n"]).output().context("running dpkg-query")?;
-    let mut h = DefaultHasher::new();
-    (USERLAND_RECIPE, USERLAND, &packages.stdout).hash(&mut h);
-    let dir = cache_root().join("guest-userland");
-    let image = dir.join(format!("{:016x}.img", h.finish()));
-    if image.exists() {
-        return Ok(image);
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {} (run as root)", dir.display()))?;
-    // Older images are from other package sets: they only take room.
-    for old in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
-        let _ = std::fs::remove_file(old.path());
-    }
-    let stage = dir.join("stage");
-    let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(stage.join("usr/lib"))?;
-    eprintln!("xtask: building the guests' userland image (once per set of installed packages)");
-    for part in USERLAND {
-        let from = Path::new("/").join(part);
-        if !from.exists() {
-            continue;
-        }
-        let to = stage.join(part);
-        std::fs::create_dir_all(to.parent().unwrap_or(&stage))?;
-        // Hard links where the cache is on the same file system (fast), copies where not.
-        let linked = Command::new("cp").arg("-al").arg(&from).arg(&to).status().is_ok_and(|s| s.success());
-        if !linked {
-            let _ = std::fs::remove_dir_all(&to);
-            run(Command::new("cp").arg("-a").arg(&from).arg(&to))?;
-        }
-    }
-    for (link, target) in [
-        ("bin", "usr/bin"),
-        ("sbin", "usr/sbin"),
-        ("lib", "usr/lib"),
-        ("lib64", "usr/lib64"),
-        ("lib32", "usr/lib32"),
-        ("libx32", "usr/libx32"),
-    ] {
-        std::os::unix::fs::symlink(target, stage.join(link))?;
-    }
-    for d in ["proc", "sys", "dev", "tmp", "run", "root", "var/tmp"] {
-        std::fs::create_dir_all(stage.join(d))?;
-    }
-    let partial = image.with_extension("partial");
-    make_ext4(&stage, &partial)?;
-    std::fs::rename(&partial, &image)?;
-    std::fs::remove_dir_all(&stage)?;
-    Ok(image)
-}
-
-/// An ext4 image holding `dir` (mke2fs -d: no mounting needed).
-fn make_ext4(dir: &Path, image: &Path) -> Result<()> {
-    let du = Command::new("du").args(["-sm"]).arg(dir).output().context("running du")?;
-    let mib: u64 = String::from_utf8_lossy(&du.stdout).split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(1024);
-    let _ = std::fs::remove_file(image);
-    run(Command::new("mke2fs")
-        .args(["-q", "-F", "-t", "ext4", "-O", "^has_journal", "-E", "root_owner=0:0", "-d"])
-        .arg(dir)
-        .arg(image)
-        .arg(format!("{}M", mib + mib / 4 + 64)))
+    let execprof = execprof.canonicalize().with_context(|| format!("cargo test built no {}", execprof.display()))?;
+    Ok((bins, execprof))
 }
 
 /// The repository's files the tests use, at their absolute paths, in a small image: the test
 /// binaries and execprof without debug info, the fixtures, the C sources of the test programs
 /// (built with gcc inside the guest), the snapshots, the seed's `t.c`.
-fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
+fn repo_image(arch: Arch, bins: &[TestBinary], execprof: &Path, work: &Path) -> Result<PathBuf> {
     let stage = work.join("repo-stage");
     let _ = std::fs::remove_dir_all(&stage);
     let root = std::env::current_dir()?;
@@ -169,10 +92,10 @@ fn repo_image(bins: &[TestBinary], work: &Path) -> Result<PathBuf> {
         Ok(to)
     };
     let mut exes: Vec<PathBuf> = bins.iter().map(|b| b.exe.clone()).collect();
-    exes.push(root.join("target/release/execprof"));
+    exes.push(execprof.to_owned());
     for exe in exes {
         let to = place(&exe)?;
-        run(Command::new("objcopy").arg("--strip-debug").arg(&exe).arg(&to))?;
+        run(Command::new(crate::setup::tool(arch.objcopy())).arg("--strip-debug").arg(&exe).arg(&to))?;
     }
     // Each test runs in its package's directory, as under cargo.
     for b in bins {
@@ -250,6 +173,8 @@ impl SuiteRun {
 
 /// A guest ready to boot: its kernel, initramfs, disks and work directory, all built.
 pub struct PreparedSuite {
+    arch: Arch,
+    /// The kernel's version label (`6.1`).
     label: String,
     package: String,
     kernel: PathBuf,
@@ -263,15 +188,23 @@ pub struct PreparedSuite {
 
 /// Builds everything one guest's suite needs (fetching its kernel, the shared userland image
 /// once): done one guest after the other, so the guests can then boot side by side.
-pub fn prepare_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Option<&str>) -> Result<PreparedSuite> {
+pub fn prepare_suite(
+    arch: Arch,
+    (label, meta): (&str, &str),
+    (bins, execprof): (&[TestBinary], &Path),
+    filter: Option<&str>,
+) -> Result<PreparedSuite> {
     let package = vm::resolve_package(meta)?;
     let pkg_dir = vm::fetch_package(&package)?;
     let kernel = vm::vmlinuz(&pkg_dir)?;
-    let busybox = vm::fetch_package("busybox-static")?.join("root/bin/busybox");
-    let work = vm::cache_dir().join(format!("suite-{label}"));
+    let busybox = arch.busybox()?;
+    let work = vm::cache_dir().join(match arch {
+        Arch::X86_64 => format!("suite-{label}"),
+        _ => format!("suite-{}-{label}", arch.debian()),
+    });
     std::fs::create_dir_all(&work)?;
-    let userland = userland_image()?;
-    let repo = repo_image(bins, &work)?;
+    let userland = userland::image(arch)?;
+    let repo = repo_image(arch, bins, execprof, &work)?;
     let mut c = Cpio::default();
     for d in ["bin", "dev", "proc", "sys"] {
         c.dir(d);
@@ -294,27 +227,27 @@ pub fn prepare_suite(label: &str, meta: &str, bins: &[TestBinary], filter: Optio
     std::fs::write(&initrd, c.finish())?;
     let disk = ResultsDisk::create(work.join("results.img"), 256)?;
     let exes = bins.iter().map(|b| b.exe.clone()).collect();
-    Ok(PreparedSuite { label: label.to_owned(), package, kernel, initrd, drives: [userland, repo], disk, work, exes })
+    Ok(PreparedSuite { arch, label: label.to_owned(), package, kernel, initrd, drives: [userland, repo], disk, work, exes })
 }
 
 /// Boots a prepared guest (one vCPU) and reads its results back. The shared disks are
 /// read-only, so two guests may boot at once.
 pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
-    let PreparedSuite { label, package, kernel, initrd, drives, disk, work, exes } = p;
-    let label = label.as_str();
-    eprintln!("xtask: the whole test suite inside {label} ({package}); TCG is slow, this takes many minutes");
+    let PreparedSuite { arch, label, package, kernel, initrd, drives, disk, work, exes } = p;
+    let name = arch.guest_name(&label);
+    eprintln!("xtask: the whole test suite inside {name} ({package}); TCG is slow, this takes many minutes");
     vm::boot(
         &vm::Boot {
-            arch: vm::Arch::X86_64,
+            arch,
             kernel: &kernel,
             initrd: &initrd,
             drives: &drives,
             results: Some(&disk),
             memory_mib: 6144,
             timeout,
-            // Debian's kernels build x32 in but leave it off: on, the suite's x32 test sees
-            // x32 calls counted rather than refused.
-            cmdline: "syscall.x32=y",
+            // Debian's x86_64 kernels build x32 in but leave it off: on, the suite's x32 test
+            // sees x32 calls counted rather than refused.
+            cmdline: if arch == Arch::X86_64 { "syscall.x32=y" } else { "" },
             qemu: &[],
         },
         &work,
@@ -322,15 +255,15 @@ pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
     let console = work.join("console.log");
     let result = disk.read_back(&work.join("results"), &console)?;
     for note in result.all("note") {
-        eprintln!("xtask: guest {label}: {note}");
+        eprintln!("xtask: guest {name}: {note}");
     }
     let release = result.get("kernel").unwrap_or_default();
     if !release.starts_with(&format!("{label}.")) {
-        bail!("guest {label}: the guest ran kernel {release:?}, not {label}; console in {}", console.display());
+        bail!("guest {name}: the guest ran kernel {release:?}, not {label}; console in {}", console.display());
     }
     if !result.finished() {
-        eprintln!("xtask: guest {label}: the suite did not run to its end (time limit {timeout:?}); console in {}", console.display());
+        eprintln!("xtask: guest {name}: the suite did not run to its end (time limit {timeout:?}); console in {}", console.display());
     }
     let results = exes.into_iter().enumerate().map(|(i, exe)| (exe, result.code(&format!("test_rc_{i}")))).collect();
-    Ok(SuiteRun { kernel: label.to_owned(), results, console, logs: result.dir.join("tests") })
+    Ok(SuiteRun { kernel: name, results, console, logs: result.dir.join("tests") })
 }

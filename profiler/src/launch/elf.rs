@@ -155,18 +155,22 @@ mod tests {
         assert!(said.contains("/s\\x1b.sh is a script"), "{said}");
     }
 
-    /// The 32-bit layout of the tables, where gcc can build for i386 (gcc-multilib).
+    /// The 32-bit layout of the tables: a program of the machine's 32-bit ABI (i386 from
+    /// gcc-multilib's `cc -m32`; on arm64, armhf from Debian's cross gcc), whole and stripped.
     #[test]
     fn a_32_bit_program_is_read_too() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("p.c");
         std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
         let (full, plain) = (dir.path().join("full32"), dir.path().join("plain32"));
-        if !Command::new("cc").arg("-m32").arg("-o").arg(&full).arg(&src).status().is_ok_and(|s| s.success()) {
-            eprintln!("skipped: cc -m32 cannot build here (no gcc-multilib)");
-            return;
-        }
-        run(Command::new("strip").arg("-o").arg(&plain).arg(&full));
+        let (cc, flags, strip): (&str, &[&str], &str) = if cfg!(target_arch = "aarch64") {
+            ("arm-linux-gnueabihf-gcc", &[], "arm-linux-gnueabihf-strip")
+        } else {
+            ("cc", &["-m32"], "strip")
+        };
+        let built = Command::new(cc).args(flags).arg("-o").arg(&full).arg(&src).status().is_ok_and(|s| s.success());
+        assert!(built, "{cc} {flags:?} cannot build a 32-bit program here: `cargo xtask setup` installs what it needs");
+        run(Command::new(strip).arg("-o").arg(&plain).arg(&full));
         let facts = |p: &Path| symbol_facts(&std::fs::read(p).unwrap(), b"main").expect("an ELF file");
         assert_eq!(facts(&full), SymbolFacts { defines: true, debuglink: None });
         assert_eq!(facts(&plain), SymbolFacts { defines: false, debuglink: None });
