@@ -408,14 +408,20 @@ fn a_bimodal_exec_workload_is_flagged_with_its_modes() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let success = v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "success").unwrap();
     let modes = success["modes"].as_array().unwrap();
-    assert_eq!(modes.len(), 2, "{success}");
-    let (short, long) = (&modes[0], &modes[1]);
+    // Here two modes. In the guests the plain execs may split again: on arm64 6.1 under TCG
+    // they came out at ~3 and ~10 ms in one run of three (the long ones ~96 ms).
+    if execprof::testing::slowdown() > 1 {
+        assert!(modes.len() >= 2, "{success}");
+    } else {
+        assert_eq!(modes.len(), 2, "{success}");
+    }
+    let (short, long) = (&modes[modes.len() - 2], &modes[modes.len() - 1]);
     // Under emulation a plain exec is dearer relative to copying (6× apart on 6.12/TCG, 70× here).
     let apart = if execprof::testing::slowdown() > 1 { 3.0 } else { 10.0 };
     assert!(long["ns"].as_f64().unwrap() > apart * short["ns"].as_f64().unwrap(), "{modes:?}");
     // A quarter of the execs (1 in 3 of the loop's, beside the shell's own): 20-30%.
     assert!((0.15..0.35).contains(&long["weight"].as_f64().unwrap()), "{modes:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("MULTIMODAL: 2 modes"), "the report says so");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("MULTIMODAL: {} modes", modes.len())), "the report says so");
 }
 
 /// Each PATH candidate looked up from user space first: no exec ever fails.
