@@ -192,7 +192,7 @@ fn vm_suite(arch: vm::Arch, only: Option<&str>, filter: Option<&str>) -> Result<
         .kernels()
         .iter()
         .filter(|(l, _)| only.is_none_or(|o| o == *l))
-        .map(|(label, meta)| suite::prepare_suite(arch, (label, meta), (&bins, &execprof), filter))
+        .map(|(label, _)| suite::prepare_suite(arch, label, (&bins, &execprof), filter))
         .collect::<Result<Vec<_>>>()?;
     // Each TCG guest runs on one vCPU: the two kernels' suites side by side, one per core.
     let runs: Vec<Result<suite::SuiteRun>> = std::thread::scope(|s| {
@@ -245,15 +245,11 @@ fn ci_guests() -> Result<()> {
     let (x86, x86_execprof) = suite::test_binaries(X86_64)?;
     let (arm64, arm64_execprof) = suite::test_binaries(Arm64)?;
     fastpath::lab_kernel()?;
-    let kernel = |arch: vm::Arch, label: &str| -> Result<(String, String)> {
-        arch.kernels().into_iter().find(|(l, _)| *l == label).map(|(l, m)| (l.to_owned(), m)).ok_or_else(|| anyhow!("no {label} kernel"))
-    };
-    let prepare = |arch, label: &str, (bins, execprof): (&[suite::TestBinary], &Path)| -> Result<suite::PreparedSuite> {
-        let (label, meta) = kernel(arch, label)?;
-        suite::prepare_suite(arch, (&label, &meta), (bins, execprof), None)
-    };
-    let lane1 = [prepare(X86_64, "6.1", (&x86, &x86_execprof))?, prepare(Arm64, "6.12", (&arm64, &arm64_execprof))?];
-    let lane2_suite = prepare(X86_64, "6.12", (&x86, &x86_execprof))?;
+    let lane1 = [
+        suite::prepare_suite(X86_64, "6.1", (&x86, &x86_execprof), None)?,
+        suite::prepare_suite(Arm64, "6.12", (&arm64, &arm64_execprof), None)?,
+    ];
+    let lane2_suite = suite::prepare_suite(X86_64, "6.12", (&x86, &x86_execprof), None)?;
     let (lane1, (lane2_run, lane2_checks)) = std::thread::scope(|s| {
         let one = s.spawn(move || lane1.into_iter().map(|p| suite::boot_suite(p, SUITE_TIMEOUT)).collect::<Vec<_>>());
         let two = s.spawn(move || {

@@ -188,13 +188,13 @@ pub struct PreparedSuite {
 
 /// Builds everything one guest's suite needs (fetching its kernel, the shared userland image
 /// once): done one guest after the other, so the guests can then boot side by side.
-pub fn prepare_suite(
-    arch: Arch,
-    (label, meta): (&str, &str),
-    (bins, execprof): (&[TestBinary], &Path),
-    filter: Option<&str>,
-) -> Result<PreparedSuite> {
-    let package = vm::resolve_package(meta)?;
+pub fn prepare_suite(arch: Arch, label: &str, (bins, execprof): (&[TestBinary], &Path), filter: Option<&str>) -> Result<PreparedSuite> {
+    let (_, meta) = arch
+        .kernels()
+        .into_iter()
+        .find(|(l, _)| *l == label)
+        .ok_or_else(|| anyhow!("no {} guest kernel {label}: the kernels are {:?}", arch.debian(), arch.kernels()))?;
+    let package = vm::resolve_package(&meta)?;
     let pkg_dir = vm::fetch_package(&package)?;
     let kernel = vm::vmlinuz(&pkg_dir)?;
     let busybox = arch.busybox()?;
