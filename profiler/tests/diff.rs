@@ -37,7 +37,8 @@ fn diff(a: &Path, b: &Path) -> (Value, String) {
 fn record(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
     let path = dir.join(format!("{name}.execprof"));
     let out = execprof().arg("run").arg("--output").arg(&path).args(args).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The whole report on failure: its table of losses says which records went missing.
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
     path
 }
 
