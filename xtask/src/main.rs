@@ -221,7 +221,7 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
         println!(
             "vm-suite: {}: {} of {} test binaries passed (console: {}; each binary's output: {})",
             r.kernel,
-            r.results.len() - failed.len(),
+            r.results.iter().filter(|(_, rc)| *rc == Some(0)).count(),
             r.results.len(),
             r.console.display(),
             r.logs.display()
