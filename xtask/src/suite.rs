@@ -157,7 +157,7 @@ pub struct SuiteRun {
 impl SuiteRun {
     pub fn failures(&self) -> Vec<String> {
         let console = std::fs::read_to_string(&self.console).unwrap_or_default();
-        let crash = kernel_crash(&console)
+        let crash = vm::kernel_crash(&console)
             .map(|c| format!("{}: the guest's kernel crashed: {c} (console: {})", self.kernel, self.console.display()));
         crash.into_iter().chain(self.failed_binaries()).collect()
     }
@@ -171,16 +171,6 @@ impl SuiteRun {
             }
         })
     }
-}
-
-/// The first oops line and the panic line of a guest's console, when its kernel crashed: so a
-/// crash reads as one, not as test binaries that did not finish.
-fn kernel_crash(console: &str) -> Option<String> {
-    let text = |l: &str| l.split_once("] ").map_or(l, |(_, t)| t).trim().to_string();
-    let panic = console.lines().find(|l| l.contains("Kernel panic - not syncing"))?;
-    let oops = console.lines().find(|l| l.contains("Oops: ") || l.contains("BUG: ")).map(text);
-    let rip = console.lines().find(|l| l.contains("RIP: 0010:") || l.contains(" pc : ")).map(text);
-    Some([oops, rip, Some(text(panic))].into_iter().flatten().collect::<Vec<_>>().join("; "))
 }
 
 /// A guest ready to boot: its kernel, initramfs, disks and work directory, all built.
@@ -278,29 +268,4 @@ pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
     }
     let results = exes.into_iter().enumerate().map(|(i, exe)| (exe, result.code(&format!("test_rc_{i}")))).collect();
     Ok(SuiteRun { kernel: name, results, console, logs: result.dir.join("tests") })
-}
-
-#[cfg(test)]
-mod crash_tests {
-    use super::kernel_crash;
-
-    #[test]
-    fn a_panicked_guest_names_its_oops_and_where() {
-        let console = "[  559.206602] traps: PANIC: double fault, error_code: 0x0\n\
-            [  559.209891] Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI\n\
-            [  559.211499] RIP: 0010:kmem_cache_alloc_noprof+0xc3/0x2f0\n\
-            [  559.214327] RIP: 0033:0x201fd1\n\
-            [  559.215126] Kernel panic - not syncing: Fatal exception in interrupt\n";
-        assert_eq!(
-            kernel_crash(console).as_deref(),
-            Some(
-                "Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI; RIP: 0010:kmem_cache_alloc_noprof+0xc3/0x2f0; Kernel panic - not syncing: Fatal exception in interrupt"
-            )
-        );
-    }
-
-    #[test]
-    fn a_console_without_a_panic_is_no_crash() {
-        assert_eq!(kernel_crash("[    1.0] Run /init as init process\nexecprof-suite: done\n"), None);
-    }
 }

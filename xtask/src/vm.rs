@@ -640,6 +640,16 @@ pub fn reordering_diff(execprof: &Path, old: &GuestRun, new: &GuestRun) -> Resul
     Ok(failed)
 }
 
+/// The first oops line and the panic line of a guest's console, when its kernel crashed: so a
+/// crash reads as one (a suite's binaries would only seem not to have finished).
+pub fn kernel_crash(console: &str) -> Option<String> {
+    let text = |l: &str| l.split_once("] ").map_or(l, |(_, t)| t).trim().to_string();
+    let panic = console.lines().find(|l| l.contains("Kernel panic - not syncing"))?;
+    let oops = console.lines().find(|l| l.contains("Oops: ") || l.contains("BUG: ")).map(text);
+    let rip = console.lines().find(|l| l.contains("RIP: 0010:") || l.contains(" pc : ")).map(text);
+    Some([oops, rip, Some(text(panic))].into_iter().flatten().collect::<Vec<_>>().join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,5 +680,25 @@ mod tests {
     fn guests_of_another_architecture_are_named_with_it() {
         assert_eq!(Arch::X86_64.guest_name("6.1"), "6.1");
         assert_eq!(Arch::Arm64.guest_name("6.12"), "arm64 6.12");
+    }
+
+    #[test]
+    fn a_panicked_guest_names_its_oops_and_where() {
+        let console = "[  559.206602] traps: PANIC: double fault, error_code: 0x0\n\
+            [  559.209891] Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI\n\
+            [  559.211499] RIP: 0010:kmem_cache_alloc_noprof+0xc3/0x2f0\n\
+            [  559.214327] RIP: 0033:0x201fd1\n\
+            [  559.215126] Kernel panic - not syncing: Fatal exception in interrupt\n";
+        assert_eq!(
+            kernel_crash(console).as_deref(),
+            Some(
+                "Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI; RIP: 0010:kmem_cache_alloc_noprof+0xc3/0x2f0; Kernel panic - not syncing: Fatal exception in interrupt"
+            )
+        );
+    }
+
+    #[test]
+    fn a_console_without_a_panic_is_no_crash() {
+        assert_eq!(kernel_crash("[    1.0] Run /init as init process\nexecprof-suite: done\n"), None);
     }
 }
