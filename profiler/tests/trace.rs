@@ -1561,12 +1561,26 @@ fn argv_shows_each_attempts_arguments_capped_and_quoted() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("add --events"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// The names of the BPF programs loaded in the kernel now.
-fn loaded_program_names() -> Vec<String> {
-    aya::programs::loaded_programs().filter_map(Result::ok).map(|p| String::from_utf8_lossy(p.name()).into_owned()).collect()
+/// The names of the BPF programs process `pid` holds now: the ids its program and link file
+/// descriptors name in their fdinfo (`prog_id:`). Not every program loaded in the kernel: a
+/// run that has just ended may still have programs waiting to be freed, and another tracer
+/// may be running.
+fn program_names_held_by(pid: u32) -> Vec<String> {
+    let mut ids = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap().flatten() {
+        // An fd closed since the directory was read is gone: skip it.
+        let Ok(info) = std::fs::read_to_string(entry.path()) else { continue };
+        ids.extend(info.lines().filter_map(|l| l.strip_prefix("prog_id:")?.trim().parse::<u32>().ok()));
+    }
+    assert!(!ids.is_empty(), "process {pid} holds no BPF program");
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|p| ids.contains(&p.id()))
+        .map(|p| String::from_utf8_lossy(p.name()).into_owned())
+        .collect()
 }
 
-/// The BPF programs loaded while `execprof run --sample-hz 0 ARGS -- sh -c WAIT` traces a shell
+/// The BPF programs execprof holds while `execprof run --sample-hz 0 ARGS -- sh -c WAIT` traces a shell
 /// that waits (files in `dir` tell when it runs and let it end); the run must succeed.
 fn programs_loaded_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
     use std::{
@@ -1593,7 +1607,7 @@ fn programs_loaded_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
         assert!(Instant::now() < deadline, "the traced command never got going");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let programs = loaded_program_names();
+    let programs = program_names_held_by(child.id());
     std::fs::write(&done, "").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
