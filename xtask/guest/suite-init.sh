@@ -33,6 +33,9 @@ fi
 echo "kernel=$($B uname -r)" > $R/result.env
 printf '%s' "$notes" >> $R/result.env
 $B mkdir -p $R/tests
+# On disk now, and after each binary (suite.sh): a guest whose kernel crashes still tells
+# which binaries finished, so only the others run again.
+$B sync
 
 $B mount -t ext4 -o ro "$USERLAND_DEV" /userland || note "no userland disk"
 $B mount -t ext4 -o ro "$REPO_DEV" /repo || note "no repository disk"

@@ -15,5 +15,6 @@ while read -r exe dir; do
   echo "vm-suite guest: test binary $i: $exe"
   { cd "$dir" && "$exe" --include-ignored --test-threads=1 $TEST_FILTER < /dev/null; echo "test_rc_$i=$?" >> /results/result.env; } 2>&1 \
     | tee /results/tests/$i.log
+  sync
   i=$((i + 1))
 done < /suite-tests

@@ -33,6 +33,7 @@ use crate::{
 const SLOWDOWN: u32 = 40;
 
 /// A test executable and the directory `cargo test` runs it in.
+#[derive(Clone)]
 pub struct TestBinary {
     pub exe: PathBuf,
     pub dir: PathBuf,
@@ -144,30 +145,45 @@ fn test_list(bins: &[TestBinary]) -> Result<String> {
     Ok(list)
 }
 
+/// One test binary's run in a guest.
+pub struct BinaryResult {
+    pub exe: PathBuf,
+    /// Its exit code; None: it never finished.
+    pub rc: Option<i32>,
+    /// Its output.
+    pub log: PathBuf,
+}
+
 /// What one guest's run of the suite gave.
 pub struct SuiteRun {
     pub kernel: String,
-    /// Per test binary: its path and exit code (None: it never finished).
-    pub results: Vec<(PathBuf, Option<i32>)>,
+    pub results: Vec<BinaryResult>,
+    /// The console of the guest's last boot.
     pub console: PathBuf,
-    /// Each binary's output, `N.log` in the order of [`SuiteRun::results`].
+    /// The directory of the binaries' outputs (of the first boot).
     pub logs: PathBuf,
+    /// A kernel crash of the first boot, after which a second boot ran every binary that had
+    /// not finished to its end: the crash and that boot's console, said but not failed on.
+    pub survived_crash: Option<String>,
 }
 
 impl SuiteRun {
     pub fn failures(&self) -> Vec<String> {
-        let console = std::fs::read_to_string(&self.console).unwrap_or_default();
-        let crash = vm::kernel_crash(&console)
-            .map(|c| format!("{}: the guest's kernel crashed: {c} (console: {})", self.kernel, self.console.display()));
+        let crash = self.crash().map(|c| format!("{}: the guest's kernel crashed: {c} (console: {})", self.kernel, self.console.display()));
         crash.into_iter().chain(self.failed_binaries()).collect()
     }
 
+    /// The last boot's kernel crash, if it crashed.
+    fn crash(&self) -> Option<String> {
+        vm::kernel_crash(&std::fs::read_to_string(&self.console).unwrap_or_default())
+    }
+
     fn failed_binaries(&self) -> impl Iterator<Item = String> + '_ {
-        self.results.iter().enumerate().filter(|(_, (_, rc))| *rc != Some(0)).map(|(i, (exe, rc))| {
-            let log = self.logs.join(format!("{i}.log"));
-            match rc {
-                Some(rc) => format!("{}: {} failed with exit code {rc} (output: {})", self.kernel, exe.display(), log.display()),
-                None => format!("{}: {} did not finish (output: {})", self.kernel, exe.display(), log.display()),
+        self.results.iter().filter(|r| r.rc != Some(0)).map(|r| {
+            let (exe, log) = (r.exe.display(), r.log.display());
+            match r.rc {
+                Some(rc) => format!("{}: {exe} failed with exit code {rc} (output: {log})", self.kernel),
+                None => format!("{}: {exe} did not finish (output: {log})", self.kernel),
             }
         })
     }
@@ -184,13 +200,28 @@ pub struct PreparedSuite {
     drives: [PathBuf; 2],
     disk: ResultsDisk,
     work: PathBuf,
-    /// The test binaries, in the order the guest runs them.
-    exes: Vec<PathBuf>,
+    /// The test binaries, in the order the guest runs them, the execprof they run, and the
+    /// test filter: what a second boot after a crash is prepared from.
+    bins: Vec<TestBinary>,
+    execprof: PathBuf,
+    filter: Option<String>,
 }
 
 /// Builds everything one guest's suite needs (fetching its kernel, the shared userland image
 /// once): done one guest after the other, so the guests can then boot side by side.
 pub fn prepare_suite(arch: Arch, label: &str, (bins, execprof): (&[TestBinary], &Path), filter: Option<&str>) -> Result<PreparedSuite> {
+    prepare_in(arch, label, (bins, execprof), filter, "")
+}
+
+/// [`prepare_suite`] in the guest's work directory with `suffix` (a second boot's files sit
+/// beside the first's).
+fn prepare_in(
+    arch: Arch,
+    label: &str,
+    (bins, execprof): (&[TestBinary], &Path),
+    filter: Option<&str>,
+    suffix: &str,
+) -> Result<PreparedSuite> {
     let (_, meta) = arch
         .kernels()
         .into_iter()
@@ -201,8 +232,8 @@ pub fn prepare_suite(arch: Arch, label: &str, (bins, execprof): (&[TestBinary], 
     let kernel = vm::vmlinuz(&pkg_dir)?;
     let busybox = arch.busybox()?;
     let work = vm::cache_dir().join(match arch {
-        Arch::X86_64 => format!("suite-{label}"),
-        _ => format!("suite-{}-{label}", arch.debian()),
+        Arch::X86_64 => format!("suite-{label}{suffix}"),
+        _ => format!("suite-{}-{label}{suffix}", arch.debian()),
     });
     std::fs::create_dir_all(&work)?;
     let userland = userland::image(arch)?;
@@ -228,23 +259,76 @@ pub fn prepare_suite(arch: Arch, label: &str, (bins, execprof): (&[TestBinary], 
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
     let disk = ResultsDisk::create(work.join("results.img"), 256)?;
-    let exes = bins.iter().map(|b| b.exe.clone()).collect();
-    Ok(PreparedSuite { arch, label: label.to_owned(), package, kernel, initrd, drives: [userland, repo], disk, work, exes })
+    Ok(PreparedSuite {
+        arch,
+        label: label.to_owned(),
+        package,
+        kernel,
+        initrd,
+        drives: [userland, repo],
+        disk,
+        work,
+        bins: bins.to_vec(),
+        execprof: execprof.to_owned(),
+        filter: filter.map(str::to_owned),
+    })
 }
 
 /// Boots a prepared guest (one vCPU) and reads its results back. The shared disks are
 /// read-only, so two guests may boot at once.
+///
+/// A guest whose kernel crashes is booted once more for the binaries that had not finished
+/// (TCG has crashed a guest kernel once in CI, in a test that then passed on every rerun):
+/// the crash is said either way, and fails the run only if the second boot crashes too or a
+/// binary fails there.
 pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
-    let PreparedSuite { arch, label, package, kernel, initrd, drives, disk, work, exes } = p;
-    let name = arch.guest_name(&label);
+    let mut run = boot_once(&p, timeout)?;
+    let Some(crash) = run.crash() else { return Ok(run) };
+    let unfinished: Vec<TestBinary> = p.bins.iter().zip(&run.results).filter(|(_, r)| r.rc.is_none()).map(|(b, _)| b.clone()).collect();
+    if unfinished.is_empty() {
+        return Ok(run);
+    }
+    eprintln!(
+        "xtask: guest {}: the kernel crashed ({crash}; console: {}); booting it once more for the {} test binaries that had not finished",
+        run.kernel,
+        run.console.display(),
+        unfinished.len()
+    );
+    let again = prepare_in(p.arch, &p.label, (&unfinished, &p.execprof), p.filter.as_deref(), "-rerun")?;
+    let rerun = boot_once(&again, timeout)?;
+    let first_console = std::mem::replace(&mut run.console, rerun.console);
+    take_rerun(&mut run.results, rerun.results)?;
+    run.survived_crash = Some(format!("{crash} (console: {})", first_console.display()));
+    Ok(run)
+}
+
+/// The second boot's results in place of the first's unfinished ones, in order.
+fn take_rerun(results: &mut [BinaryResult], rerun: Vec<BinaryResult>) -> Result<()> {
+    let unfinished = results.iter().filter(|r| r.rc.is_none()).count();
+    if rerun.len() != unfinished {
+        bail!("the second boot ran {} test binaries, not the {unfinished} unfinished ones", rerun.len());
+    }
+    for (r, again) in results.iter_mut().filter(|r| r.rc.is_none()).zip(rerun) {
+        if again.exe != r.exe {
+            bail!("the second boot ran {}, not {}", again.exe.display(), r.exe.display());
+        }
+        *r = again;
+    }
+    Ok(())
+}
+
+fn boot_once(p: &PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
+    let PreparedSuite { arch, label, package, kernel, initrd, drives, disk, work, bins, .. } = p;
+    let (arch, label) = (*arch, label.as_str());
+    let name = arch.guest_name(label);
     eprintln!("xtask: the whole test suite inside {name} ({package}); TCG is slow, this takes many minutes");
     vm::boot(
         &vm::Boot {
             arch,
-            kernel: &kernel,
-            initrd: &initrd,
-            drives: &drives,
-            results: Some(&disk),
+            kernel,
+            initrd,
+            drives,
+            results: Some(disk),
             memory_mib: 6144,
             timeout,
             // Debian's x86_64 kernels build x32 in but leave it off: on, the suite's x32 test
@@ -252,7 +336,7 @@ pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
             cmdline: if arch == Arch::X86_64 { "syscall.x32=y" } else { "" },
             qemu: &[],
         },
-        &work,
+        work,
     )?;
     let console = work.join("console.log");
     let result = disk.read_back(&work.join("results"), &console)?;
@@ -263,9 +347,67 @@ pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
     if !release.starts_with(&format!("{label}.")) {
         bail!("guest {name}: the guest ran kernel {release:?}, not {label}; console in {}", console.display());
     }
-    if !result.finished() {
+    // A crash is said by the caller, with its oops.
+    let crashed = vm::kernel_crash(&std::fs::read_to_string(&console).unwrap_or_default()).is_some();
+    if !result.finished() && !crashed {
         eprintln!("xtask: guest {name}: the suite did not run to its end (time limit {timeout:?}); console in {}", console.display());
     }
-    let results = exes.into_iter().enumerate().map(|(i, exe)| (exe, result.code(&format!("test_rc_{i}")))).collect();
-    Ok(SuiteRun { kernel: name, results, console, logs: result.dir.join("tests") })
+    let logs = result.dir.join("tests");
+    let results = bins
+        .iter()
+        .enumerate()
+        .map(|(i, b)| BinaryResult { exe: b.exe.clone(), rc: result.code(&format!("test_rc_{i}")), log: logs.join(format!("{i}.log")) })
+        .collect();
+    Ok(SuiteRun { kernel: name, results, console, logs, survived_crash: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(exe: &str, rc: Option<i32>, boot: &str) -> BinaryResult {
+        BinaryResult { exe: exe.into(), rc, log: format!("{boot}/{exe}.log").into() }
+    }
+
+    #[test]
+    fn a_second_boot_fills_in_only_the_binaries_that_had_not_finished() {
+        let mut first = vec![result("a", Some(0), "1"), result("b", None, "1"), result("c", Some(101), "1"), result("d", None, "1")];
+        take_rerun(&mut first, vec![result("b", Some(0), "2"), result("d", None, "2")]).unwrap();
+        let got: Vec<_> = first.iter().map(|r| (r.exe.to_str().unwrap(), r.rc, r.log.to_str().unwrap())).collect();
+        assert_eq!(got, [("a", Some(0), "1/a.log"), ("b", Some(0), "2/b.log"), ("c", Some(101), "1/c.log"), ("d", None, "2/d.log")]);
+        // A second boot that ran other binaries, or another number of them, is an error.
+        let mut first = vec![result("a", None, "1")];
+        assert!(take_rerun(&mut first, vec![result("z", Some(0), "2")]).is_err());
+        assert!(take_rerun(&mut first, vec![]).is_err());
+    }
+
+    #[test]
+    fn a_crash_of_the_last_boot_and_every_unfinished_binary_fail_the_run() {
+        let dir = scratch_dir();
+        let console = dir.join("console.log");
+        std::fs::write(&console, "[  1.0] Oops: double fault: 0000 [#1]\n[  1.1] RIP: 0010:kmem_cache_alloc+0xc3\n[  1.2] Kernel panic - not syncing: Fatal exception\n").unwrap();
+        let run = SuiteRun {
+            kernel: "6.12".into(),
+            results: vec![result("a", Some(0), "1"), result("b", None, "1")],
+            console: console.clone(),
+            logs: dir.clone(),
+            survived_crash: None,
+        };
+        let failures = run.failures();
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert!(failures[0].contains("kernel crashed: Oops: double fault") && failures[0].contains("Kernel panic"), "{failures:?}");
+        assert!(failures[1].contains("b did not finish (output: 1/b.log)"), "{failures:?}");
+        // The crash survived by a second boot that ran everything: no failure.
+        std::fs::write(&console, "[  1.0] reboot: Power down\n").unwrap();
+        let run =
+            SuiteRun { results: vec![result("a", Some(0), "1"), result("b", Some(0), "2")], survived_crash: Some("Oops".into()), ..run };
+        assert!(run.failures().is_empty(), "{:?}", run.failures());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn scratch_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-suite-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 }
