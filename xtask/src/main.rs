@@ -111,6 +111,9 @@ enum Task {
     },
 }
 
+/// Chain steps of the arm64 exact-mode checks in `cargo xtask ci`.
+const ARM64_CHECK_STEPS: u32 = 600;
+
 /// The fast-path lab's size, as `cargo xtask ci` runs it: chain steps per run, runs per variant.
 const LAB_STEPS: u32 = 300;
 const LAB_REPEAT: u32 = 3;
@@ -218,10 +221,16 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
             }
         };
         let failed = r.failures();
+        if let Some(crash) = &r.survived_crash {
+            println!(
+                "vm-suite: {}: WARNING: the guest's kernel crashed: {crash}; a second boot ran the binaries that had not finished",
+                r.kernel
+            );
+        }
         println!(
             "vm-suite: {}: {} of {} test binaries passed (console: {}; each binary's output: {})",
             r.kernel,
-            r.results.iter().filter(|(_, rc)| *rc == Some(0)).count(),
+            r.results.iter().filter(|b| b.rc == Some(0)).count(),
             r.results.len(),
             r.console.display(),
             r.logs.display()
@@ -257,8 +266,11 @@ fn ci_guests() -> Result<()> {
             let checks: Vec<anyhow::Error> = [
                 vm_test(X86_64, None, 200, 600),
                 fastpath::lab(LAB_STEPS, LAB_REPEAT, false),
-                // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes).
-                vm_test(Arm64, None, 200, 900),
+                // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes). 600
+                // steps: under TCG, 6.1's kprobes (BRK exceptions) give failed attempts a tail
+                // of millisecond outliers, and at 200 steps copy_strings' drop to 0 once fell
+                // short of significance after Holm's correction (p = 6.5e-5).
+                vm_test(Arm64, None, ARM64_CHECK_STEPS, 900),
             ]
             .into_iter()
             .filter_map(Result::err)
