@@ -400,6 +400,26 @@ mod tests {
         assert_eq!(got, vec![(&b"/a"[..], Some(&first)), (&b"/b"[..], None), (&b"/c"[..], None)]);
     }
 
+    /// arm64 before 5.19 (5.15.y before the fix): a successful exec never reaches `sys_exit`
+    /// with its number (the kernel cleared it when it started the new image), so the kernel
+    /// side sends no exit and the call stays open. It is never an exec of any outcome: it is
+    /// counted as not seen whole, at the thread's next call or at its exit.
+    #[test]
+    fn a_success_whose_exit_never_comes_is_counted_not_seen_whole() {
+        let loaded = |ts_ns| rec(ts_ns, 100, Body::Loaded { old_pid: 100, name: named(Some("/bin/t")) });
+        let (events, unjoined) = assemble([
+            enter(1_000, 100, EXECVE, (0, 0)),
+            loaded(3_000),
+            enter(5_000, 100, EXECVE, (0, 0)),
+            exit(6_000, 100, EXECVE, -2, (0, 0), Some("/m1/t")),
+            enter(7_000, 100, EXECVE, (0, 0)),
+            loaded(8_000),
+            task_exit(9_000, 100, true),
+        ]);
+        assert_eq!(only_exec(&events).ret, -2, "only the failed attempt is an exec");
+        assert_eq!(unjoined, Unjoined { abandoned: 1, exit_without_enter: 0, enter_without_exit: 1 });
+    }
+
     #[test]
     fn exec_from_a_non_leader_thread_moves_to_the_leaders_id() {
         let (events, unjoined) = assemble([
