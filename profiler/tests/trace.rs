@@ -1582,7 +1582,7 @@ fn program_names_held_by(pid: u32) -> Vec<String> {
 
 /// The BPF programs execprof holds while `execprof run --sample-hz 0 ARGS -- sh -c WAIT` traces a shell
 /// that waits (files in `dir` tell when it runs and let it end); the run must succeed.
-fn programs_loaded_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
+fn programs_held_while_tracing(dir: &Path, args: &[&str]) -> Vec<String> {
     use std::{
         process::Stdio,
         time::{Duration, Instant},
@@ -1626,7 +1626,7 @@ fn fentry_boundaries_replace_the_syscall_tracepoints_where_the_kernel_allows() {
     let fentry_here = execprof::testing::fentry_expected();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("auto.json");
-    let programs = programs_loaded_while_tracing(dir.path(), &["--json", json.to_str().unwrap()]);
+    let programs = programs_held_while_tracing(dir.path(), &["--json", json.to_str().unwrap()]);
     let auto: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let mode = &auto["mode"];
     let tracepoints_loaded = programs.iter().any(|p| p == "sys_enter" || p == "sys_exit");
@@ -1668,7 +1668,7 @@ fn fentry_boundaries_replace_the_syscall_tracepoints_where_the_kernel_allows() {
 fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_programs_they_miss() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let programs = programs_loaded_while_tracing(dir.path(), &["--boundaries", "syscall-events"]);
+    let programs = programs_held_while_tracing(dir.path(), &["--boundaries", "syscall-events"]);
     assert!(programs.iter().any(|p| p == "sys_enter_event") && programs.iter().any(|p| p == "sys_exit_event"), "{programs:?}");
     assert!(!programs.iter().any(|p| p == "sys_enter" || p == "sys_exit"), "a raw syscall tracepoint program is loaded: {programs:?}");
     // The same counts as the raw tracepoints.
