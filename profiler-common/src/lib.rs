@@ -13,6 +13,11 @@ pub mod names {
     pub const MAP_COUNTERS: &str = "COUNTERS";
     /// Exact mode: entry times of probed calls still open, per (thread, slot): [`crate::open_call`].
     pub const MAP_OPEN_CALLS: &str = "OPEN_CALLS";
+    /// The agent's maps ([`crate::aggregate`]).
+    pub const MAP_AGGREGATES: &str = "AGGREGATES";
+    pub const MAP_OTHER_AGGREGATES: &str = "OTHER_AGGREGATES";
+    pub const MAP_IN_FLIGHT: &str = "IN_FLIGHT";
+    pub const MAP_AGG_COUNTERS: &str = "AGG_COUNTERS";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
@@ -104,6 +109,21 @@ pub mod names {
     /// Non-zero with `--argv`: each exec attempt's arguments are read at its enter and sent
     /// as an [`crate::ArgvRecord`] just before its [`crate::SyscallEnterRecord`].
     pub const GLOBAL_ARGV: &str = "ARGV";
+    /// Non-zero for `execprof agent`: the boundaries fold each call into the aggregates
+    /// ([`crate::aggregate`]) and send no record; the sched hooks only keep the traced set.
+    pub const GLOBAL_AGGREGATE: &str = "AGGREGATE";
+    /// The agent's reads of the caller's executable and memory: `task_struct.mm`,
+    /// `mm_struct.exe_file`, `file.f_inode`, `inode.i_ino`, `inode.i_sb`, `super_block.s_dev`,
+    /// and the resident-page counters (file, anon, shmem) inside `mm_struct` (0: unknown).
+    pub const GLOBAL_TASK_MM: &str = "TASK_MM_OFFSET";
+    pub const GLOBAL_MM_EXE_FILE: &str = "MM_EXE_FILE_OFFSET";
+    pub const GLOBAL_FILE_INODE: &str = "FILE_INODE_OFFSET";
+    pub const GLOBAL_INODE_INO: &str = "INODE_INO_OFFSET";
+    pub const GLOBAL_INODE_SB: &str = "INODE_SB_OFFSET";
+    pub const GLOBAL_SB_DEV: &str = "SB_DEV_OFFSET";
+    pub const GLOBAL_MM_RSS_FILE: &str = "MM_RSS_FILE_OFFSET";
+    pub const GLOBAL_MM_RSS_ANON: &str = "MM_RSS_ANON_OFFSET";
+    pub const GLOBAL_MM_RSS_SHMEM: &str = "MM_RSS_SHMEM_OFFSET";
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.
@@ -385,6 +405,205 @@ pub mod counter {
     ];
 }
 
+/// The agent's in-kernel aggregates (`execprof agent`): no ring record per attempt. Each exec
+/// attempt and fork-family call is folded where it returns into the entry of its
+/// [`AggKey`] (cgroup, calling program, call, outcome) in `AGGREGATES`: a count, the
+/// summed kernel time and page faults, the parent's resident memory for forks, and a
+/// log-linear latency histogram ([`bucket`]). A key that does not fit is folded into the
+/// `OTHER_AGGREGATES` slot of its [`other_slot`] and counted in `AGG_COUNTERS`, so every
+/// attempt is in some entry.
+pub mod aggregate {
+    /// Sub-buckets per power of two: bucket bounds are 2^(i/8) ns, each bucket ≤ 9.05% wide
+    /// (Prometheus's native histogram schema 3 has the same factor).
+    pub const SUB_BUCKETS: u32 = 8;
+    /// The first power of two with its own sub-buckets: 2^6 = 64 ns (below it: bucket 0).
+    pub const FIRST_OCTAVE: u32 = 6;
+    /// Powers of two covered: 64 ns up to 2^34 ns = 17.2 s (above: the last bucket).
+    pub const OCTAVES: u32 = 28;
+    /// Buckets of one histogram: an underflow bucket, `OCTAVES × SUB_BUCKETS`, an overflow.
+    pub const BUCKETS: usize = (OCTAVES * SUB_BUCKETS) as usize + 2;
+    /// `2^15 · 2^(j/8)` rounded, j = 1..7: a value's top 16 bits against these give its
+    /// sub-bucket without floating point.
+    const THRESHOLDS: [u64; 7] = [35734, 38968, 42495, 46341, 50535, 55109, 60097];
+
+    /// The histogram bucket of a latency of `ns` nanoseconds.
+    #[inline(always)]
+    pub fn bucket(ns: u64) -> usize {
+        if ns < 1 << FIRST_OCTAVE {
+            return 0;
+        }
+        let octave = 63 - ns.leading_zeros();
+        if octave >= FIRST_OCTAVE + OCTAVES {
+            return BUCKETS - 1;
+        }
+        // The value's top 16 bits: 2^15 <= m < 2^16.
+        let m = if octave >= 15 { ns >> (octave - 15) } else { ns << (15 - octave) };
+        let mut sub = 0;
+        let mut j = 0;
+        while j < THRESHOLDS.len() {
+            if m >= THRESHOLDS[j] {
+                sub += 1;
+            }
+            j += 1;
+        }
+        1 + ((octave - FIRST_OCTAVE) * SUB_BUCKETS) as usize + sub
+    }
+
+    /// The smallest latency (ns) in bucket `i` (0 for the underflow bucket).
+    pub fn bucket_low_ns(i: usize) -> u64 {
+        if i == 0 {
+            return 0;
+        }
+        let k = (i - 1) as u32;
+        let (octave, sub) = (FIRST_OCTAVE + k / SUB_BUCKETS, k % SUB_BUCKETS);
+        let m = if sub == 0 { 1 << 15 } else { THRESHOLDS[sub as usize - 1] };
+        // The smallest n whose top 16 bits reach m.
+        if octave >= 15 { m << (octave - 15) } else { (m + (1 << (15 - octave)) - 1) >> (15 - octave) }
+    }
+
+    /// The first latency (ns) past bucket `i` (`u64::MAX` for the overflow bucket).
+    pub fn bucket_high_ns(i: usize) -> u64 {
+        if i + 1 >= BUCKETS { u64::MAX } else { bucket_low_ns(i + 1) }
+    }
+
+    /// [`AggKey::call`]: an exec attempt or a fork-family call.
+    pub const CALL_EXEC: u16 = 0;
+    pub const CALL_FORK: u16 = 1;
+
+    /// [`AggKey::outcome`] values besides an errno (a positive number): 0 is success, and an
+    /// exec whose thread was being killed when it failed is abandoned, whatever its errno.
+    pub const OUTCOME_SUCCESS: u16 = 0;
+    pub const OUTCOME_ABANDONED: u16 = 0xffff;
+
+    /// Bits of [`AggKey::flags`].
+    pub mod key_flags {
+        /// The call was made in the compat ABI (ia32 on x86_64, AArch32 on arm64).
+        pub const COMPAT: u16 = 1;
+        /// The calling program's file was not readable (a kernel thread's call, no `mm`):
+        /// the entry is keyed by cgroup alone, and named by the comm it keeps.
+        pub const NO_PROGRAM: u16 = 2;
+    }
+
+    /// Slots of `OTHER_AGGREGATES`, where a key that did not fit in `AGGREGATES` is folded:
+    /// the exec outcomes by class, then fork-family calls that succeeded and that failed.
+    pub const OTHER_SUCCESS: u32 = 0;
+    pub const OTHER_ENOENT: u32 = 1;
+    pub const OTHER_EACCES: u32 = 2;
+    pub const OTHER_ENOEXEC: u32 = 3;
+    pub const OTHER_ERRNO: u32 = 4;
+    pub const OTHER_ABANDONED: u32 = 5;
+    pub const OTHER_FORK: u32 = 6;
+    pub const OTHER_FORK_FAILED: u32 = 7;
+    pub const OTHER_SLOTS: u32 = 8;
+
+    /// The `OTHER_AGGREGATES` slot of a call and outcome.
+    #[inline(always)]
+    pub fn other_slot(call: u16, outcome: u16) -> u32 {
+        const ENOENT: u16 = 2;
+        const EACCES: u16 = 13;
+        const ENOEXEC: u16 = 8;
+        match (call, outcome) {
+            (CALL_FORK, OUTCOME_SUCCESS) => OTHER_FORK,
+            (CALL_FORK, _) => OTHER_FORK_FAILED,
+            (_, OUTCOME_SUCCESS) => OTHER_SUCCESS,
+            (_, ENOENT) => OTHER_ENOENT,
+            (_, EACCES) => OTHER_EACCES,
+            (_, ENOEXEC) => OTHER_ENOEXEC,
+            (_, OUTCOME_ABANDONED) => OTHER_ABANDONED,
+            _ => OTHER_ERRNO,
+        }
+    }
+
+    /// Indices of the per-CPU `AGG_COUNTERS`: what the aggregates could not hold as asked.
+    pub mod agg_counter {
+        /// Exec attempts folded into `OTHER_AGGREGATES` (`AGGREGATES` was full).
+        pub const EXEC_FOLDED: u32 = 0;
+        /// Fork-family calls folded there.
+        pub const FORK_FOLDED: u32 = 1;
+        /// Calls whose start could not be remembered (`IN_FLIGHT` full): counted in their
+        /// entry at return, without a latency.
+        pub const IN_FLIGHT_FULL: u32 = 2;
+        /// Calls that returned without their start seen (begun before the agent attached,
+        /// or their start was pushed out of `IN_FLIGHT`): counted by their return alone.
+        pub const START_NOT_SEEN: u32 = 3;
+        pub const COUNT: u32 = 4;
+        pub const NAMES: [&str; COUNT as usize] = [
+            "exec attempts folded into other (aggregates full)",
+            "fork-family calls folded into other (aggregates full)",
+            "calls not timed: in-flight table full",
+            "calls not timed: start not seen",
+        ];
+    }
+
+    /// Default capacities (the agent's flags change them).
+    pub const DEFAULT_MAX_SERIES: u32 = 4096;
+    pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8192;
+}
+
+/// An `AGGREGATES` key: where and by whom a call was made, and how it ended.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AggKey {
+    /// The caller's cgroup v2 id (`bpf_get_current_cgroup_id`: the directory's inode number).
+    pub cgroup_id: u64,
+    /// The calling program: its executable's inode number and the kernel's `dev_t` of its
+    /// file system (`mm->exe_file->f_inode`), read at the call's start.
+    pub ino: u64,
+    pub dev: u32,
+    /// [`aggregate::CALL_EXEC`] or [`aggregate::CALL_FORK`].
+    pub call: u16,
+    /// [`aggregate::OUTCOME_SUCCESS`], an errno, or [`aggregate::OUTCOME_ABANDONED`].
+    pub outcome: u16,
+    /// Bits of [`aggregate::key_flags`].
+    pub flags: u16,
+    pub _reserved: [u16; 3],
+}
+
+/// An `AGGREGATES` (or `OTHER_AGGREGATES`) value: everything summed since the entry was made.
+/// The kernel side adds with atomic instructions (one entry is shared by every CPU).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AggValue {
+    /// Calls.
+    pub count: u64,
+    /// Calls whose start was seen (timed): the histogram's total.
+    pub timed: u64,
+    /// Kernel time of the timed calls, in ns (enter to return, as `run` measures an attempt).
+    pub sum_ns: u64,
+    /// Page faults of the timed calls (the thread's counters at return minus at start).
+    pub min_flt: u64,
+    pub maj_flt: u64,
+    /// Fork-family calls: the parent's resident pages at the call's start, summed, and the
+    /// largest.
+    pub rss_pages_sum: u64,
+    pub rss_pages_max: u64,
+    /// The process that made the entry: its id (for user space to find its executable's
+    /// path while it lives) and its comm (the name when the path cannot be found).
+    pub first_tgid: u32,
+    pub _reserved: u32,
+    pub comm: [u8; 16],
+    /// Timed calls per latency bucket ([`aggregate::bucket`]).
+    pub buckets: [u64; aggregate::BUCKETS],
+}
+
+/// An `IN_FLIGHT` value: a call begun by a thread (keyed by its id) and not yet returned.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct InFlight {
+    pub start_ns: u64,
+    pub cgroup_id: u64,
+    pub ino: u64,
+    pub min_flt: u64,
+    pub maj_flt: u64,
+    pub rss_pages: u64,
+    pub dev: u32,
+    pub tgid: u32,
+    /// Bits of [`aggregate::key_flags`].
+    pub flags: u16,
+    pub _reserved: [u16; 3],
+    pub comm: [u8; 16],
+}
+
 /// Slots of the doctor's hit counters (`DOCTOR_HITS`), one per attach mechanism tried.
 pub mod doctor {
     pub const TRACEPOINT: u32 = 0;
@@ -647,6 +866,9 @@ const _: () = assert!(core::mem::size_of::<MainRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
 const _: () = assert!(core::mem::size_of::<ArgvRecord>() == 24 + 16 + limits::ARGV_CAP + limits::ARG_CAP);
 const _: () = assert!(limits::ARGV_CAP.is_power_of_two());
+const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
+const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 7 + 8 + 16 + 8 * aggregate::BUCKETS);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 6 * 8 + 8 + 8 + 16);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -665,6 +887,9 @@ mod pod {
     unsafe impl aya::Pod for OffCpuRecord {}
     unsafe impl aya::Pod for MainRecord {}
     unsafe impl aya::Pod for ArgvRecord {}
+    unsafe impl aya::Pod for AggKey {}
+    unsafe impl aya::Pod for AggValue {}
+    unsafe impl aya::Pod for InFlight {}
 }
 
 #[cfg(test)]
@@ -717,6 +942,49 @@ mod tests {
         assert_eq!(entered(pack(keys[0], before_wrap), before_wrap + 20), before_wrap);
         // Key 0 is a valid key, told from an empty cell by the valid bit.
         assert!(is_of(pack(0, 0), 0));
+    }
+
+    #[test]
+    fn latency_buckets_are_log_linear_and_contiguous() {
+        use super::aggregate::{BUCKETS, bucket, bucket_high_ns, bucket_low_ns};
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(63), 0);
+        assert_eq!(bucket(64), 1);
+        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+        assert_eq!(bucket(1 << 34), BUCKETS - 1);
+        for i in 1..BUCKETS - 1 {
+            let (low, high) = (bucket_low_ns(i), bucket_high_ns(i));
+            assert!(low < high, "bucket {i}");
+            assert_eq!(bucket(low), i, "bucket {i} starts at {low}");
+            assert_eq!(bucket(high - 1), i, "bucket {i} ends before {high}");
+            // No wider than 2^(1/8) (9.05%) beyond the integer rounding of small values.
+            if low >= 1000 {
+                assert!((high - low - 1) as f64 / low as f64 <= 0.0906, "bucket {i}: {low}..{high}");
+            }
+        }
+        // 100 ns to 10 s lie inside the log-linear range.
+        assert!(bucket(100) > 0 && bucket(10_000_000_000) < BUCKETS - 1);
+        // Every value lands in the bucket whose bounds hold it.
+        let mut v = 1u64;
+        while v < 1 << 36 {
+            let b = bucket(v);
+            assert!(bucket_low_ns(b) <= v && v < bucket_high_ns(b), "{v} in {b}");
+            v = v * 17 / 16 + 1;
+        }
+    }
+
+    #[test]
+    fn other_slots_follow_the_outcome_classes() {
+        use super::aggregate::*;
+        assert_eq!(other_slot(CALL_EXEC, OUTCOME_SUCCESS), OTHER_SUCCESS);
+        assert_eq!(other_slot(CALL_EXEC, 2), OTHER_ENOENT);
+        assert_eq!(other_slot(CALL_EXEC, 13), OTHER_EACCES);
+        assert_eq!(other_slot(CALL_EXEC, 8), OTHER_ENOEXEC);
+        assert_eq!(other_slot(CALL_EXEC, 7), OTHER_ERRNO);
+        assert_eq!(other_slot(CALL_EXEC, OUTCOME_ABANDONED), OTHER_ABANDONED);
+        assert_eq!(other_slot(CALL_FORK, OUTCOME_SUCCESS), OTHER_FORK);
+        assert_eq!(other_slot(CALL_FORK, 11), OTHER_FORK_FAILED);
+        const { assert!(OTHER_FORK_FAILED < OTHER_SLOTS) };
     }
 
     #[test]

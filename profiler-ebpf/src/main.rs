@@ -3,7 +3,10 @@
 //! boundary, keep no per-attempt state (user space joins the records), count every loss.
 #![no_std]
 #![no_main]
+// Inline BPF assembly for the aggregates' atomic adds ([`aggregate`]).
+#![feature(asm_experimental_arch)]
 
+mod aggregate;
 mod arch;
 mod argv;
 mod boundaries;

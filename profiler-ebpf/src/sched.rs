@@ -127,6 +127,9 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
             warn!(&ctx, "process {} has an id above the pid_max seen at start: it is not traced", child_tgid);
         }
     }
+    if crate::aggregate::on() {
+        return 0;
+    }
     let rec = TaskNewRecord {
         header: header::<TaskNewRecord>(pid, tgid),
         child_pid,
@@ -152,6 +155,9 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
     if dead {
         maps::set_traced(tgid, false);
         maps::tree_alive_add(-1);
+    }
+    if crate::aggregate::on() {
+        return 0;
     }
     let rec = TaskExitRecord {
         header: header::<TaskExitRecord>(pid, tgid),

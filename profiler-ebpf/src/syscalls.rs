@@ -18,6 +18,7 @@ use profiler_common::{
 };
 
 use crate::{
+    aggregate,
     arch::{self, arg_regs, argv_reg, candidate, classify},
     argv, maps, task,
 };
@@ -61,6 +62,10 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
 /// outside the attempt.
 #[inline(always)]
 pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, current: u64) {
+    if aggregate::on() {
+        aggregate::start(pid, tgid, current, syscall, compat);
+        return;
+    }
     let (min_flt, maj_flt, mut flags) = match task::faults(current) {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
@@ -129,6 +134,10 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
     let exec = syscall < traced_syscall::CLONE;
     if !exec && ret == 0 {
         // A new child leaving clone/fork: it never entered the syscall.
+        return;
+    }
+    if aggregate::on() {
+        aggregate::finish(pid, current, syscall, ret, now);
         return;
     }
     let enter_lost = maps::leave_call(pid);

@@ -7,9 +7,9 @@ use clap::Parser as _;
 use execprof::{
     cli::{
         self, Cli, Command,
-        config::{chain_spec, check_repeatable, outputs, repeat_config, run_config, spawn_config},
+        config::{agent_config, chain_spec, check_repeatable, outputs, repeat_config, run_config, spawn_config},
     },
-    commands::{bench, doctor, repeat, run},
+    commands::{agent, bench, doctor, repeat, run},
     model::failure::{Failure, code},
 };
 
@@ -34,6 +34,7 @@ fn main() {
             let shown = execprof::report::diff::Shown { outcome: args.outcome, lines: args.lines };
             run::diff(&args.a, &args.b, args.json.as_deref(), args.folded.as_deref(), &shown)
         }
+        Command::Agent(args) => agent_config(args, cli.verbose).map_err(anyhow::Error::from).and_then(agent::agent),
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),
         Command::Bench(cli::BenchCommand::Spawn(args)) => {
             spawn_config(&args).map_err(anyhow::Error::from).and_then(|c| bench::spawn(&c)).map(|()| 0)

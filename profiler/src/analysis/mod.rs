@@ -3,6 +3,7 @@
 //! follows the distinct things seen (outcomes, processes alive, files, stacks, probed
 //! functions) rather than the number of attempts, and turns them into an [`Analysis`] at the
 //! end. A live run and the replay of its recording feed it the same events.
+pub mod aggregates;
 pub mod agreement;
 pub mod attribution;
 pub mod callers;

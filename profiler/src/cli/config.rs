@@ -120,12 +120,49 @@ pub fn run_config(args: RunArgs, argv: &[std::ffi::OsString], verbose: bool) -> 
         sample_hz: args.sample_hz,
         mode,
         ring_bytes,
-        boundaries: match args.boundaries {
-            BoundariesArg::Auto => BoundaryRequest::Auto,
-            BoundariesArg::Tracepoint => BoundaryRequest::Tracepoints,
-            BoundariesArg::SyscallEvents => BoundaryRequest::SyscallEvents,
-            BoundariesArg::Fentry => BoundaryRequest::Fentry,
-        },
+        boundaries: boundary_request(args.boundaries),
+        verbose,
+    })
+}
+
+fn boundary_request(arg: BoundariesArg) -> BoundaryRequest {
+    match arg {
+        BoundariesArg::Auto => BoundaryRequest::Auto,
+        BoundariesArg::Tracepoint => BoundaryRequest::Tracepoints,
+        BoundariesArg::SyscallEvents => BoundaryRequest::SyscallEvents,
+        BoundariesArg::Fentry => BoundaryRequest::Fentry,
+    }
+}
+
+/// `execprof agent`'s options, checked.
+pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate::commands::agent::AgentConfig, Failure> {
+    let seconds = |name: &str, v: f64, min: f64| {
+        if v.is_finite() && v >= min && v <= 1e9 {
+            Ok(std::time::Duration::from_secs_f64(v))
+        } else {
+            Err(Failure::usage(format!("--{name} {v}: give a number of seconds, at least {min}")))
+        }
+    };
+    let scope = if !args.pid.is_empty() {
+        Scope::Pids { pids: args.pid }
+    } else if let Some(path) = args.cgroup {
+        Scope::Cgroup { path: path.display().to_string() }
+    } else {
+        Scope::All
+    };
+    if args.max_series == 0 || args.max_in_flight == 0 || args.max_totals == 0 {
+        return Err(Failure::usage("--max-series, --max-in-flight and --max-totals must be at least 1"));
+    }
+    Ok(crate::commands::agent::AgentConfig {
+        scope,
+        duration: args.duration.map(|d| seconds("duration", d, 0.001)).transpose()?,
+        json: args.json,
+        interval: seconds("interval", args.interval, 0.01)?,
+        max_series: args.max_series,
+        max_in_flight: args.max_in_flight,
+        max_totals: args.max_totals,
+        idle: seconds("idle", args.idle, 0.0)?,
+        boundaries: boundary_request(args.boundaries),
         verbose,
     })
 }

@@ -31,6 +31,11 @@ pub enum Command {
     Diff(DiffArgs),
     /// Print what this machine allows execprof to attach, by trying it.
     Doctor(DoctorArgs),
+    /// Stay on: count every exec attempt and fork-family call of the machine (or a cgroup, or
+    /// processes) in the kernel, per cgroup, calling program and outcome, with latency
+    /// histograms, at a cost low enough to leave running. Ends on SIGTERM, Ctrl-C or
+    /// --duration.
+    Agent(AgentArgs),
     /// Run the classic exec benchmarks without tracing and print their own timings.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -358,6 +363,48 @@ pub enum BoundariesArg {
     SyscallEvents,
     /// fentry/fexit on the syscalls' functions, or fail.
     Fentry,
+}
+
+/// Options of `agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Every process on the machine (the default).
+    #[arg(long, short = 'a', conflicts_with_all = ["pid", "cgroup"])]
+    pub all: bool,
+    /// Only the tasks in this cgroup v2 directory or below, including tasks that move in
+    /// later. PATH under the cgroup2 mount, or relative to it.
+    #[arg(long, value_name = "PATH", conflicts_with = "pid")]
+    pub cgroup: Option<PathBuf>,
+    /// Only these processes (comma-separated ids) and what they start.
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Write the aggregates as JSON to FILE on exit.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Seconds between reads of the kernel's aggregates.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub interval: f64,
+    /// Series (cgroup, program, call, outcome) the kernel keeps; one past that is folded into
+    /// the `other` series of its outcome, and counted.
+    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_SERIES)]
+    pub max_series: u32,
+    /// Calls in flight (begun, not returned) the kernel can time at once.
+    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: u32,
+    /// Series the agent keeps in its own totals (the kernel's entries are emptied into them);
+    /// past that, new series are folded into `other`.
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    pub max_totals: usize,
+    /// Seconds a kernel entry may stay unchanged before it is read one last time and removed
+    /// (its totals stay in the agent's).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub idle: f64,
+    /// Which hooks time the calls (as `run --boundaries`).
+    #[arg(long, value_enum, default_value_t = BoundariesArg::Auto)]
+    pub boundaries: BoundariesArg,
 }
 
 /// Options of `doctor`.

@@ -125,6 +125,7 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
             argv: false,
             boundaries: Default::default(),
             attached_scope: false,
+            agent: None,
         },
     )?;
     tracer.trace_process(std::process::id())?;

@@ -110,6 +110,7 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
         argv: false,
         boundaries: Default::default(),
         attached_scope: false,
+        agent: None,
     };
     let mut ebpf = match tracer::load_object(&layout, &opts) {
         Ok(e) => e,

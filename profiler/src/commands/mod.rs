@@ -1,4 +1,5 @@
 //! The commands: each wires a source to the pipeline and a renderer, nothing else.
+pub mod agent;
 pub mod bench;
 pub mod doctor;
 pub mod repeat;

@@ -448,6 +448,21 @@ fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
     }
     let files = [outputs.json.as_deref(), outputs.trace.as_deref(), recording].into_iter().flatten();
     for path in files {
+        check_output_file(path)?;
+    }
+    if let Some(dir) = &outputs.folded
+        && dir.exists()
+        && !dir.is_dir()
+    {
+        return Err(Failure::usage(format!("--folded {} exists and is not a directory", dir.display())).into());
+    }
+    Ok(())
+}
+
+/// A file an output goes to can be written: checked before anything runs, leaving no empty
+/// file behind.
+pub(crate) fn check_output_file(path: &Path) -> Result<()> {
+    {
         if path.is_dir() {
             return Err(Failure::usage(format!("{} is a directory; give a file name", path.display())).into());
         }
@@ -469,12 +484,6 @@ fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
         if !existed {
             let _ = std::fs::remove_file(path);
         }
-    }
-    if let Some(dir) = &outputs.folded
-        && dir.exists()
-        && !dir.is_dir()
-    {
-        return Err(Failure::usage(format!("--folded {} exists and is not a directory", dir.display())).into());
     }
     Ok(())
 }
@@ -510,6 +519,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
             argv: cfg.outputs.argv,
             boundaries: cfg.boundaries,
             attached_scope: command.is_none(),
+            agent: None,
         },
     )
     .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
@@ -545,7 +555,7 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
 /// Marks the processes already running in a `--pid` or `--cgroup` scope as traced (the
 /// kernel side is attached, so what they fork from now on is marked by the fork hook), looking
 /// again until nothing new turns up. Returns those marked.
-fn seed(tracer: &mut Tracer, scope: &Scope, kernel: &KernelScope) -> std::collections::HashSet<u32> {
+pub(crate) fn seed(tracer: &mut Tracer, scope: &Scope, kernel: &KernelScope) -> std::collections::HashSet<u32> {
     let mut marked = std::collections::HashSet::new();
     for _ in 0..4 {
         let new = crate::kernel::scope::seeds(scope, kernel, &marked);

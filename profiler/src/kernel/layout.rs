@@ -54,6 +54,63 @@ impl TaskLayout {
     }
 }
 
+/// Offsets of the agent's reads (`profiler_common::names::GLOBAL_TASK_MM` and on): the
+/// caller's executable (`task->mm->exe_file->f_inode`: its inode number and device) and its
+/// resident pages (the file, anon and shmem counters of `mm->rss_stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AgentLayout {
+    pub task_mm: u64,
+    pub mm_exe_file: u64,
+    pub file_inode: u64,
+    pub inode_ino: u64,
+    pub inode_sb: u64,
+    pub sb_dev: u64,
+    /// `[file, anon, shmem]` counters inside `mm_struct`; all 0 when not found (the agent
+    /// then reports no parent sizes).
+    pub rss: [u64; 3],
+}
+
+impl AgentLayout {
+    pub(crate) fn from_running_kernel() -> Result<Self> {
+        let btf = Btf::from_file(VMLINUX_BTF).map_err(|e| {
+            anyhow!("cannot read the kernel's BTF at {VMLINUX_BTF} ({e}); execprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")
+        })?;
+        Self::from_btf(&btf)
+    }
+
+    pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
+        Ok(Self {
+            task_mm: member_offset(btf, "task_struct", "mm")?,
+            mm_exe_file: member_offset(btf, "mm_struct", "exe_file")?,
+            file_inode: member_offset(btf, "file", "f_inode")?,
+            inode_ino: member_offset(btf, "inode", "i_ino")?,
+            inode_sb: member_offset(btf, "inode", "i_sb")?,
+            sb_dev: member_offset(btf, "super_block", "s_dev")?,
+            rss: rss_counters(btf).unwrap_or_default(),
+        })
+    }
+}
+
+/// Where `mm_struct`'s resident-page counters MM_FILEPAGES (0), MM_ANONPAGES (1) and
+/// MM_SHMEMPAGES (3) keep their value: before 6.2 `rss_stat` is a `struct mm_rss_stat` of
+/// `atomic_long_t count[4]`; from 6.2 an array of `struct percpu_counter`, whose `count` is
+/// the batched (approximate) total.
+fn rss_counters(btf: &Btf) -> Result<[u64; 3]> {
+    let base = member_offset(btf, "mm_struct", "rss_stat")?;
+    let old_layout = btf.resolve_types_by_name("mm_rss_stat").is_ok_and(|t| t.iter().any(|t| matches!(t, Type::Struct(_))));
+    let (size, count) = if old_layout {
+        (8, member_offset(btf, "mm_rss_stat", "count")?)
+    } else {
+        let size = btf
+            .resolve_types_by_name("percpu_counter")?
+            .into_iter()
+            .find_map(|t| if let Type::Struct(s) = t { Some(s.size() as u64) } else { None })
+            .ok_or_else(|| anyhow!("struct percpu_counter is not in the kernel's BTF"))?;
+        (size, member_offset(btf, "percpu_counter", "count")?)
+    };
+    Ok([0u64, 1, 3].map(|i| base + i * size + count))
+}
+
 /// Byte offset of `field` in `struct name`, looking through anonymous struct/union members
 /// (randomized or grouped layouts nest fields in them).
 pub(crate) fn member_offset(btf: &Btf, name: &str, field: &str) -> Result<u64> {
@@ -108,5 +165,15 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         assert_eq!(layout.thread_status, 16, "{layout:?}");
         assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
+    }
+
+    #[test]
+    fn finds_the_agents_fields_in_running_kernel() {
+        let btf = Btf::from_file(VMLINUX_BTF).unwrap_or_else(|e| panic!("no kernel BTF at {VMLINUX_BTF}: {e}"));
+        let layout = AgentLayout::from_btf(&btf).expect("the agent's fields");
+        assert!(layout.task_mm > 0 && layout.mm_exe_file > 0 && layout.file_inode > 0, "{layout:?}");
+        assert!(layout.inode_ino > 0 && layout.inode_sb > 0, "{layout:?}");
+        let [file, anon, shmem] = layout.rss;
+        assert!(file > 0 && anon > file && shmem > anon, "{layout:?}");
     }
 }

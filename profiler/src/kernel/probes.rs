@@ -83,6 +83,14 @@ pub(crate) const RUN_PROBES: &[ProbeSpec] = &[
     },
 ];
 
+/// `execprof agent --all`: the boundaries alone (where fentry/fexit do not time the calls);
+/// nothing runs at forks, exits or new images.
+pub(crate) const AGENT_PROBES: &[ProbeSpec] = &[RUN_PROBES[0], RUN_PROBES[1]];
+
+/// `execprof agent --pid` and `--cgroup`: the boundaries and the hooks that keep the set of
+/// watched processes (a fork adds the child, the last thread's exit removes the process).
+pub(crate) const AGENT_TREE_PROBES: &[ProbeSpec] = &[RUN_PROBES[0], RUN_PROBES[1], RUN_PROBES[2], RUN_PROBES[3]];
+
 /// What attaching the table gave: the optional probes that failed, as readable warnings.
 #[derive(Debug, Default)]
 pub(crate) struct AttachOutcome {

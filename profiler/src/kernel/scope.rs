@@ -63,7 +63,7 @@ pub(crate) fn resolve(scope: &Scope) -> Result<(Scope, KernelScope)> {
 }
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup` on systemd machines).
-fn cgroup2_mount() -> Result<PathBuf> {
+pub(crate) fn cgroup2_mount() -> Result<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     for line in info.lines() {
         // ... mount-point ... - fstype source options

@@ -36,6 +36,16 @@ pub(crate) struct TracerOptions {
     /// A running-system scope (`--pid`, `--cgroup`, `--all`), not a launched command: what
     /// `--boundaries auto` weighs where fentry/fexit are refused.
     pub attached_scope: bool,
+    /// `execprof agent`: fold every call into the in-kernel aggregates, send no records.
+    pub agent: Option<AgentKernelOptions>,
+}
+
+/// What the agent's load sets: the offsets of its reads and its maps' capacities.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AgentKernelOptions {
+    pub layout: crate::kernel::layout::AgentLayout,
+    pub max_series: u32,
+    pub max_in_flight: u32,
 }
 
 pub(crate) struct Tracer {
@@ -262,6 +272,11 @@ impl Tracer {
         costs
     }
 
+    /// The agent's aggregates (once).
+    pub(crate) fn take_aggregates(&mut self, capacity: u32) -> Result<crate::kernel::aggregates::AggregateMaps> {
+        crate::kernel::aggregates::AggregateMaps::take(&mut self.ebpf, capacity)
+    }
+
     /// The ring buffer the records arrive in (once).
     pub(crate) fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
         take_map(&mut self.ebpf, names::MAP_EVENTS)
@@ -282,6 +297,12 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     let name_at_loaded = u64::from(!tracefs.join("events/sched/sched_prepare_exec").exists());
     let id_entries = crate::kernel::facts::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
     let argv = u64::from(opts.argv);
+    let aggregate = u64::from(opts.agent.is_some());
+    // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
+    // sends no records: its ring buffer is one page.
+    let agent = opts.agent.unwrap_or(AgentKernelOptions { layout: Default::default(), max_series: 1, max_in_flight: 1 });
+    let ring_bytes = if opts.agent.is_some() { page_size() } else { opts.ring_bytes };
+    let l = &agent.layout;
     let mut loader = EbpfLoader::new();
     loader
         .override_global(names::GLOBAL_TASK_PID, &layout.pid, true)
@@ -299,7 +320,19 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
         .override_global(names::GLOBAL_ARGV, &argv, true)
-        .map_max_entries(names::MAP_EVENTS, opts.ring_bytes)
+        .override_global(names::GLOBAL_AGGREGATE, &aggregate, true)
+        .override_global(names::GLOBAL_TASK_MM, &l.task_mm, true)
+        .override_global(names::GLOBAL_MM_EXE_FILE, &l.mm_exe_file, true)
+        .override_global(names::GLOBAL_FILE_INODE, &l.file_inode, true)
+        .override_global(names::GLOBAL_INODE_INO, &l.inode_ino, true)
+        .override_global(names::GLOBAL_INODE_SB, &l.inode_sb, true)
+        .override_global(names::GLOBAL_SB_DEV, &l.sb_dev, true)
+        .override_global(names::GLOBAL_MM_RSS_FILE, &l.rss[0], true)
+        .override_global(names::GLOBAL_MM_RSS_ANON, &l.rss[1], true)
+        .override_global(names::GLOBAL_MM_RSS_SHMEM, &l.rss[2], true)
+        .map_max_entries(names::MAP_AGGREGATES, agent.max_series)
+        .map_max_entries(names::MAP_IN_FLIGHT, agent.max_in_flight)
+        .map_max_entries(names::MAP_EVENTS, ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {
         loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
@@ -310,6 +343,12 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
 pub(crate) fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
     let map = ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))?;
     T::try_from(map).with_context(|| format!("map {name} has an unexpected type"))
+}
+
+fn page_size() -> u32 {
+    // SAFETY: plain libc call.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as u32 } else { 4096 }
 }
 
 /// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.

@@ -2,6 +2,7 @@
 //! Rendering is a pure function of the struct, so it is snapshot-tested without root, and a
 //! live run and the replay of its recording render alike but for the lines that say how the
 //! report was made.
+pub mod agent;
 pub mod diff;
 pub mod export;
 #[cfg(test)]

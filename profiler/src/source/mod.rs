@@ -1,5 +1,8 @@
 //! Where records come from: the live ring buffer (`live`, with the tracer) and a recording
-//! read back (`replay`). Both hand records to the same pipeline.
+//! read back (`replay`), and the agent's in-kernel aggregates read on an interval
+//! (`aggregates`). Both hand records to the same pipeline.
+#[cfg(feature = "tracer")]
+pub(crate) mod aggregates;
 #[cfg(feature = "tracer")]
 pub(crate) mod live;
 pub mod replay;

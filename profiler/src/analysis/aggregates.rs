@@ -1,0 +1,526 @@
+//! The agent's figures: the kernel's aggregates ([`profiler_common::aggregate`]), read on an
+//! interval as deltas, folded into totals per series (cgroup, calling program, call,
+//! outcome) whose number is capped, the rest folded into one `other` series per outcome and
+//! counted. Pure: the series' names come resolved, so this is tested without root.
+use std::collections::HashMap;
+
+use profiler_common::{
+    AggValue,
+    aggregate::{self, BUCKETS, CALL_EXEC, OUTCOME_ABANDONED, OUTCOME_SUCCESS},
+};
+use serde::Serialize;
+
+use crate::model::names::errno_name;
+
+/// What a series counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Call {
+    /// Exec attempts (`execve`, `execveat`).
+    Exec,
+    /// Fork-family calls (`clone`, `clone3`, `fork`, `vfork`), by the parent.
+    Fork,
+}
+
+/// The outcome as reports name it: `success`, an errno's name (`ENOENT`), or `abandoned`
+/// (killed mid-exec, whatever its errno).
+pub fn outcome_name(outcome: u16) -> String {
+    match outcome {
+        OUTCOME_SUCCESS => "success".to_owned(),
+        OUTCOME_ABANDONED => "abandoned".to_owned(),
+        e => errno_name(i64::from(e)),
+    }
+}
+
+/// One series: where, by whom, what call, how it ended. Names are escaped for terminals.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct SeriesKey {
+    /// The cgroup's path under the cgroup v2 mount (`/` for the root), or
+    /// `unknown_cgroup_id:N` when no directory has its id (gone before it was looked up).
+    pub cgroup: String,
+    /// The calling program's executable path, or `comm:NAME` when the path was not found
+    /// (the process was gone, or a kernel thread called).
+    pub program: String,
+    /// Exec attempts or fork-family calls.
+    pub call: Call,
+    /// [`outcome_name`].
+    pub outcome: String,
+    /// Made in the compat ABI (ia32 on x86_64, AArch32 on arm64).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compat: bool,
+}
+
+/// The `other` series of a call and outcome: where a series that did not fit goes.
+pub const OTHER: &str = "other";
+
+/// Sums of one series (or of a delta of one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Totals {
+    /// Calls counted.
+    pub count: u64,
+    /// Calls with a latency (their start was seen).
+    pub timed: u64,
+    /// Kernel time of the timed calls, in ns.
+    pub sum_ns: u64,
+    /// Minor page faults of the timed calls.
+    pub min_flt: u64,
+    /// Major page faults of the timed calls.
+    pub maj_flt: u64,
+    /// Fork-family calls: the parent's resident pages, summed over the timed calls.
+    pub rss_pages_sum: u64,
+    /// Fork-family calls: the parent's largest resident size, in pages.
+    pub rss_pages_max: u64,
+    /// Timed calls per latency bucket (`profiler_common::aggregate::bucket`).
+    pub buckets: Vec<u64>,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self { count: 0, timed: 0, sum_ns: 0, min_flt: 0, maj_flt: 0, rss_pages_sum: 0, rss_pages_max: 0, buckets: vec![0; BUCKETS] }
+    }
+}
+
+impl Totals {
+    /// A kernel value as totals.
+    pub fn of(v: &AggValue) -> Self {
+        Self {
+            count: v.count,
+            timed: v.timed,
+            sum_ns: v.sum_ns,
+            min_flt: v.min_flt,
+            maj_flt: v.maj_flt,
+            rss_pages_sum: v.rss_pages_sum,
+            rss_pages_max: v.rss_pages_max,
+            buckets: v.buckets.to_vec(),
+        }
+    }
+
+    /// What `self` (read now) added since `before` (read last time from the same entry).
+    /// Counters only grow; an entry made anew (removed and re-made in between) counts whole.
+    pub fn since(&self, before: &Totals) -> Totals {
+        if self.count < before.count || self.timed < before.timed {
+            return self.clone();
+        }
+        Totals {
+            count: self.count - before.count,
+            timed: self.timed - before.timed,
+            sum_ns: self.sum_ns.saturating_sub(before.sum_ns),
+            min_flt: self.min_flt.saturating_sub(before.min_flt),
+            maj_flt: self.maj_flt.saturating_sub(before.maj_flt),
+            rss_pages_sum: self.rss_pages_sum.saturating_sub(before.rss_pages_sum),
+            rss_pages_max: self.rss_pages_max,
+            buckets: self.buckets.iter().zip(&before.buckets).map(|(a, b)| a.saturating_sub(*b)).collect(),
+        }
+    }
+
+    /// Adds `d` to these totals.
+    pub fn add(&mut self, d: &Totals) {
+        self.count += d.count;
+        self.timed += d.timed;
+        self.sum_ns = self.sum_ns.saturating_add(d.sum_ns);
+        self.min_flt += d.min_flt;
+        self.maj_flt += d.maj_flt;
+        self.rss_pages_sum = self.rss_pages_sum.saturating_add(d.rss_pages_sum);
+        self.rss_pages_max = self.rss_pages_max.max(d.rss_pages_max);
+        for (a, b) in self.buckets.iter_mut().zip(&d.buckets) {
+            *a += b;
+        }
+    }
+
+    /// No call counted.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The latency distribution, to one bucket.
+    pub fn latency(&self) -> Option<BucketedLatency> {
+        BucketedLatency::of(&self.buckets, self.sum_ns)
+    }
+}
+
+/// A latency distribution read from the log-linear buckets: each quantile is known to the
+/// bucket it falls in (≤ 9.05% wide), given as that bucket's bounds and its geometric middle.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BucketedLatency {
+    /// Timed calls.
+    pub count: u64,
+    /// Exact mean (from the summed time).
+    pub mean_ns: f64,
+    /// Summed time, in ns.
+    pub total_ns: u64,
+    /// The median.
+    pub p50: Quantile,
+    /// The 90th percentile.
+    pub p90: Quantile,
+    /// The 99th percentile.
+    pub p99: Quantile,
+}
+
+/// A quantile to one bucket: it lies in `[low_ns, high_ns)`; `ns` is the bucket's middle.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Quantile {
+    /// The bucket's geometric middle, in ns.
+    pub ns: u64,
+    /// The bucket's lower bound, in ns.
+    pub low_ns: u64,
+    /// The first value past the bucket, in ns.
+    pub high_ns: u64,
+}
+
+impl BucketedLatency {
+    /// The distribution of these buckets, whose values sum to `sum_ns`.
+    pub fn of(buckets: &[u64], sum_ns: u64) -> Option<Self> {
+        let count: u64 = buckets.iter().sum();
+        if count == 0 {
+            return None;
+        }
+        Some(Self {
+            count,
+            mean_ns: sum_ns as f64 / count as f64,
+            total_ns: sum_ns,
+            p50: quantile(buckets, count, 0.50),
+            p90: quantile(buckets, count, 0.90),
+            p99: quantile(buckets, count, 0.99),
+        })
+    }
+}
+
+/// The bucket holding the value of nearest rank ⌈q·n⌉.
+fn quantile(buckets: &[u64], count: u64, q: f64) -> Quantile {
+    let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+    let mut seen = 0;
+    let i = buckets.iter().position(|&n| {
+        seen += n;
+        seen >= rank
+    });
+    let i = i.unwrap_or(buckets.len() - 1);
+    let (low, high) = (aggregate::bucket_low_ns(i), aggregate::bucket_high_ns(i));
+    let ns = if high == u64::MAX { low } else { ((low.max(1) as f64) * (high as f64)).sqrt() as u64 };
+    Quantile { ns, low_ns: low, high_ns: high }
+}
+
+/// Totals per series, at most `capacity` of them; a new series past that is folded into the
+/// `other` series of its call and outcome (program and cgroup `other`), and counted.
+#[derive(Debug)]
+pub struct SeriesTable {
+    capacity: usize,
+    series: HashMap<SeriesKey, Totals>,
+    /// Calls folded into an `other` series here (not in the kernel).
+    pub folded: u64,
+}
+
+impl SeriesTable {
+    /// A new value.
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, series: HashMap::new(), folded: 0 }
+    }
+
+    /// Adds a delta to its series.
+    pub fn add(&mut self, key: SeriesKey, delta: &Totals) {
+        if delta.is_empty() {
+            return;
+        }
+        if let Some(t) = self.series.get_mut(&key) {
+            t.add(delta);
+            return;
+        }
+        let key = if self.series.len() < self.capacity || key.program == OTHER {
+            key
+        } else {
+            self.folded += delta.count;
+            SeriesKey { cgroup: OTHER.into(), program: OTHER.into(), ..key }
+        };
+        self.series.entry(key).or_default().add(delta);
+    }
+
+    /// Series held.
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// No call counted.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+
+    /// Every series with its totals.
+    pub fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Totals)> {
+        self.series.iter()
+    }
+
+    /// The figures the reports show, from the totals.
+    pub fn summary(&self) -> AgentAnalysis {
+        summarize(self.series.iter())
+    }
+}
+
+/// The `other` series key of a kernel `OTHER_AGGREGATES` slot.
+pub fn other_series(slot: u32) -> SeriesKey {
+    use profiler_common::aggregate::*;
+    let (call, outcome) = match slot {
+        OTHER_SUCCESS => (Call::Exec, "success".to_owned()),
+        OTHER_ENOENT => (Call::Exec, errno_name(2)),
+        OTHER_EACCES => (Call::Exec, errno_name(13)),
+        OTHER_ENOEXEC => (Call::Exec, errno_name(8)),
+        OTHER_ABANDONED => (Call::Exec, "abandoned".to_owned()),
+        OTHER_FORK => (Call::Fork, "success".to_owned()),
+        OTHER_FORK_FAILED => (Call::Fork, "failed".to_owned()),
+        _ => (Call::Exec, "other errno".to_owned()),
+    };
+    SeriesKey { cgroup: OTHER.into(), program: OTHER.into(), call, outcome, compat: false }
+}
+
+/// The call of a kernel key.
+pub fn call_of(call: u16) -> Call {
+    if call == CALL_EXEC { Call::Exec } else { Call::Fork }
+}
+
+/// The agent's analysis, the same kinds of figures as `run --json`'s where they are the
+/// same kind: attempts per outcome, callers, fork-family calls.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentAnalysis {
+    /// Exec attempts, all outcomes.
+    pub attempts: u64,
+    /// Exec attempts per outcome, success first.
+    pub outcomes: Vec<OutcomeRow>,
+    /// Calling programs, most kernel time first.
+    pub callers: Vec<CallerRow>,
+    /// Fork-family calls.
+    pub fork_calls: ForkRow,
+}
+
+/// Exec attempts of one outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutcomeRow {
+    /// The outcome's name (`success`, an errno name, `abandoned`).
+    pub outcome: String,
+    /// Calls counted.
+    pub count: u64,
+    /// The latency distribution of the timed calls, to one bucket.
+    pub latency: Option<BucketedLatency>,
+    /// Minor page faults per timed attempt.
+    pub minor_faults_per_attempt: Option<f64>,
+    /// Major page faults per timed attempt.
+    pub major_faults_per_attempt: Option<f64>,
+}
+
+/// One calling program (all its cgroups), most kernel time first.
+#[derive(Clone, Debug, Serialize)]
+pub struct CallerRow {
+    /// The calling program (its path, or `comm:NAME`).
+    pub program: String,
+    /// Exec attempts.
+    pub attempts: u64,
+    /// Successful exec attempts.
+    pub successes: u64,
+    /// Failed attempts per outcome name, most first.
+    pub failed: Vec<(String, u64)>,
+    /// Kernel time of its failed (abandoned included) and successful attempts, in ns.
+    pub failed_ns: u64,
+    /// Kernel time of the successful attempts, in ns.
+    pub success_ns: u64,
+    /// Fork-family calls.
+    pub fork_calls: u64,
+    /// Kernel time of the fork-family calls, in ns.
+    pub fork_ns: u64,
+    /// Its fork-family calls' parent (itself) resident size: mean and largest, in pages.
+    pub fork_parent_rss_pages_mean: Option<f64>,
+    /// Largest resident size of the parent at a fork-family call, in pages.
+    pub fork_parent_rss_pages_max: u64,
+}
+
+/// Fork-family calls, all programs.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ForkRow {
+    /// Calls counted.
+    pub count: u64,
+    /// Failed calls.
+    pub failed: u64,
+    /// The latency distribution of the timed calls, to one bucket.
+    pub latency: Option<BucketedLatency>,
+    /// Mean resident size of the parents at the calls, in pages.
+    pub parent_rss_pages_mean: Option<f64>,
+    /// Largest resident size of a parent at a call, in pages.
+    pub parent_rss_pages_max: u64,
+}
+
+fn per(n: u64, d: u64) -> Option<f64> {
+    (d > 0).then(|| n as f64 / d as f64)
+}
+
+fn summarize<'a>(series: impl Iterator<Item = (&'a SeriesKey, &'a Totals)>) -> AgentAnalysis {
+    let mut outcomes: HashMap<String, Totals> = HashMap::new();
+    let mut callers: HashMap<String, CallerRow> = HashMap::new();
+    let mut forks = Totals::default();
+    let mut fork_failed = 0;
+    for (k, t) in series {
+        let c = callers.entry(k.program.clone()).or_insert_with(|| CallerRow {
+            program: k.program.clone(),
+            attempts: 0,
+            successes: 0,
+            failed: Vec::new(),
+            failed_ns: 0,
+            success_ns: 0,
+            fork_calls: 0,
+            fork_ns: 0,
+            fork_parent_rss_pages_mean: None,
+            fork_parent_rss_pages_max: 0,
+        });
+        match k.call {
+            Call::Exec => {
+                outcomes.entry(k.outcome.clone()).or_default().add(t);
+                c.attempts += t.count;
+                if k.outcome == "success" {
+                    c.successes += t.count;
+                    c.success_ns += t.sum_ns;
+                } else {
+                    c.failed_ns += t.sum_ns;
+                    match c.failed.iter_mut().find(|(o, _)| *o == k.outcome) {
+                        Some((_, n)) => *n += t.count,
+                        None => c.failed.push((k.outcome.clone(), t.count)),
+                    }
+                }
+            }
+            Call::Fork => {
+                forks.add(t);
+                if k.outcome != "success" {
+                    fork_failed += t.count;
+                }
+                c.fork_calls += t.count;
+                c.fork_ns += t.sum_ns;
+                // Summed pages over timed calls, kept as the mean's numerator below.
+                c.fork_parent_rss_pages_mean = Some(c.fork_parent_rss_pages_mean.unwrap_or(0.0) + t.rss_pages_sum as f64);
+                c.fork_parent_rss_pages_max = c.fork_parent_rss_pages_max.max(t.rss_pages_max);
+            }
+        }
+    }
+    let mut outcome_rows: Vec<OutcomeRow> = outcomes
+        .into_iter()
+        .map(|(outcome, t)| OutcomeRow {
+            count: t.count,
+            latency: t.latency(),
+            minor_faults_per_attempt: per(t.min_flt, t.timed),
+            major_faults_per_attempt: per(t.maj_flt, t.timed),
+            outcome,
+        })
+        .collect();
+    // Success first, then the failures, most first.
+    outcome_rows.sort_by(|a, b| {
+        (b.outcome == "success").cmp(&(a.outcome == "success")).then(b.count.cmp(&a.count)).then(a.outcome.cmp(&b.outcome))
+    });
+    let mut caller_rows: Vec<CallerRow> = callers.into_values().collect();
+    for c in &mut caller_rows {
+        c.failed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        c.fork_parent_rss_pages_mean = c.fork_parent_rss_pages_mean.and_then(|sum| per(sum as u64, c.fork_calls));
+    }
+    caller_rows.sort_by(|a, b| {
+        (b.failed_ns + b.success_ns + b.fork_ns).cmp(&(a.failed_ns + a.success_ns + a.fork_ns)).then_with(|| a.program.cmp(&b.program))
+    });
+    AgentAnalysis {
+        attempts: outcome_rows.iter().map(|o| o.count).sum(),
+        outcomes: outcome_rows,
+        callers: caller_rows,
+        fork_calls: ForkRow {
+            count: forks.count,
+            failed: fork_failed,
+            latency: forks.latency(),
+            parent_rss_pages_mean: per(forks.rss_pages_sum, forks.timed),
+            parent_rss_pages_max: forks.rss_pages_max,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn totals(latencies: &[u64]) -> Totals {
+        let mut t = Totals::default();
+        for &ns in latencies {
+            t.count += 1;
+            t.timed += 1;
+            t.sum_ns += ns;
+            t.buckets[aggregate::bucket(ns)] += 1;
+        }
+        t
+    }
+
+    fn key(program: &str, call: Call, outcome: &str) -> SeriesKey {
+        SeriesKey { cgroup: "/a".into(), program: program.into(), call, outcome: outcome.into(), compat: false }
+    }
+
+    #[test]
+    fn deltas_add_up_to_what_the_kernel_counted() {
+        let first = totals(&[1_000, 2_000]);
+        let mut later = first.clone();
+        later.add(&totals(&[3_000]));
+        let d = later.since(&first);
+        assert_eq!((d.count, d.sum_ns), (1, 3_000));
+        assert_eq!(d.buckets.iter().sum::<u64>(), 1);
+        // An entry removed and made anew: its value is all new.
+        let anew = totals(&[5_000]);
+        assert_eq!(anew.since(&later).count, 1);
+    }
+
+    #[test]
+    fn quantiles_hold_the_true_value_within_one_bucket() {
+        let values: Vec<u64> = (1..=1000).map(|i| 10_000 + i * 37).collect();
+        let l = totals(&values).latency().unwrap();
+        let true_p50 = values[499];
+        let true_p99 = values[989];
+        assert!(l.p50.low_ns <= true_p50 && true_p50 < l.p50.high_ns, "{l:?}");
+        assert!(l.p99.low_ns <= true_p99 && true_p99 < l.p99.high_ns, "{l:?}");
+        assert!((l.p50.high_ns - l.p50.low_ns) as f64 / l.p50.low_ns as f64 <= 0.091);
+        assert_eq!(l.count, 1000);
+        assert_eq!(l.mean_ns, values.iter().sum::<u64>() as f64 / 1000.0);
+    }
+
+    #[test]
+    fn series_past_the_capacity_fold_into_other_and_are_counted() {
+        let mut t = SeriesTable::new(3);
+        for i in 0..10 {
+            t.add(key(&format!("/bin/p{i}"), Call::Exec, "ENOENT"), &totals(&[1_000, 2_000]));
+        }
+        // 3 kept, the 7 others in one `other` series (a fourth entry).
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.folded, 14);
+        let s = t.summary();
+        assert_eq!(s.attempts, 20, "nothing lost");
+        let other = s.callers.iter().find(|c| c.program == OTHER).unwrap();
+        assert_eq!(other.attempts, 14);
+        // An existing series keeps growing.
+        t.add(key("/bin/p0", Call::Exec, "ENOENT"), &totals(&[1_000]));
+        assert_eq!(t.folded, 14);
+        assert_eq!(t.summary().attempts, 21);
+    }
+
+    #[test]
+    fn the_summary_splits_outcomes_callers_and_forks() {
+        let mut t = SeriesTable::new(100);
+        t.add(key("/bin/sh", Call::Exec, "success"), &totals(&[100_000, 200_000]));
+        t.add(key("/bin/sh", Call::Exec, "ENOENT"), &totals(&[10_000, 10_000, 10_000]));
+        let mut fork = totals(&[50_000]);
+        fork.rss_pages_sum = 1000;
+        fork.rss_pages_max = 1000;
+        t.add(key("/bin/sh", Call::Fork, "success"), &fork);
+        t.add(key("/usr/bin/make", Call::Exec, "success"), &totals(&[1_000]));
+        let s = t.summary();
+        assert_eq!(s.attempts, 6);
+        assert_eq!(s.outcomes[0].outcome, "success");
+        assert_eq!(s.outcomes[0].count, 3);
+        assert_eq!(s.outcomes[1].outcome, "ENOENT");
+        let sh = &s.callers[0];
+        assert_eq!(sh.program, "/bin/sh");
+        assert_eq!((sh.attempts, sh.successes, sh.failed_ns, sh.success_ns), (5, 2, 30_000, 300_000));
+        assert_eq!(sh.failed, vec![("ENOENT".to_owned(), 3)]);
+        assert_eq!((sh.fork_calls, sh.fork_parent_rss_pages_mean, sh.fork_parent_rss_pages_max), (1, Some(1000.0), 1000));
+        assert_eq!((s.fork_calls.count, s.fork_calls.parent_rss_pages_max), (1, 1000));
+    }
+
+    #[test]
+    fn outcomes_are_named_by_errno() {
+        assert_eq!(outcome_name(OUTCOME_SUCCESS), "success");
+        assert_eq!(outcome_name(2), "ENOENT");
+        assert_eq!(outcome_name(OUTCOME_ABANDONED), "abandoned");
+    }
+}

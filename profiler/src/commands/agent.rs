@@ -1,0 +1,183 @@
+//! `execprof agent`: the in-kernel aggregates source, folded into bounded totals, until a
+//! signal or `--duration`; then the summary on the terminal and `--json`.
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    analysis::aggregates::SeriesTable,
+    kernel::{
+        layout::{AgentLayout, TaskLayout},
+        privileges,
+        probes::{AGENT_PROBES, AGENT_TREE_PROBES},
+        tracer::{AgentKernelOptions, Tracer, TracerOptions},
+    },
+    model::{
+        failure::{Failure, code},
+        scope::Scope,
+    },
+    report::agent::{AgentLosses, AgentReport, Capacities},
+    source::aggregates::AggregateSource,
+};
+
+/// Everything `execprof agent` needs, from its command line.
+pub struct AgentConfig {
+    /// Which processes are watched.
+    pub scope: Scope,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Write the report as JSON here on exit.
+    pub json: Option<PathBuf>,
+    /// Time between reads of the kernel's aggregates.
+    pub interval: Duration,
+    /// Capacity of the kernel's series map.
+    pub max_series: u32,
+    /// Capacity of the kernel's in-flight map.
+    pub max_in_flight: u32,
+    /// Series the agent keeps in its own totals.
+    pub max_totals: usize,
+    /// How long a kernel entry may stay unchanged before it is removed (after its last read).
+    pub idle: Duration,
+    /// Which hooks time the calls.
+    pub boundaries: crate::kernel::boundaries::BoundaryRequest,
+    /// Debug logs and eBPF-side diagnostics.
+    pub verbose: bool,
+}
+
+/// Runs the agent; returns the exit code.
+pub fn agent(cfg: AgentConfig) -> Result<i32> {
+    privileges::require_tracing_privileges("agent")?;
+    if let Some(path) = &cfg.json {
+        crate::commands::run::check_output_file(path)?;
+    }
+    let (scope, kernel_scope) = crate::kernel::scope::resolve(&cfg.scope)?;
+    let unsupported = |e: anyhow::Error| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}"));
+    let layout = TaskLayout::from_running_kernel().map_err(unsupported)?;
+    let agent_layout = AgentLayout::from_running_kernel().map_err(unsupported)?;
+    log::debug!("agent layout: {agent_layout:?}");
+    // `--all` needs no process tree: every call is counted where it is made.
+    let probes = if scope == Scope::All { AGENT_PROBES } else { AGENT_TREE_PROBES };
+    let mut tracer = Tracer::load(
+        &layout,
+        probes,
+        &TracerOptions {
+            ring_bytes: 0,
+            verbose: cfg.verbose,
+            scope: kernel_scope.clone(),
+            argv: false,
+            boundaries: cfg.boundaries,
+            attached_scope: true,
+            agent: Some(AgentKernelOptions { layout: agent_layout, max_series: cfg.max_series, max_in_flight: cfg.max_in_flight }),
+        },
+    )
+    .map_err(unsupported)?;
+    for w in &tracer.attach.warnings {
+        eprintln!("execprof: warning: {w}");
+    }
+    let seeded = crate::commands::run::seed(&mut tracer, &scope, &kernel_scope);
+    if matches!(scope, Scope::Pids { .. }) && seeded.is_empty() {
+        return Err(Failure::usage("--pid: every process given exited before it could be counted; nothing to watch").into());
+    }
+    let maps = tracer.take_aggregates(cfg.max_series)?;
+    let mount = crate::kernel::scope::cgroup2_mount().ok();
+    let mut source = AggregateSource::new(maps, mount, cfg.idle);
+    let mut totals = SeriesTable::new(cfg.max_totals);
+    let started = Instant::now();
+    let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    eprintln!(
+        "execprof: agent counting the exec attempts and fork-family calls of {} ({}){}; SIGTERM or Ctrl-C stops it",
+        scope.describe(),
+        boundaries_name(tracer.boundaries),
+        cfg.duration.map(|d| format!(" for {} s", d.as_secs_f64())).unwrap_or_default()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
+    let tree = !matches!(scope, Scope::All | Scope::Cgroup { .. });
+    let mut last = runtime.block_on(watch(&mut source, &mut totals, &cfg, &tracer, tree))?;
+    // The last read, after the loop: nothing counted before the end is left out.
+    let poll = source.poll(Instant::now())?;
+    for (key, delta) in &poll.deltas {
+        totals.add(key.clone(), delta);
+    }
+    last.counters = poll.counters;
+    last.entries = poll.entries;
+    last.removed += poll.removed;
+    let report = AgentReport::new(
+        &scope,
+        tracer.boundaries,
+        started_unix_s,
+        started.elapsed(),
+        Capacities {
+            max_series: source.capacity(),
+            max_in_flight: cfg.max_in_flight,
+            max_totals: cfg.max_totals,
+            series_in_kernel: last.entries,
+            series_removed: last.removed,
+        },
+        &totals,
+        AgentLosses::new(&last.counters, totals.folded),
+    );
+    print!("{}", crate::report::agent::render(&report));
+    if let Some(path) = &cfg.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::new(code::ERROR, format!("writing the JSON report {} failed: {e}", path.display())))?;
+    }
+    Ok(0)
+}
+
+/// What the loop leaves for the report.
+struct Last {
+    counters: [u64; profiler_common::aggregate::agg_counter::COUNT as usize],
+    entries: usize,
+    removed: usize,
+}
+
+/// Reads the aggregates every interval until a signal, `--duration`, or (`--pid`) the
+/// processes are gone.
+async fn watch(source: &mut AggregateSource, totals: &mut SeriesTable, cfg: &AgentConfig, tracer: &Tracer, tree: bool) -> Result<Last> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut int, mut term, mut hup) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
+    let deadline = cfg.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(cfg.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Last { counters: Default::default(), entries: 0, removed: 0 };
+    loop {
+        let until = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tick.tick() => {
+                let poll = source.poll(Instant::now())?;
+                for (key, delta) in &poll.deltas {
+                    totals.add(key.clone(), delta);
+                }
+                last.counters = poll.counters;
+                last.entries = poll.entries;
+                last.removed += poll.removed;
+                if tree && tracer.traced_alive() == 0 {
+                    eprintln!("execprof: the processes watched have all exited");
+                    return Ok(last);
+                }
+            }
+            _ = int.recv() => return Ok(last),
+            _ = term.recv() => return Ok(last),
+            _ = hup.recv() => return Ok(last),
+            () = until => return Ok(last),
+        }
+    }
+}
+
+fn boundaries_name(b: crate::model::meta::Boundaries) -> &'static str {
+    use crate::model::meta::Boundaries;
+    match b {
+        Boundaries::Fentry => "fentry/fexit on the syscalls' functions",
+        Boundaries::RawTracepoints => "raw sys_enter/sys_exit tracepoints",
+        Boundaries::SyscallEvents => "per-syscall events",
+    }
+}

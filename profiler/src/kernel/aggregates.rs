@@ -1,0 +1,75 @@
+//! The agent's in-kernel aggregates as user space reads them: every entry of `AGGREGATES`,
+//! the `other` slots, the counters of what did not fit, and the removal of entries that
+//! have been read for the last time.
+use anyhow::{Context as _, Result};
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap, MapData, PerCpuArray},
+};
+use profiler_common::{
+    AggKey, AggValue,
+    aggregate::{OTHER_SLOTS, agg_counter},
+    names,
+};
+
+use crate::kernel::tracer::take_map;
+
+/// What one read of the kernel's aggregates found.
+pub(crate) struct KernelSnapshot {
+    pub entries: Vec<(AggKey, Box<AggValue>)>,
+    /// `OTHER_AGGREGATES`, by slot.
+    pub other: Vec<AggValue>,
+    /// `AGG_COUNTERS`, summed over CPUs.
+    pub counters: [u64; agg_counter::COUNT as usize],
+}
+
+pub(crate) struct AggregateMaps {
+    series: HashMap<MapData, AggKey, AggValue>,
+    other: Array<MapData, AggValue>,
+    counters: PerCpuArray<MapData, u64>,
+    /// The capacity of `AGGREGATES`, for the agent's own figures.
+    pub capacity: u32,
+}
+
+impl AggregateMaps {
+    /// `capacity`: the series map's, as the loader sized it.
+    pub(crate) fn take(ebpf: &mut Ebpf, capacity: u32) -> Result<Self> {
+        Ok(Self {
+            series: take_map(ebpf, names::MAP_AGGREGATES)?,
+            other: take_map(ebpf, names::MAP_OTHER_AGGREGATES)?,
+            counters: take_map(ebpf, names::MAP_AGG_COUNTERS)?,
+            capacity,
+        })
+    }
+
+    /// Every entry as it is now. An entry removed by the kernel side meanwhile is skipped.
+    pub(crate) fn read(&self) -> Result<KernelSnapshot> {
+        let mut entries = Vec::new();
+        for key in self.series.keys() {
+            let key = key.context("walking the aggregates map")?;
+            match self.series.get(&key, 0) {
+                Ok(v) => entries.push((key, Box::new(v))),
+                Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(e) => return Err(e).context("reading an aggregates entry"),
+            }
+        }
+        let mut other = Vec::with_capacity(OTHER_SLOTS as usize);
+        for slot in 0..OTHER_SLOTS {
+            other.push(self.other.get(&slot, 0).context("reading the other aggregates")?);
+        }
+        let mut counters = [0; agg_counter::COUNT as usize];
+        for (i, c) in counters.iter_mut().enumerate() {
+            *c = self.counters.get(&(i as u32), 0).context("reading the aggregates' counters")?.iter().sum();
+        }
+        Ok(KernelSnapshot { entries, other, counters })
+    }
+
+    /// Removes an entry that has been read for the last time (gone or idle). A call folded
+    /// into it between that read and this removal is lost: entries are removed only after
+    /// they stayed unchanged for a while, or their cgroup is gone.
+    pub(crate) fn remove(&mut self, key: &AggKey) {
+        if let Err(e) = self.series.remove(key) {
+            log::debug!("removing an aggregates entry: {e}");
+        }
+    }
+}

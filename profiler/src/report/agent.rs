@@ -1,0 +1,249 @@
+//! What `execprof agent` prints and writes on exit: its aggregates as the same kinds of
+//! figures as `run`'s report (outcomes, callers, fork-family calls), the series, and what
+//! the maps could not hold, counted.
+use serde::Serialize;
+
+use crate::{
+    analysis::aggregates::{AgentAnalysis, BucketedLatency, SeriesKey, SeriesTable},
+    model::{meta::Boundaries, scope::Scope},
+    report::human_ns,
+};
+
+/// The agent's JSON (`--json`), and what its terminal summary shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentReport {
+    /// The execprof version.
+    pub execprof_version: String,
+    /// Which processes are watched.
+    pub scope: Scope,
+    /// Which hooks time the calls.
+    pub boundaries: Boundaries,
+    /// When the agent started (Unix time, s).
+    pub started_unix_s: u64,
+    /// How long it counted, in s.
+    pub duration_s: f64,
+    /// The maps' sizes and use.
+    pub capacities: Capacities,
+    /// The figures, as `run --json` has them where they are the same kind.
+    pub analysis: AgentAnalysis,
+    /// Every series with its totals, most calls first.
+    pub series: Vec<SeriesRow>,
+    /// What did not go where it belonged, counted.
+    pub losses: AgentLosses,
+    /// False when some call is not in the series of its own program and cgroup (folded into
+    /// `other`) or was counted without a latency.
+    pub complete: bool,
+}
+
+/// The maps' sizes, and how full they were at the end.
+#[derive(Clone, Debug, Serialize)]
+pub struct Capacities {
+    /// The kernel's series map (`--max-series`).
+    pub max_series: u32,
+    /// Capacity of the kernel's in-flight map.
+    pub max_in_flight: u32,
+    /// The agent's own totals (`--max-totals`).
+    pub max_totals: usize,
+    /// Kernel entries in use at the end.
+    pub series_in_kernel: usize,
+    /// Kernel entries removed after their last read (idle, or their cgroup gone).
+    pub series_removed: usize,
+}
+
+/// What did not go where it belonged, counted.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentLosses {
+    /// Exec attempts folded into `other` by the kernel (its series map full).
+    pub exec_folded_in_kernel: u64,
+    /// Fork-family calls folded into `other` by the kernel.
+    pub fork_folded_in_kernel: u64,
+    /// Calls folded into `other` by the agent's own totals (`--max-totals`).
+    pub folded_in_totals: u64,
+    /// Calls counted without a latency (in their `other` series): their start was not seen.
+    pub not_timed_start_not_seen: u64,
+    /// Calls counted without a latency: the in-flight map was full at their start.
+    pub not_timed_in_flight_full: u64,
+}
+
+impl AgentLosses {
+    /// A new value.
+    pub fn new(counters: &[u64; profiler_common::aggregate::agg_counter::COUNT as usize], folded_in_totals: u64) -> Self {
+        use profiler_common::aggregate::agg_counter::*;
+        Self {
+            exec_folded_in_kernel: counters[EXEC_FOLDED as usize],
+            fork_folded_in_kernel: counters[FORK_FOLDED as usize],
+            folded_in_totals,
+            not_timed_start_not_seen: counters[START_NOT_SEEN as usize],
+            not_timed_in_flight_full: counters[IN_FLIGHT_FULL as usize],
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.exec_folded_in_kernel
+            + self.fork_folded_in_kernel
+            + self.folded_in_totals
+            + self.not_timed_start_not_seen
+            + self.not_timed_in_flight_full
+    }
+}
+
+/// One series' totals.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeriesRow {
+    /// The series.
+    #[serde(flatten)]
+    pub key: SeriesKey,
+    /// Calls counted.
+    pub count: u64,
+    /// Calls with a latency (their start was seen).
+    pub timed: u64,
+    /// Summed time, in ns.
+    pub total_ns: u64,
+    /// The latency distribution of the timed calls, to one bucket.
+    pub latency: Option<BucketedLatency>,
+    /// Minor page faults of the timed calls.
+    pub minor_faults: u64,
+    /// Major page faults of the timed calls.
+    pub major_faults: u64,
+    /// Fork-family calls: the parent's resident pages, summed over the timed calls, and the
+    /// largest.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub parent_rss_pages_sum: u64,
+    /// Largest resident size of a parent at a call, in pages.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub parent_rss_pages_max: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl AgentReport {
+    /// A new value.
+    pub fn new(
+        scope: &Scope,
+        boundaries: Boundaries,
+        started_unix_s: u64,
+        duration: std::time::Duration,
+        capacities: Capacities,
+        totals: &SeriesTable,
+        losses: AgentLosses,
+    ) -> Self {
+        let mut series: Vec<SeriesRow> = totals
+            .iter()
+            .map(|(k, t)| SeriesRow {
+                key: k.clone(),
+                count: t.count,
+                timed: t.timed,
+                total_ns: t.sum_ns,
+                latency: t.latency(),
+                minor_faults: t.min_flt,
+                major_faults: t.maj_flt,
+                parent_rss_pages_sum: t.rss_pages_sum,
+                parent_rss_pages_max: t.rss_pages_max,
+            })
+            .collect();
+        series.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        Self {
+            execprof_version: env!("CARGO_PKG_VERSION").to_owned(),
+            scope: scope.clone(),
+            boundaries,
+            started_unix_s,
+            duration_s: duration.as_secs_f64(),
+            capacities,
+            analysis: totals.summary(),
+            series,
+            complete: losses.total() == 0,
+            losses,
+        }
+    }
+}
+
+/// Callers listed on the terminal (all are in the JSON).
+const CALLERS_SHOWN: usize = 15;
+
+/// The terminal summary: 80 columns.
+pub fn render(r: &AgentReport) -> String {
+    use std::fmt::Write as _;
+    let a = &r.analysis;
+    let mut o = String::new();
+    let _ =
+        writeln!(o, "execprof agent: {} exec attempts and {} fork-family calls in {:.1} s", a.attempts, a.fork_calls.count, r.duration_s);
+    let _ = writeln!(o, "  scope: {}", r.scope.describe());
+    let _ = writeln!(
+        o,
+        "  series: {} (kernel map {} of {} at the end)",
+        r.series.len(),
+        r.capacities.series_in_kernel,
+        r.capacities.max_series
+    );
+    let _ = writeln!(o, "\n{:<12} {:>10} {:>10} {:>10} {:>10} {:>10}", "outcome", "attempts", "mean", "p50", "p99", "faults");
+    for row in &a.outcomes {
+        let (mean, p50, p99) = row
+            .latency
+            .as_ref()
+            .map_or(("-".into(), "-".into(), "-".into()), |l| (human_ns(l.mean_ns), human_ns(l.p50.ns as f64), human_ns(l.p99.ns as f64)));
+        let faults = row.minor_faults_per_attempt.map_or("-".to_owned(), |f| format!("{f:.1}"));
+        let _ = writeln!(o, "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10}", clip(&row.outcome, 12), row.count, mean, p50, p99, faults);
+    }
+    if a.fork_calls.count > 0 {
+        let f = &a.fork_calls;
+        let (mean, p50, p99) = f
+            .latency
+            .as_ref()
+            .map_or(("-".into(), "-".into(), "-".into()), |l| (human_ns(l.mean_ns), human_ns(l.p50.ns as f64), human_ns(l.p99.ns as f64)));
+        let _ = writeln!(o, "{:<12} {:>10} {:>10} {:>10} {:>10}", "fork family", f.count, mean, p50, p99);
+    }
+    if !a.callers.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<34} {:>8} {:>8} {:>10} {:>7} {:>9}",
+            "program (most kernel time first)", "execs", "failed", "exec time", "forks", "fork time"
+        );
+        for c in a.callers.iter().take(CALLERS_SHOWN) {
+            let failed: u64 = c.failed.iter().map(|(_, n)| n).sum();
+            let _ = writeln!(
+                o,
+                "{:<34} {:>8} {:>8} {:>10} {:>7} {:>9}",
+                clip_left(&c.program, 34),
+                c.attempts,
+                failed,
+                human_ns((c.failed_ns + c.success_ns) as f64),
+                c.fork_calls,
+                human_ns(c.fork_ns as f64)
+            );
+        }
+        if a.callers.len() > CALLERS_SHOWN {
+            let _ = writeln!(o, "({} more programs in --json)", a.callers.len() - CALLERS_SHOWN);
+        }
+    }
+    let l = &r.losses;
+    if r.complete {
+        let _ = writeln!(o, "\nnothing lost: every call is in its own series, timed");
+    } else {
+        let _ = writeln!(o, "\nincomplete: some calls are not in their own series, or not timed:");
+        for (n, what) in [
+            (l.exec_folded_in_kernel, "exec attempts folded into other in the kernel: raise --max-series"),
+            (l.fork_folded_in_kernel, "fork-family calls folded into other in the kernel: raise --max-series"),
+            (l.folded_in_totals, "calls folded into other in the agent's totals: raise --max-totals"),
+            (l.not_timed_start_not_seen, "calls not timed: begun before the agent, or their start lost"),
+            (l.not_timed_in_flight_full, "calls not timed: in-flight table full: raise --max-in-flight"),
+        ] {
+            if n > 0 {
+                let _ = writeln!(o, "  {n:>10}  {what}");
+            }
+        }
+    }
+    o
+}
+
+/// The first `n` characters (names are escaped already: no control characters).
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_owned() } else { s.chars().take(n - 1).chain(['…']).collect() }
+}
+
+/// The last `n` characters: a path's end says most.
+fn clip_left(s: &str, n: usize) -> String {
+    let len = s.chars().count();
+    if len <= n { s.to_owned() } else { ['…'].into_iter().chain(s.chars().skip(len - n + 1)).collect() }
+}

@@ -1,0 +1,279 @@
+//! The agent's source: the kernel's aggregates read on an interval, each entry's growth since
+//! the last read handed on as a delta of its series, named (cgroup path, program path) in
+//! user space once per entry; entries that are idle, or whose cgroup is gone, are removed from
+//! the kernel after their last read, so its maps hold what is alive.
+use std::{
+    collections::HashMap,
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::Result;
+use profiler_common::{
+    AggKey, AggValue,
+    aggregate::{agg_counter, key_flags},
+};
+
+use crate::{
+    analysis::aggregates::{SeriesKey, Totals, call_of, other_series, outcome_name},
+    kernel::aggregates::AggregateMaps,
+    model::names::escape_name,
+};
+
+/// One read's growth: per series, what was added since the read before.
+pub(crate) struct Poll {
+    pub deltas: Vec<(SeriesKey, Totals)>,
+    /// `AGG_COUNTERS` now (totals since start).
+    pub counters: [u64; agg_counter::COUNT as usize],
+    /// Kernel entries in use after this read's removals.
+    pub entries: usize,
+    /// Entries removed by this read (idle, or their cgroup gone).
+    pub removed: usize,
+}
+
+/// How often the cgroup tree is walked to find removed cgroups (and on a new id, at most once
+/// a second).
+const CGROUP_WALK_EVERY: Duration = Duration::from_secs(5);
+
+/// What the source keeps of a kernel entry between reads.
+struct Seen {
+    series: SeriesKey,
+    last: Totals,
+    changed: Instant,
+}
+
+pub(crate) struct AggregateSource {
+    maps: AggregateMaps,
+    names: Names,
+    seen: HashMap<AggKey, Seen>,
+    other_last: Vec<Totals>,
+    idle: Duration,
+}
+
+impl AggregateSource {
+    pub(crate) fn new(maps: AggregateMaps, cgroup_mount: Option<PathBuf>, idle: Duration) -> Self {
+        Self { maps, names: Names::new(cgroup_mount), seen: HashMap::new(), other_last: Vec::new(), idle }
+    }
+
+    pub(crate) fn capacity(&self) -> u32 {
+        self.maps.capacity
+    }
+
+    /// Reads the kernel's aggregates: the deltas since the last poll, and the removal of the
+    /// entries read for the last time.
+    pub(crate) fn poll(&mut self, now: Instant) -> Result<Poll> {
+        self.names.refresh(CGROUP_WALK_EVERY);
+        let snapshot = self.maps.read()?;
+        let new: Vec<(AggKey, &AggValue)> =
+            snapshot.entries.iter().filter(|(k, _)| !self.seen.contains_key(k)).map(|(k, v)| (*k, &**v)).collect();
+        self.names.learn_programs(&new);
+        for (key, value) in new {
+            let series = self.names.series(&key, value);
+            self.seen.insert(key, Seen { series, last: Totals::default(), changed: now });
+        }
+        let mut deltas = Vec::new();
+        let mut present = std::collections::HashSet::with_capacity(snapshot.entries.len());
+        for (key, value) in &snapshot.entries {
+            present.insert(*key);
+            let totals = Totals::of(value);
+            let Some(seen) = self.seen.get_mut(key) else { continue };
+            let delta = totals.since(&seen.last);
+            if !delta.is_empty() {
+                seen.changed = now;
+                deltas.push((seen.series.clone(), delta));
+            }
+            seen.last = totals;
+        }
+        // Entries removed by us last time and not made again.
+        self.seen.retain(|k, _| present.contains(k));
+        for (slot, value) in snapshot.other.iter().enumerate() {
+            let totals = Totals::of(value);
+            if self.other_last.len() <= slot {
+                self.other_last.push(Totals::default());
+            }
+            let delta = totals.since(&self.other_last[slot]);
+            if !delta.is_empty() {
+                deltas.push((other_series(slot as u32), delta));
+            }
+            self.other_last[slot] = totals;
+        }
+        // Read for the last time: idle for `idle`, or of a cgroup that is gone.
+        let gone: Vec<AggKey> = self
+            .seen
+            .iter()
+            .filter(|(k, s)| now.duration_since(s.changed) >= self.idle || self.names.cgroup_gone(k.cgroup_id))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in &gone {
+            self.maps.remove(key);
+            self.seen.remove(key);
+        }
+        Ok(Poll { deltas, counters: snapshot.counters, entries: self.seen.len(), removed: gone.len() })
+    }
+}
+
+/// Names of cgroup ids and programs, looked up once each.
+struct Names {
+    cgroup_mount: Option<PathBuf>,
+    cgroups: HashMap<u64, String>,
+    /// When the cgroup tree was last walked.
+    walked: Option<Instant>,
+    programs: HashMap<(u32, u64), String>,
+}
+
+impl Names {
+    fn new(cgroup_mount: Option<PathBuf>) -> Self {
+        Self { cgroup_mount, cgroups: HashMap::new(), walked: None, programs: HashMap::new() }
+    }
+
+    fn series(&mut self, key: &AggKey, value: &AggValue) -> SeriesKey {
+        SeriesKey {
+            cgroup: self.cgroup(key.cgroup_id),
+            program: self.program(key, value),
+            call: call_of(key.call),
+            outcome: outcome_name(key.outcome),
+            compat: key.flags & key_flags::COMPAT != 0,
+        }
+    }
+
+    /// The cgroup's path under the mount; the tree is walked again on a miss (at most once a
+    /// second), so cgroups made since are found.
+    fn cgroup(&mut self, id: u64) -> String {
+        if let Some(name) = self.cgroups.get(&id) {
+            return name.clone();
+        }
+        if self.walked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            self.walk();
+        }
+        self.cgroups.get(&id).cloned().unwrap_or_else(|| format!("unknown_cgroup_id:{id}"))
+    }
+
+    fn walk(&mut self) {
+        self.walked = Some(Instant::now());
+        let Some(mount) = self.cgroup_mount.clone() else { return };
+        self.cgroups.clear();
+        let mut stack = vec![mount.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else { continue };
+            let rel = dir.strip_prefix(&mount).unwrap_or(Path::new(""));
+            let name = format!("/{}", escape_name(rel.as_os_str().as_encoded_bytes()));
+            self.cgroups.insert(meta.ino(), name);
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            stack.extend(entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+        }
+    }
+
+    /// Walks the cgroup tree again when the last walk is older than `every`: removed cgroups
+    /// are found that way (their entries are then read a last time and removed).
+    fn refresh(&mut self, every: Duration) {
+        if self.walked.is_none_or(|t| t.elapsed() >= every) {
+            self.walk();
+        }
+    }
+
+    /// Whether the cgroup's directory is gone: not found in the last walk of the tree.
+    fn cgroup_gone(&self, id: u64) -> bool {
+        self.cgroup_mount.is_some() && self.walked.is_some() && !self.cgroups.contains_key(&id)
+    }
+
+    /// Finds the paths of the programs of `entries` not named yet: from the process that made
+    /// each entry while it still runs that program (its `/proc/PID/exe` is the same file),
+    /// else from any process running it (one walk of `/proc` for all of them). A program
+    /// found nowhere is named by the comm of the entry's first caller, `comm:NAME`, and keeps
+    /// that name, so a series keeps one name.
+    fn learn_programs(&mut self, entries: &[(AggKey, &AggValue)]) {
+        let mut missing = std::collections::HashSet::new();
+        for (key, value) in entries {
+            let id = (key.dev, key.ino);
+            if key.flags & key_flags::NO_PROGRAM != 0 || self.programs.contains_key(&id) {
+                continue;
+            }
+            match exe_of(value.first_tgid) {
+                Some((dev, ino, path)) if (dev, ino) == (user_dev(key.dev), key.ino) => {
+                    self.programs.insert(id, path);
+                }
+                _ => {
+                    missing.insert(id);
+                }
+            }
+        }
+        if missing.is_empty() {
+            return;
+        }
+        let Ok(dir) = std::fs::read_dir("/proc") else { return };
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Some((dev, ino, path)) = exe_of(pid) else { continue };
+            let found = missing.iter().find(|(kdev, kino)| (user_dev(*kdev), *kino) == (dev, ino)).copied();
+            if let Some(id) = found {
+                missing.remove(&id);
+                self.programs.insert(id, path);
+                if missing.is_empty() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The series name of the entry's program ([`Names::learn_programs`] first).
+    fn program(&mut self, key: &AggKey, value: &AggValue) -> String {
+        let comm_len = value.comm.iter().position(|&c| c == 0).unwrap_or(value.comm.len());
+        let comm = format!("comm:{}", escape_name(&value.comm[..comm_len]));
+        if key.flags & key_flags::NO_PROGRAM != 0 {
+            return comm;
+        }
+        if self.programs.len() >= MAX_PROGRAM_NAMES {
+            self.programs.clear();
+        }
+        self.programs.entry((key.dev, key.ino)).or_insert(comm).clone()
+    }
+}
+
+/// Program names kept; past this the cache starts again (a program seen again is looked up
+/// again).
+const MAX_PROGRAM_NAMES: usize = 1 << 16;
+
+/// The executable of process `pid`: its file's device and inode (as `stat` gives them) and
+/// its path, escaped.
+fn exe_of(pid: u32) -> Option<(u64, u64, String)> {
+    let link = PathBuf::from(format!("/proc/{pid}/exe"));
+    let meta = std::fs::metadata(&link).ok()?;
+    let path = std::fs::read_link(&link).ok()?;
+    Some((meta.dev(), meta.ino(), escape_name(path.as_os_str().as_encoded_bytes())))
+}
+
+/// A kernel `dev_t` (`MKDEV`: major << 20 | minor) as `stat` gives it.
+fn user_dev(kernel_dev: u32) -> u64 {
+    libc::makedev(kernel_dev >> 20, kernel_dev & 0xf_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_devices_read_as_stat_gives_them() {
+        // sda1 (8:1), and a minor number past 255 (an overlay's anonymous device 0:300).
+        assert_eq!(user_dev(8 << 20 | 1), libc::makedev(8, 1));
+        assert_eq!(user_dev(300), libc::makedev(0, 300));
+        let me = std::fs::metadata("/proc/self/exe").unwrap();
+        let (major, minor) = (libc::major(me.dev()), libc::minor(me.dev()));
+        assert_eq!(user_dev(major << 20 | minor), me.dev());
+    }
+
+    #[test]
+    fn cgroups_are_named_by_their_path_under_the_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("system.slice/ssh.service")).unwrap();
+        let mut names = Names::new(Some(dir.path().to_owned()));
+        let ino = std::fs::metadata(dir.path().join("system.slice/ssh.service")).unwrap().ino();
+        assert_eq!(names.cgroup(ino), "/system.slice/ssh.service");
+        assert_eq!(names.cgroup(std::fs::metadata(dir.path()).unwrap().ino()), "/");
+        assert!(!names.cgroup_gone(ino));
+        assert_eq!(names.cgroup(1), "unknown_cgroup_id:1");
+        std::fs::remove_dir(dir.path().join("system.slice/ssh.service")).unwrap();
+        names.walk();
+        assert!(names.cgroup_gone(ino));
+    }
+}
