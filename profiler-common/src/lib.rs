@@ -86,6 +86,8 @@ pub mod names {
     /// kernel's BTF because Rust eBPF has no CO-RE relocations.
     pub const GLOBAL_TASK_PID: &str = "TASK_PID_OFFSET";
     pub const GLOBAL_TASK_TGID: &str = "TASK_TGID_OFFSET";
+    /// `task_struct.real_parent`.
+    pub const GLOBAL_TASK_REAL_PARENT: &str = "TASK_REAL_PARENT_OFFSET";
     pub const GLOBAL_TASK_MIN_FLT: &str = "TASK_MIN_FLT_OFFSET";
     pub const GLOBAL_TASK_MAJ_FLT: &str = "TASK_MAJ_FLT_OFFSET";
     pub const GLOBAL_TASK_SIGNAL: &str = "TASK_SIGNAL_OFFSET";
@@ -130,6 +132,8 @@ pub mod names {
 pub mod limits {
     /// Bytes of an exec's file name kept (including the terminating NUL).
     pub const FILENAME_CAP: usize = 256;
+    /// Bytes of a task's comm (the kernel's `TASK_COMM_LEN`, with its NUL).
+    pub const COMM_LEN: usize = 16;
     /// Ids (pids, tids) per entry of the `IDS` flag array; user space sizes the array to
     /// cover the kernel's `pid_max`.
     pub const IDS_PER_ENTRY: usize = 64;
@@ -224,6 +228,9 @@ record_kinds! {
     MAIN = 7, tag 9, "main", MainRecord;
     /// `--argv`: an exec attempt's arguments, read at its enter (sent just before it).
     ARGV = 11, tag 10, "arguments", ArgvRecord;
+    /// `--cgroup`: a process found in the cgroup at one of its calls joined the traced set
+    /// (sent just before that call's records).
+    ADOPTED = 12, tag 11, "adopted", AdoptedRecord;
 }
 
 /// One row of [`RECORD_KINDS`].
@@ -841,6 +848,22 @@ pub struct ArgvRecord {
     pub bytes: [u8; limits::ARGV_CAP + limits::ARG_CAP],
 }
 
+/// `--cgroup`: a process that was not traced was found in the cgroup (or below it) at one of
+/// its exec or fork-family calls and is traced from that call on: it moved in after tracing
+/// began (a container runtime or systemd moves a process in, then it execs). No fork of it was
+/// seen, so this says who it is, as the kernel sees it at that moment (before the exec: the
+/// program that makes the call). The header's ids are the calling thread's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AdoptedRecord {
+    pub header: RecordHeader,
+    /// The process's parent (`real_parent`'s tgid); 0 when it could not be read.
+    pub ppid: u32,
+    pub _reserved: u32,
+    /// The calling thread's comm, NUL-terminated unless all 16 bytes are used.
+    pub comm: [u8; limits::COMM_LEN],
+}
+
 /// A traced thread exited (`sched_process_exit`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -864,6 +887,7 @@ const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<MainRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
+const _: () = assert!(core::mem::size_of::<AdoptedRecord>() == 24 + 8 + limits::COMM_LEN);
 const _: () = assert!(core::mem::size_of::<ArgvRecord>() == 24 + 16 + limits::ARGV_CAP + limits::ARG_CAP);
 const _: () = assert!(limits::ARGV_CAP.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
@@ -887,6 +911,7 @@ mod pod {
     unsafe impl aya::Pod for OffCpuRecord {}
     unsafe impl aya::Pod for MainRecord {}
     unsafe impl aya::Pod for ArgvRecord {}
+    unsafe impl aya::Pod for AdoptedRecord {}
     unsafe impl aya::Pod for AggKey {}
     unsafe impl aya::Pod for AggValue {}
     unsafe impl aya::Pod for InFlight {}

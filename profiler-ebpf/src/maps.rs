@@ -99,7 +99,8 @@ pub fn is_traced(tgid: u32) -> bool {
 
 /// [`is_traced`] for the current task at one of its traced calls: with `--cgroup`, a process
 /// not marked yet that is in the cgroup (or below it) now is marked here, so a task that moved
-/// in after tracing began is traced from its first exec or fork-family call on.
+/// in after tracing began is traced from its first exec or fork-family call on; an
+/// [`profiler_common::AdoptedRecord`] tells user space who it is, before the call's records.
 #[inline(always)]
 pub fn current_is_traced(tgid: u32) -> bool {
     if is_traced(tgid) {
@@ -114,6 +115,7 @@ pub fn current_is_traced(tgid: u32) -> bool {
     }
     if set_traced(tgid, true) {
         tree_alive_add(1);
+        crate::sched::adopted(tgid);
     }
     true
 }

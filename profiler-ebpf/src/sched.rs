@@ -1,13 +1,14 @@
 //! `sched_*` raw tracepoints: the point of no return, the new image, and the process tree.
 //! Raw tracepoints are the cheapest hook per hit; their arguments are the TP_PROTO ones.
 use aya_ebpf::{
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    helpers::{bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
 use aya_log_ebpf::warn;
 use profiler_common::{
-    KernelFilename, LoadedRecord, NoReturnRecord, RecordHeader, TaskExitRecord, TaskNewRecord, WireRecord, counter, limits::FILENAME_CAP,
+    AdoptedRecord, KernelFilename, LoadedRecord, NoReturnRecord, RecordHeader, TaskExitRecord, TaskNewRecord, WireRecord, counter,
+    limits::{COMM_LEN, FILENAME_CAP},
     record_flags, task_exit_flags, task_new_flags,
 };
 
@@ -139,6 +140,24 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
     };
     maps::send(&rec);
     0
+}
+
+/// `--cgroup`: process `tgid`, found in the cgroup at the current call, was just marked
+/// traced ([`maps::current_is_traced`]): its parent and comm, read now, before the call runs.
+#[inline(always)]
+pub fn adopted(tgid: u32) {
+    // The agent sends no records: it counts the call, and names programs itself.
+    if crate::aggregate::on() {
+        return;
+    }
+    let (pid, _) = task::current_ids();
+    let rec = AdoptedRecord {
+        header: header::<AdoptedRecord>(pid, tgid),
+        ppid: task::parent_tgid(task::current()).unwrap_or(0),
+        _reserved: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    };
+    maps::send(&rec);
 }
 
 /// `sched_process_exit(task, ...)`: a traced thread ends. The process leaves the traced set

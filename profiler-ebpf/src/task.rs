@@ -8,6 +8,8 @@ static TASK_PID_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_TGID_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
+static TASK_REAL_PARENT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
 static TASK_MIN_FLT_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_MAJ_FLT_OFFSET: u64 = 0;
@@ -91,6 +93,16 @@ pub fn ids(task: u64) -> Option<(u32, u32)> {
         return None;
     }
     unsafe { Some((read_at::<u32>(task, pid_off)?, read_at::<u32>(task, tgid_off)?)) }
+}
+
+/// The process id (tgid) of `task`'s parent (`real_parent`).
+#[inline(always)]
+pub fn parent_tgid(task: u64) -> Option<u32> {
+    let (parent_off, tgid_off) = (global(&TASK_REAL_PARENT_OFFSET), global(&TASK_TGID_OFFSET));
+    if parent_off == 0 || tgid_off == 0 {
+        return None;
+    }
+    unsafe { read_at::<u64>(task, parent_off).filter(|p| *p != 0).and_then(|p| read_at::<u32>(p, tgid_off)) }
 }
 
 /// Why a failed exec's thread is dying, as [`record_flags`] bits: SIGKILL pending on the thread

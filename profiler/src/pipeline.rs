@@ -53,6 +53,9 @@ impl EventSink for RunSinks<'_> {
             Event::TaskNew(t) if !t.thread => {
                 self.alive.insert(t.child_tgid);
             }
+            Event::Adopted(a) => {
+                self.alive.insert(a.tgid);
+            }
             Event::TaskExit(x) if x.group_dead => {
                 self.alive.remove(&x.tgid);
             }

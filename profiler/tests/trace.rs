@@ -1393,6 +1393,57 @@ fn cgroup_scope_sees_the_cgroup_and_nothing_else() {
     assert_eq!(v["complete"], true, "Ctrl-C is how such a trace ends, not a cut: {}", v["partial"]);
 }
 
+/// `--cgroup` on an empty cgroup: a shell moves itself in while tracing runs, then forks
+/// /bin/true and execs /bin/true itself, as container runtimes and systemd move a process in
+/// and exec. The shell is its own program, named as the kernel saw it when it joined (its
+/// comm, its parent: this test), never execprof's launcher; its events lines and its forked
+/// child's show the real comm and parent; a replay of the recording says the same.
+#[test]
+#[ignore = "needs root"]
+fn cgroup_scope_names_a_process_that_moves_in_then_execs() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = root.join(format!("execprof-adopt-{}", std::process::id()));
+    std::fs::create_dir(&cg).unwrap();
+    let (json, events, rec) = (dir.path().join("out.json"), dir.path().join("events.txt"), dir.path().join("run.execprof"));
+    let (events_arg, rec_arg) = (events.to_str().unwrap(), rec.to_str().unwrap());
+    let (run, stderr) =
+        start_scoped(&["--cgroup", cg.to_str().unwrap(), "--duration", "600", "--events", events_arg, "--output", rec_arg], &json);
+    let script = format!("echo $$ > {}/cgroup.procs; /bin/true; exec /bin/true", cg.display());
+    let mut shell = StdCommand::new("/bin/sh").arg("-c").arg(&script).spawn().unwrap();
+    assert!(shell.wait().unwrap().success());
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let out = run.wait_with_output().unwrap();
+    let stderr = stderr.join().unwrap();
+    std::fs::remove_dir(&cg).ok();
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(outcome_count(&v, "success"), 2, "the child's /bin/true and the shell's exec: {}", v["analysis"]["outcomes"]);
+    assert_no_losses(&v);
+    let callers = v["analysis"]["callers"].as_array().unwrap();
+    assert!(callers.iter().all(|c| c["program"]["kind"] != "launcher"), "{callers:#?}");
+    let sh = callers.iter().find(|c| c["attempts"].as_u64() > Some(0)).unwrap_or_else(|| panic!("{callers:#?}"));
+    assert_eq!(sh["program"], serde_json::json!({"kind": "exe", "exe": "", "comm": "sh"}), "{callers:#?}");
+    assert_eq!((sh["attempts"].as_u64(), sh["fork_calls"].as_u64()), (Some(2), Some(1)), "{sh}");
+    assert_eq!(sh["started_by"][0]["program"], serde_json::json!({"kind": "unknown", "pid": std::process::id()}), "{sh}");
+    // TIME PID PPID COMM OUTCOME LATENCY FILE: the forked child's line, then the shell's.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let (me, sh_pid) = (std::process::id().to_string(), shell.id().to_string());
+    let (child, exec) = (&rows[0], &rows[1]);
+    assert_eq!((exec[1], exec[2], exec[3], exec[4], exec[7]), (sh_pid.as_str(), me.as_str(), "sh", "ok", "/bin/true"), "{text}");
+    assert_eq!((child[2], child[3], child[4], child[7]), (sh_pid.as_str(), "sh", "ok", "/bin/true"), "{text}");
+    let replayed = dir.path().join("replayed.txt");
+    let report = execprof().arg("report").arg(&rec).arg("--events").arg(&replayed).arg("--json").arg(dir.path().join("r.json")).output();
+    let report = report.unwrap();
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    assert_eq!(std::fs::read_to_string(&replayed).unwrap(), text);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["analysis"]["callers"], v["analysis"]["callers"]);
+}
+
 /// `--all`: a process started independently of execprof (not its child) is seen, with its 7
 /// failed execs of a name no other process uses.
 #[test]

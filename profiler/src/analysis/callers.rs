@@ -161,7 +161,7 @@ mod tests {
         AnalysisContext, Analyzer,
         attribution::SymbolTable,
         phases::PhaseModel,
-        test_support::{analyse_from, exec, exit, fork, process, who_pays},
+        test_support::{adopted, analyse_from, analyse_scope, exec, exit, fork, process, who_pays},
     };
     use crate::assemble::events::{Event, EventSink as _};
 
@@ -228,7 +228,7 @@ mod tests {
     fn an_exit_drops_the_identity_and_keeps_the_aggregates() {
         let model = PhaseModel::builtin().unwrap();
         let table = [process(300, 1, "/usr/bin/bash", "bash")];
-        let mut an = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &table });
+        let mut an = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &table, launched: false });
         let mut events: Vec<Event> = fork(300, 301, 0, 10).into();
         events.push(exec(301, "/usr/bin/make", 0, 100, 1_000));
         events.push(exec(301, "/usr/bin/cc", -13, 2_000, 500));
@@ -242,6 +242,48 @@ mod tests {
         assert_eq!((row("/usr/bin/make").eacces, row("/usr/bin/make").failed_ns), (1, 500), "kept after the exit");
         assert_eq!(row("pid 301 (unknown program)").eacces, 1, "a pid seen again without a start is unknown");
         assert_eq!(row("/usr/bin/bash").successes, 1);
+    }
+
+    /// `--cgroup` on a cgroup empty at attach (so no process table): a shell moves itself in
+    /// and execs (`echo $$ > cgroup.procs; exec true`), as container runtimes and systemd do.
+    /// Its exec is charged to the shell the kernel named when it adopted it, started by its
+    /// parent outside the cgroup; what the exec'd program does is its own. A process whose
+    /// adoption record was lost is unknown by its pid, never execprof's launcher: nothing was
+    /// launched.
+    #[test]
+    fn a_process_that_moves_into_the_cgroup_is_its_own_program() {
+        let mut events = vec![adopted(500, Some(40), "bash", 0), exec(500, "/usr/bin/true", 0, 10, 300_000)];
+        events.extend(fork(500, 501, 400_000, 20_000));
+        events.push(exec(600, "/usr/bin/env", 0, 500_000, 100_000));
+        let a = analyse_scope(&[], false, &events);
+        let row = |name: &str| a.callers.iter().find(|c| c.program.to_string() == name).unwrap_or_else(|| panic!("no {name}: {a:#?}"));
+        assert!(a.callers.iter().all(|c| c.program != Program::Launcher), "{:?}", a.callers);
+        let bash = row("[bash]");
+        assert_eq!(bash.program, Program::Exe { exe: String::new(), comm: Some("bash".into()) });
+        assert_eq!((bash.attempts, bash.successes, bash.success_ns), (1, 1, 300_000));
+        assert_eq!(bash.started_by, vec![by(Some(Program::Unknown { pid: 40 }), 1)]);
+        let t = row("/usr/bin/true");
+        assert_eq!((t.attempts, t.fork_calls), (0, 1));
+        assert_eq!(t.started_by, vec![by(Some(Program::Exe { exe: String::new(), comm: Some("bash".into()) }), 1)]);
+        assert_eq!(row("pid 600 (unknown program)").successes, 1);
+        // The same events in a launched tree: the unannounced process is the launcher.
+        let launched = analyse_scope(&[], true, &events[4..]);
+        assert_eq!(launched.callers[0].program, Program::Launcher);
+    }
+
+    /// An adoption names only a process not named yet: one also read into the table at attach
+    /// keeps the table's name (its exe), and a second adoption of it changes nothing.
+    #[test]
+    fn an_adoption_does_not_rename_a_process_already_named() {
+        let table = [process(70, 1, "/usr/bin/make", "make")];
+        let events = [adopted(70, Some(1), "make", 0), adopted(71, None, "sh", 5), adopted(71, Some(9), "other", 6)];
+        let mut events = events.to_vec();
+        events.push(exec(70, "/x/cc", -2, 10, 1_000));
+        events.push(exec(71, "/x/cc", -2, 20, 1_000));
+        let a = analyse_scope(&table, false, &events);
+        let names: Vec<(String, Vec<StartedBy>)> = a.callers.iter().map(|c| (c.program.to_string(), c.started_by.clone())).collect();
+        let make = ("/usr/bin/make".to_owned(), vec![by(Some(Program::Unknown { pid: 1 }), 1)]);
+        assert_eq!(names, [("[sh]".to_owned(), vec![by(None, 1)]), make]);
     }
 
     #[test]

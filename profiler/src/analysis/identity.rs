@@ -1,26 +1,27 @@
 //! Which program each traced process runs, so that an exec attempt or a fork-family call is
 //! charged to the program that made it, in any scope: the processes that existed before
-//! tracing began come from the run's [`ProcessName`] table, a new process inherits its
-//! parent's program (`TaskNew`) and keeps it until it execs, and a successful exec gives it
-//! the exec'd file's name. An attempt is charged to its caller *before* the exec: the program
-//! that made it, not the image it became.
+//! tracing began come from the run's [`ProcessName`] table, a process that moved into a
+//! `--cgroup` scope later is named by the kernel when it is adopted (`Adopted`: its comm and
+//! parent, read before its first traced call runs), a new process inherits its parent's
+//! program (`TaskNew`) and keeps it until it execs, and a successful exec gives it the exec'd
+//! file's name. An attempt is charged to its caller *before* the exec: the program that made
+//! it, not the image it became.
 //!
 //! A process leaves the table when its last thread exits, so the table follows the processes
 //! alive; programs are interned once each (by name, never by pid) and outlive their
 //! processes, for the tallies keyed by them.
 //!
 //! A process never named by any of these (it began before tracing and is not in the table,
-//! or its start was lost) is `pid N (unknown program)` — except when the table is empty:
-//! then execprof launched what it traces, every traced process descends from the launched
-//! one, and the one process that appears without a `TaskNew` is execprof's own child
-//! before it exec'd the command: [`Program::Launcher`] (one per run of a `--repeat`
-//! recording).
+//! or the record of its start or adoption was lost) is `pid N (unknown program)` — except in
+//! a launched tree: there every traced process descends from the launched one, and the one
+//! process that appears without a `TaskNew` is execprof's own child before it exec'd the
+//! command: [`Program::Launcher`] (one per run of a `--repeat` recording).
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    assemble::events::{ExecAttempt, TaskNew},
+    assemble::events::{Adopted, ExecAttempt, TaskNew},
     model::{meta::ProcessName, names::escape_name},
 };
 
@@ -44,7 +45,8 @@ enum ProgramKey {
 #[serde(rename_all = "lowercase", tag = "kind")]
 pub enum Program {
     /// An executable: the name it was exec'd by (for a process that existed before tracing,
-    /// its `/proc/PID/exe`; empty when that was unreadable, as for kernel threads).
+    /// its `/proc/PID/exe`; empty when not known: unreadable, as for kernel threads, or a
+    /// process adopted by `--cgroup`, which the kernel names by its comm alone).
     Exe {
         /// The file name, escaped ([`escape_name`]).
         exe: String,
@@ -98,7 +100,7 @@ pub(crate) struct Identity {
 
 /// Every traced process's identity, and every program named so far.
 pub(crate) struct Identities {
-    /// Set when no process table was given: execprof launched what it traces.
+    /// execprof launched what it traces (no running process was attached to).
     launched_tree: bool,
     processes: HashMap<u32, Identity>,
     programs: Vec<ProgramKey>,
@@ -106,10 +108,11 @@ pub(crate) struct Identities {
 }
 
 impl Identities {
-    /// The identities of the processes that existed when tracing began (empty: a launched
-    /// tree).
-    pub(crate) fn new(preexisting: &[ProcessName]) -> Self {
-        let mut ids = Self { launched_tree: preexisting.is_empty(), processes: HashMap::new(), programs: Vec::new(), ids: HashMap::new() };
+    /// The identities of the processes that existed when tracing began; `launched_tree`:
+    /// execprof launched what it traces (the table is then empty). An attached scope's table
+    /// may be empty too (a `--cgroup` empty at attach): it is not a launched tree.
+    pub(crate) fn new(preexisting: &[ProcessName], launched_tree: bool) -> Self {
+        let mut ids = Self { launched_tree, processes: HashMap::new(), programs: Vec::new(), ids: HashMap::new() };
         let programs: HashMap<u32, ProgramId> =
             preexisting.iter().map(|p| (p.tgid, ids.intern(ProgramKey::Exe { exe: p.exe.clone(), comm: p.comm.clone() }))).collect();
         for p in preexisting {
@@ -148,6 +151,21 @@ impl Identities {
             let parent = self.of(t.parent_tgid);
             self.processes.insert(t.child_tgid, parent);
         }
+    }
+
+    /// A process adopted by `--cgroup` runs what the kernel saw it run, named by its comm,
+    /// started by its parent's program (as for a process of the table). One already named (a
+    /// process also seeded from the table, or a second thread's adoption) keeps its name.
+    pub(crate) fn adopted(&mut self, a: &Adopted) {
+        if self.processes.contains_key(&a.tgid) {
+            return;
+        }
+        let program = self.intern(ProgramKey::Exe { exe: Vec::new(), comm: a.comm.clone() });
+        let started_by = a.ppid.map(|ppid| match self.processes.get(&ppid) {
+            Some(parent) => parent.program,
+            None => self.intern(ProgramKey::Unknown(ppid)),
+        });
+        self.processes.insert(a.tgid, Identity { program, started_by });
     }
 
     /// After a successful exec the process runs the exec'd file, started by what ran before.
@@ -233,7 +251,7 @@ mod tests {
             ProcessName { tgid: 60, ppid: 7, exe: b"/usr/bin/python3.11".to_vec(), comm: b"build.py".to_vec() },
             ProcessName { tgid: 2, ppid: 0, exe: vec![], comm: b"kthreadd".to_vec() },
         ];
-        let mut ids = Identities::new(&table);
+        let mut ids = Identities::new(&table, false);
         assert_eq!(name(&mut ids, 50), ("/usr/bin/bash".into(), Some("/usr/lib/systemd/systemd".into())));
         assert_eq!(name(&mut ids, 1).1, None, "ppid 0: nothing to name");
         assert_eq!(name(&mut ids, 60), ("/usr/bin/python3.11 [build.py]".into(), Some("pid 7 (unknown program)".into())));
@@ -250,7 +268,7 @@ mod tests {
 
     #[test]
     fn in_a_launched_tree_the_unannounced_process_is_the_launcher() {
-        let mut ids = Identities::new(&[]);
+        let mut ids = Identities::new(&[], true);
         assert_eq!(name(&mut ids, 100), ("execprof (launching the command)".into(), None));
         ids.exec(&exec(100, b"/bin/sh", 0));
         ids.task_new(&fork(100, 101));
@@ -262,7 +280,7 @@ mod tests {
     /// Identities leave with their processes; programs stay, interned once by name.
     #[test]
     fn exited_processes_leave_the_table_and_programs_stay() {
-        let mut ids = Identities::new(&[]);
+        let mut ids = Identities::new(&[], true);
         for child in 2..1002 {
             ids.task_new(&fork(1, child));
             ids.exec(&exec(child, b"/bin/true", 0));

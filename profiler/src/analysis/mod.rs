@@ -194,6 +194,9 @@ pub struct AnalysisContext<'a> {
     /// The processes that existed when tracing began ([`crate::model::meta::RunMeta::preexisting`]):
     /// what names the callers that started before the trace. Empty for a launched tree.
     pub preexisting: &'a [ProcessName],
+    /// execprof launched what it traced ([`crate::model::meta::RunMeta::launched`]): a process
+    /// seen without its start is then execprof's own child, not an unknown one.
+    pub launched: bool,
 }
 
 /// Folds a run's events; see the module documentation.
@@ -246,6 +249,7 @@ impl EventSink for Analyzer<'_> {
                     self.identities.process_gone(x.tgid);
                 }
             }
+            Event::Adopted(a) => self.identities.adopted(a),
             Event::OffCpu(o) => self.chain.off_cpu(o),
             Event::Main(m) => self.chain.main(m),
             Event::OrphanSample(_) => self.samples.orphan(),
@@ -271,7 +275,7 @@ impl<'a> Analyzer<'a> {
             // The launched process is not forked inside the tree.
             counts: Counts { processes: 1, ..Counts::default() },
             compat: CompatTally::default(),
-            identities: identity::Identities::new(ctx.preexisting),
+            identities: identity::Identities::new(ctx.preexisting, ctx.launched),
             callers: callers::Callers::default(),
             searches: searches::Searches::default(),
         }
@@ -466,7 +470,7 @@ pub fn analyse(events: &[Event], ctx: AnalysisContext<'_>, symbols: &dyn attribu
 pub(crate) mod test_support {
     use super::{Analysis, AnalysisContext, analyse, attribution::SymbolTable, phases::PhaseModel};
     use crate::{
-        assemble::events::{Event, ExecAttempt, ForkCall, Inside, TaskExit, TaskNew},
+        assemble::events::{Adopted, Event, ExecAttempt, ForkCall, Inside, TaskExit, TaskNew},
         model::meta::ProcessName,
         model::names::{Abi, ExecSyscall, ForkSyscall, Name},
     };
@@ -528,6 +532,11 @@ pub(crate) mod test_support {
         [Event::TaskNew(new), Event::ForkCall(call)]
     }
 
+    /// `--cgroup` adopts process `tgid` (child of `ppid`, named `comm`) at its first call.
+    pub(crate) fn adopted(tgid: u32, ppid: Option<u32>, comm: &str, ts_ns: u64) -> Event {
+        Event::Adopted(Adopted { ts_ns, pid: tgid, tgid, ppid, comm: comm.as_bytes().to_vec() })
+    }
+
     /// Thread `pid` of `tgid` exits; the process with it when `group_dead`.
     pub(crate) fn exit(pid: u32, tgid: u32, group_dead: bool) -> Event {
         Event::TaskExit(TaskExit { ts_ns: 0, pid, tgid, group_dead })
@@ -538,10 +547,17 @@ pub(crate) mod test_support {
         ProcessName { tgid, ppid, exe: exe.as_bytes().to_vec(), comm: comm.as_bytes().to_vec() }
     }
 
-    /// The analysis of `events` traced with `preexisting` as the processes alive at attach.
+    /// The analysis of `events` traced with `preexisting` as the processes alive at attach
+    /// (none: a launched tree).
     pub(crate) fn analyse_from(preexisting: &[ProcessName], events: &[Event]) -> Analysis {
+        analyse_scope(preexisting, preexisting.is_empty(), events)
+    }
+
+    /// [`analyse_from`] with the scope said: `launched`, or attached to running processes
+    /// (whose table may be empty).
+    pub(crate) fn analyse_scope(preexisting: &[ProcessName], launched: bool, events: &[Event]) -> Analysis {
         let model = PhaseModel::builtin().unwrap();
-        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting }, &SymbolTable::default())
+        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting, launched }, &SymbolTable::default())
     }
 
     /// The PATH of [`who_pays`]'s searches, in order.
@@ -603,7 +619,11 @@ mod tests {
 
     fn plain(events: &[Event]) -> Analysis {
         let model = PhaseModel::builtin().unwrap();
-        analyse(events, AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[] }, &SymbolTable::default())
+        analyse(
+            events,
+            AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[], launched: true },
+            &SymbolTable::default(),
+        )
     }
 
     /// The ENOENT names are offered most attempted first; those found to exist are reported
@@ -611,7 +631,7 @@ mod tests {
     #[test]
     fn enoent_of_existing_files_is_reported_apart() {
         let model = PhaseModel::builtin().unwrap();
-        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[] });
+        let mut a = Analyzer::new(AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[], launched: true });
         let named = |name: &[u8], ret| {
             let mut e = test_support::attempt(1, 0, 10, ret, None);
             e.name.bytes = name.to_vec();

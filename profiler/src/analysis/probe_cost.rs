@@ -109,7 +109,11 @@ mod tests {
         fail.inside.samples = vec![Sample { ts_ns: 10, pid: 1, frames: vec![] }, Sample { ts_ns: 20, pid: 1, frames: vec![] }];
         let events =
             vec![Event::Exec(fail), Event::Exec(attempt(1, 2_000, 3_000, -2, None)), Event::Exec(attempt(1, 5_000, 45_000, 0, None))];
-        let a = analyse(&events, AnalysisContext { model: &model, sampled: true, exact: None, preexisting: &[] }, &SymbolTable::default());
+        let a = analyse(
+            &events,
+            AnalysisContext { model: &model, sampled: true, exact: None, preexisting: &[], launched: true },
+            &SymbolTable::default(),
+        );
         let costs = [
             cost(names::PROG_SCHED_PREPARE_EXEC, 10, 3_000),
             cost(names::PROG_SCHED_PROCESS_EXEC, 10, 2_000),

@@ -1,6 +1,7 @@
 //! The domain events the assembler makes of records, and everything after it works on: exec
 //! attempts and fork-family calls whole (enter to exit, with the samples and probed calls
-//! taken inside them), tasks starting and ending, off-CPU intervals, `main` reached.
+//! taken inside them), tasks starting and ending, processes adopted by `--cgroup`, off-CPU
+//! intervals, `main` reached.
 //! Times are CLOCK_MONOTONIC nanoseconds.
 
 #[cfg(test)]
@@ -94,6 +95,20 @@ pub struct TaskNew {
     pub thread: bool,
 }
 
+/// `--cgroup`: a process that moved into the cgroup after tracing began joined the traced
+/// set at one of its calls (no fork of it was seen): who it is, as the kernel saw it then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adopted {
+    pub ts_ns: u64,
+    /// The thread whose call found it.
+    pub pid: u32,
+    pub tgid: u32,
+    /// Its parent process; None when the kernel could not read it.
+    pub ppid: Option<u32>,
+    /// The calling thread's comm (for a single-threaded process, the process's).
+    pub comm: Vec<u8>,
+}
+
 /// A traced thread ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskExit {
@@ -146,6 +161,7 @@ pub enum Event {
     ForkCall(ForkCall),
     TaskNew(TaskNew),
     TaskExit(TaskExit),
+    Adopted(Adopted),
     OffCpu(OffCpu),
     Main(MainEntry),
     /// A sample taken on a thread with no traced call open (or whose call was never

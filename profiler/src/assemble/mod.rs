@@ -12,7 +12,9 @@ pub(crate) mod events;
 use std::collections::HashMap;
 
 use crate::{
-    assemble::events::{CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew},
+    assemble::events::{
+        Adopted, CallId, Event, EventSink, ExecAttempt, ForkCall, Inside, MainEntry, OffCpu, ProbedCall, Sample, TaskExit, TaskNew,
+    },
     model::{
         meta::Unjoined,
         names::{Abi, Argv, Family, Killed, Name, TracedSyscall},
@@ -94,6 +96,7 @@ impl Assembler {
             Body::OffCpu { start_ns } => self.off_cpu(h, start_ns, out),
             Body::Main => self.main(h, out),
             Body::Argv(argv) => self.argv(h, argv),
+            Body::Adopted { ppid, comm } => self.adopted(h, ppid, comm, out),
         }
     }
 
@@ -166,6 +169,10 @@ impl Assembler {
 
     fn task_new(&self, h: Head, child_pid: u32, child_tgid: u32, thread: bool, out: &mut impl EventSink) {
         out.event(&Event::TaskNew(TaskNew { ts_ns: h.ts_ns, parent_pid: h.pid, parent_tgid: h.tgid, child_pid, child_tgid, thread }));
+    }
+
+    fn adopted(&self, h: Head, ppid: Option<u32>, comm: Vec<u8>, out: &mut impl EventSink) {
+        out.event(&Event::Adopted(Adopted { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, ppid, comm }));
     }
 
     fn task_exit(&mut self, h: Head, group_dead: bool, out: &mut impl EventSink) {

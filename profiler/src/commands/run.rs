@@ -187,6 +187,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         sampled: attached.sample_hz > 0,
         exact: attached.exact_plan.as_ref(),
         preexisting: &meta.preexisting,
+        launched: meta.launched(),
     };
     let recorder = match &cfg.recording {
         Some(path) => Some(create_recording(path, &meta)?),

@@ -11,6 +11,9 @@ pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 pub(crate) struct TaskLayout {
     pub pid: u64,
     pub tgid: u64,
+    /// `task_struct.real_parent` (an adopted process's parent, `--cgroup`).
+    #[serde(default)]
+    pub real_parent: u64,
     pub min_flt: u64,
     pub maj_flt: u64,
     pub signal: u64,
@@ -40,6 +43,7 @@ impl TaskLayout {
         Ok(Self {
             pid: task("pid")?,
             tgid: task("tgid")?,
+            real_parent: task("real_parent")?,
             min_flt: task("min_flt")?,
             maj_flt: task("maj_flt")?,
             signal: task("signal")?,
@@ -158,7 +162,7 @@ mod tests {
         let layout = TaskLayout::from_btf(&btf).expect("task_struct fields");
         assert!(layout.pid > 0 && layout.tgid == layout.pid + 4, "{layout:?}");
         assert!(layout.min_flt > 0 && layout.maj_flt == layout.min_flt + 8, "{layout:?}");
-        assert!(layout.signal > 0);
+        assert!(layout.signal > 0 && layout.real_parent > 0);
         assert!(layout.bprm_filename > 0);
         assert!(layout.pending_signal > 0 && layout.group_exec_task > 0, "{layout:?}");
         // x86_64: flags, syscall_work, then status.

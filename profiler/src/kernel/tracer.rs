@@ -307,6 +307,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     loader
         .override_global(names::GLOBAL_TASK_PID, &layout.pid, true)
         .override_global(names::GLOBAL_TASK_TGID, &layout.tgid, true)
+        .override_global(names::GLOBAL_TASK_REAL_PARENT, &layout.real_parent, true)
         .override_global(names::GLOBAL_TASK_MIN_FLT, &layout.min_flt, true)
         .override_global(names::GLOBAL_TASK_MAJ_FLT, &layout.maj_flt, true)
         .override_global(names::GLOBAL_TASK_SIGNAL, &layout.signal, true)

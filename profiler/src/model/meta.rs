@@ -335,9 +335,9 @@ pub struct RunMeta {
     pub scope: crate::model::scope::Scope,
     /// The processes that existed when tracing began (read from /proc at attach), so that an
     /// exec attempt or fork-family call of a process started before the trace is charged to
-    /// a program by name. Empty when execprof launched what it traces: every traced process
-    /// then descends from the launched one, and the report takes it as that mode (see
-    /// `analysis::identity`).
+    /// a program by name. Empty when execprof launched what it traces (every traced process
+    /// then descends from the launched one; see `analysis::identity`), and for a `--cgroup`
+    /// that was empty at attach.
     #[serde(default)]
     pub preexisting: Vec<ProcessName>,
     /// `--argv`: the kernel side read each exec attempt's arguments (a recording has them).
@@ -353,6 +353,13 @@ impl RunMeta {
         let exact: Vec<Option<HexBytes>> =
             argv.iter().map(|a| std::str::from_utf8(a.as_ref()).is_err().then(|| HexBytes(a.as_ref().to_vec()))).collect();
         (text, if exact.iter().any(Option::is_some) { exact } else { Vec::new() })
+    }
+
+    /// Whether execprof launched what it traced (the command, or the built-in chain), rather
+    /// than attaching to running processes (`--pid`, `--cgroup`, `--all`). Every recording
+    /// with a process table also says its scope, and those from before scopes were launched.
+    pub fn launched(&self) -> bool {
+        self.scope == crate::model::scope::Scope::Launched
     }
 
     /// The command line's exact bytes, argument by argument.

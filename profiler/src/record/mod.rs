@@ -5,9 +5,9 @@
 //! these records as they came, so a replay runs the same assembler and analysis as a live run.
 use anyhow::{Result, bail};
 use profiler_common::{
-    ArgvRecord, KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord, ProbedCallRecord, RecordHeader, RecordKind,
-    SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, argv_flags, kind, record_flags, task_exit_flags,
-    task_new_flags,
+    AdoptedRecord, ArgvRecord, KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord, ProbedCallRecord, RecordHeader,
+    RecordKind, SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, argv_flags, kind, record_flags,
+    task_exit_flags, task_new_flags,
 };
 
 use crate::model::names::{Abi, Argv, Killed, Name, TracedSyscall};
@@ -75,6 +75,9 @@ pub enum Body {
     Main,
     /// `--argv`: the arguments of the exec the thread enters next.
     Argv(Argv),
+    /// `--cgroup`: the head's process moved into the cgroup after tracing began and is traced
+    /// from this call on; its parent (None when unreadable) and comm as the kernel saw them.
+    Adopted { ppid: Option<u32>, comm: Vec<u8> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +101,7 @@ impl Body {
             Body::OffCpu { .. } => kind::OFF_CPU,
             Body::Main => kind::MAIN,
             Body::Argv(_) => kind::ARGV,
+            Body::Adopted { .. } => kind::ADOPTED,
         }
     }
 
@@ -133,6 +137,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
         kind::OFF_CPU => off_cpu(read(bytes)?),
         kind::MAIN => main(read(bytes)?),
         kind::ARGV => argv(read(bytes)?),
+        kind::ADOPTED => adopted(read(bytes)?),
         other => bail!("unknown record kind {other} ({} bytes): the eBPF object and execprof disagree", bytes.len()),
     };
     Ok(Record { head, body })
@@ -220,6 +225,11 @@ fn argv(r: ArgvRecord) -> Body {
     args.pop();
     args.truncate(r.argc as usize);
     Body::Argv(Argv { args, cut: r.flags & argv_flags::CUT != 0, unreadable: r.flags & argv_flags::UNREADABLE != 0 })
+}
+
+fn adopted(r: AdoptedRecord) -> Body {
+    let len = r.comm.iter().position(|&b| b == 0).unwrap_or(r.comm.len());
+    Body::Adopted { ppid: (r.ppid != 0).then_some(r.ppid), comm: r.comm[..len].to_vec() }
 }
 
 /// The name the kernel read at this record, if it read one here.
@@ -377,6 +387,18 @@ mod tests {
         assert_eq!(decode(&bytes_of(&f)).unwrap().body, Body::TaskNew { child_pid: 2, child_tgid: 2, thread: false });
         let x = TaskExitRecord { header: header(kind::TASK_EXIT, 10, 2, 2), flags: task_exit_flags::GROUP_DEAD, _reserved: 0 };
         assert_eq!(decode(&bytes_of(&x)).unwrap(), Record { head: head(10, 2, 2), body: Body::TaskExit { group_dead: true } });
+    }
+
+    /// The comm up to its NUL (all 16 bytes when it has none); a parent id of 0 is unread.
+    #[test]
+    fn decodes_adopted_records() {
+        let mut r = AdoptedRecord { header: header(kind::ADOPTED, 4, 8, 7), ppid: 6, _reserved: 0, comm: [0xaa; 16] };
+        r.comm[..5].copy_from_slice(b"bash\0");
+        let want = Record { head: head(4, 8, 7), body: Body::Adopted { ppid: Some(6), comm: b"bash".to_vec() } };
+        assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
+        r.comm = *b"runc:[2:INIT]xyz";
+        r.ppid = 0;
+        assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::Adopted { ppid: None, comm: b"runc:[2:INIT]xyz".to_vec() });
     }
 
     /// The NUL-separated arguments up to `len`, `argc` of them, with the kernel's flags.

@@ -44,6 +44,7 @@ pub(super) mod tag {
             TASK_EXIT => B0,              // group_dead
             SAMPLE | PROBED_CALL | OFF_CPU | MAIN => 0,
             ARGV => B0 | B1, // cut, unreadable
+            ADOPTED => B0,   // ppid known
             RESET => B0 | B1,
             _ => return None,
         })
@@ -227,6 +228,17 @@ impl Encoder {
                     buf.extend_from_slice(arg);
                 }
                 tag::ARGV | if a.cut { tag::B0 } else { 0 } | if a.unreadable { tag::B1 } else { 0 }
+            }
+            Body::Adopted { ppid, comm } => {
+                // The parent's id (when known), then the comm's length and bytes.
+                let mut t = tag::ADOPTED;
+                if let Some(p) = ppid {
+                    t |= tag::B0;
+                    put_varint(buf, u64::from(*p));
+                }
+                put_varint(buf, comm.len() as u64);
+                buf.extend_from_slice(comm);
+                t
             }
         }
     }
@@ -426,6 +438,14 @@ impl Decoder {
                     args.push(c.take(len)?.to_vec());
                 }
                 Body::Argv(Argv { args, cut: f & tag::B0 != 0, unreadable: f & tag::B1 != 0 })
+            }
+            tag::ADOPTED => {
+                let ppid = if f & tag::B0 != 0 { Some(c.varint_u32("parent id")?) } else { None };
+                let len = c.varint()?;
+                if len > profiler_common::limits::COMM_LEN as u64 {
+                    return Err(format!("a comm of {len} bytes, more than the kernel's {}", profiler_common::limits::COMM_LEN));
+                }
+                Body::Adopted { ppid, comm: c.take(len)?.to_vec() }
             }
             _ => return Err(format!("unknown record kind {kind}")),
         })

@@ -79,6 +79,13 @@ impl<W: Write> EventLines<W> {
                 self.ppid.remove(&x.tgid);
                 self.comm.remove(&x.tgid);
             }
+            // Named by the kernel when it joined (a process already named keeps its name).
+            Event::Adopted(a) => {
+                if let Some(ppid) = a.ppid {
+                    self.ppid.entry(a.tgid).or_insert(ppid);
+                }
+                self.comm.entry(a.tgid).or_insert_with(|| a.comm.clone());
+            }
             _ => {}
         }
     }
@@ -148,6 +155,22 @@ mod tests {
         assert_eq!(rows[1], "    0.500003      11      10 make             ENOENT     2.50 µs  /m/x\\x0ay");
         assert_eq!(rows[2], "    0.600300      11      10 make             ok          300 µs  /bin/true");
         assert!(rows[3].contains(" true ") && rows[3].contains("EACCES"), "{}", rows[3]);
+    }
+
+    /// `--cgroup` with a process that moved in after attach: its line names the parent and
+    /// comm the kernel saw when it adopted it, and a process whose adoption was lost shows `?`.
+    #[test]
+    fn an_adopted_process_has_its_parent_and_comm() {
+        let mut lines = EventLines::new(Vec::new(), 0, &[], false);
+        lines.event(&crate::analysis::test_support::adopted(20, Some(15), "bash", 100));
+        let mut ok = attempt(20, 1_000, 2_000, 0, None);
+        ok.name.bytes = b"/usr/bin/true".to_vec();
+        lines.event(&Event::Exec(ok));
+        lines.event(&Event::Exec(attempt(21, 3_000, 4_000, -2, None)));
+        let text = String::from_utf8(lines.finish().unwrap()).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows[1], "    0.000002      20      15 bash             ok         1.00 µs  /usr/bin/true");
+        assert!(rows[2].starts_with("    0.000004      21       ? ?                ENOENT"), "{}", rows[2]);
     }
 
     /// With --argv: the file and the arguments as shell words, hostile bytes quoted, and the

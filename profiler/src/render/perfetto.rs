@@ -135,6 +135,11 @@ impl<W: Write> EventSink for TraceWriter<W> {
                     self.after_success.remove(&x.tgid);
                 }
             }
+            Event::Adopted(a) => {
+                self.threads.insert((a.tgid, a.pid));
+                let args = json!({"ppid": a.ppid, "comm": escape_name(&a.comm)});
+                self.instant("adopted (moved into the cgroup)", "fork", a.ts_ns, a.tgid, a.pid, Some(args));
+            }
             Event::OrphanSample(_) | Event::SampleBeforeEnter(_) | Event::OrphanProbedCall(_) => {}
         }
     }

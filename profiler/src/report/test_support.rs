@@ -49,7 +49,13 @@ pub(crate) fn chain_spec(steps: u32, misses: u32) -> ChainSpec {
 /// when `symbols` is given.
 pub(crate) fn report(meta: RunMeta, events: &[Event], symbols: Option<(&[u64], &dyn analysis::attribution::Symbolizer)>) -> RunReport {
     let model = analysis::phases::PhaseModel::builtin().unwrap();
-    let ctx = analysis::AnalysisContext { model: &model, sampled: symbols.is_some(), exact: None, preexisting: &meta.preexisting };
+    let ctx = analysis::AnalysisContext {
+        model: &model,
+        sampled: symbols.is_some(),
+        exact: None,
+        preexisting: &meta.preexisting,
+        launched: meta.launched(),
+    };
     let table =
         symbols.map_or_else(analysis::attribution::SymbolTable::default, |(addrs, s)| analysis::attribution::SymbolTable::build(addrs, s));
     let end = RunEnd {

@@ -3,7 +3,7 @@
 //! a launched tree, the programs table when more than one program besides execprof's own
 //! launcher made attempts (a single program's figures are the outcome table's) and the
 //! searches when some missed; when the run attached to processes that already ran
-//! (`RunMeta::preexisting` not empty: a `--pid`, `--cgroup` or `--all` scope), both always,
+//! (a `--pid`, `--cgroup` or `--all` scope: not `RunMeta::launched`), both always,
 //! since who made the attempts is then the question. Every name was escaped by the analysis.
 use std::fmt::Write as _;
 
@@ -26,7 +26,7 @@ pub(crate) const ROWS_SHOWN: usize = 10;
 /// Whether the run attached to processes that existed before it (any scope but a launched
 /// tree).
 pub(crate) fn attached(r: &RunReport) -> bool {
-    !r.meta.preexisting.is_empty()
+    !r.meta.launched()
 }
 
 /// Up to two of these programs that are not execprof's launcher: whether more than one is.
@@ -220,6 +220,7 @@ mod tests {
         let (table, events) = who_pays();
         let mut meta = test_support::meta(&["sleep", "10"], None);
         meta.preexisting = table;
+        meta.scope = crate::model::scope::Scope::All;
         test_support::report(meta, &events, None)
     }
 

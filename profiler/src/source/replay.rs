@@ -55,8 +55,13 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>, arg
         .into());
     }
     let model = PhaseModel::builtin()?;
-    let ctx =
-        AnalysisContext { model: &model, sampled: meta.sample_hz > 0, exact: meta.exact_plan.as_ref(), preexisting: &meta.preexisting };
+    let ctx = AnalysisContext {
+        model: &model,
+        sampled: meta.sample_hz > 0,
+        exact: meta.exact_plan.as_ref(),
+        preexisting: &meta.preexisting,
+        launched: meta.launched(),
+    };
     let trace = TraceOutput::create(trace, &meta)?;
     let events = crate::pipeline::events_output(events, &meta, argv)?;
     let mut pipeline = RunPipeline::new(ctx, (trace, events), None, None);

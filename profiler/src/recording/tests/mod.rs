@@ -203,6 +203,9 @@ fn edge_records() -> Vec<Record> {
         rec(0, 1, 1, 2, OffCpu { start_ns: u64::MAX }),
         rec(1, 2, 2, 0, Main),
         rec(1, 2, 2, 0, Main),
+        rec(2, 5, 4, 0, Adopted { ppid: Some(1), comm: b"bash".to_vec() }),
+        rec(2, 5, 4, 0, Adopted { ppid: None, comm: Vec::new() }),
+        rec(3, 6, 6, 1, Adopted { ppid: Some(u32::MAX), comm: b"runc:[2:INIT]\xff\n\x00".to_vec() }),
     ]
 }
 

@@ -252,6 +252,7 @@ mod who_pays_side_by_side {
             events.into_iter().filter(|e| !(drop_first_dir && matches!(e, Event::Exec(x) if x.name.bytes == first.as_bytes()))).collect();
         let mut m = meta(&["sleep", "10"], None);
         m.preexisting = table;
+        m.scope = crate::model::scope::Scope::All;
         let mut r = report(m, &events, None);
         r.command_wall_ns = 10_000_000_000;
         r
