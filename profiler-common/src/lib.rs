@@ -416,9 +416,9 @@ pub mod counter {
 /// attempt and fork-family call is folded where it returns into the entry of its
 /// [`AggKey`] (cgroup, calling program, call, outcome) in `AGGREGATES`: a count, the
 /// summed kernel time and page faults, the parent's resident memory for forks, and a
-/// log-linear latency histogram ([`bucket`]). A key that does not fit is folded into the
-/// `OTHER_AGGREGATES` slot of its [`other_slot`] and counted in `AGG_COUNTERS`, so every
-/// attempt is in some entry.
+/// log-linear latency histogram ([`bucket`](aggregate::bucket)). A key that does not fit is
+/// folded into the `OTHER_AGGREGATES` slot of its [`other_slot`](aggregate::other_slot) and
+/// counted in `AGG_COUNTERS`, so every attempt is in some entry.
 pub mod aggregate {
     /// Sub-buckets per power of two: bucket bounds are 2^(i/8) ns, each bucket ≤ 9.05% wide
     /// (Prometheus's native histogram schema 3 has the same factor).
@@ -473,16 +473,16 @@ pub mod aggregate {
         if i + 1 >= BUCKETS { u64::MAX } else { bucket_low_ns(i + 1) }
     }
 
-    /// [`AggKey::call`]: an exec attempt or a fork-family call.
+    /// [`AggKey::call`](crate::AggKey::call): an exec attempt or a fork-family call.
     pub const CALL_EXEC: u16 = 0;
     pub const CALL_FORK: u16 = 1;
 
-    /// [`AggKey::outcome`] values besides an errno (a positive number): 0 is success, and an
+    /// [`AggKey::outcome`](crate::AggKey::outcome) values besides an errno (a positive number): 0 is success, and an
     /// exec whose thread was being killed when it failed is abandoned, whatever its errno.
     pub const OUTCOME_SUCCESS: u16 = 0;
     pub const OUTCOME_ABANDONED: u16 = 0xffff;
 
-    /// Bits of [`AggKey::flags`].
+    /// Bits of [`AggKey::flags`](crate::AggKey::flags).
     pub mod key_flags {
         /// The call was made in the compat ABI (ia32 on x86_64, AArch32 on arm64).
         pub const COMPAT: u16 = 1;
