@@ -126,6 +126,10 @@ pub mod names {
     pub const GLOBAL_MM_RSS_FILE: &str = "MM_RSS_FILE_OFFSET";
     pub const GLOBAL_MM_RSS_ANON: &str = "MM_RSS_ANON_OFFSET";
     pub const GLOBAL_MM_RSS_SHMEM: &str = "MM_RSS_SHMEM_OFFSET";
+    /// The program's path: `file.f_path.dentry`, `dentry.d_parent`, `dentry.d_name.name`.
+    pub const GLOBAL_FILE_DENTRY: &str = "FILE_DENTRY_OFFSET";
+    pub const GLOBAL_DENTRY_PARENT: &str = "DENTRY_PARENT_OFFSET";
+    pub const GLOBAL_DENTRY_NAME: &str = "DENTRY_NAME_OFFSET";
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.
@@ -542,6 +546,18 @@ pub mod aggregate {
         ];
     }
 
+    /// The calling program's path as the kernel reads it when an entry is made: this many
+    /// names, from the file up its directories ...
+    pub const PATH_DEPTH: usize = 6;
+    /// ... each cut to this many bytes with its NUL.
+    pub const PATH_COMPONENT: usize = 48;
+
+    /// Bits of [`ProgramPath::flags`](crate::ProgramPath::flags).
+    pub mod path_flags {
+        /// The walk reached its file system's root: the names are the whole path below it.
+        pub const ROOT_REACHED: u32 = 1;
+    }
+
     /// Default capacities (the agent's flags change them).
     pub const DEFAULT_MAX_SERIES: u32 = 4096;
     pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8192;
@@ -564,6 +580,19 @@ pub struct AggKey {
     /// Bits of [`aggregate::key_flags`].
     pub flags: u16,
     pub _reserved: [u16; 3],
+}
+
+/// A program's path as the kernel found it from its file (`f_path.dentry` up `d_parent`):
+/// the file's name first, then its directories', up to the root of its file system (user
+/// space puts the mount point in front).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramPath {
+    /// Names in use.
+    pub depth: u32,
+    /// Bits of [`aggregate::path_flags`].
+    pub flags: u32,
+    pub names: [[u8; aggregate::PATH_COMPONENT]; aggregate::PATH_DEPTH],
 }
 
 /// An `AGGREGATES` (or `OTHER_AGGREGATES`) value: everything summed since the entry was made.
@@ -589,6 +618,9 @@ pub struct AggValue {
     pub first_tgid: u32,
     pub _reserved: u32,
     pub comm: [u8; 16],
+    /// The calling program's path, read when the entry was made (while the caller's
+    /// executable is still its own: before a successful exec's new image returns).
+    pub path: ProgramPath,
     /// Timed calls per latency bucket ([`aggregate::bucket`]).
     pub buckets: [u64; aggregate::BUCKETS],
 }
@@ -598,6 +630,8 @@ pub struct AggValue {
 #[derive(Clone, Copy, Debug)]
 pub struct InFlight {
     pub start_ns: u64,
+    /// The caller's `mm->exe_file`, to read its path from if this call makes a new entry.
+    pub exe_file: u64,
     pub cgroup_id: u64,
     pub ino: u64,
     pub min_flt: u64,
@@ -891,8 +925,9 @@ const _: () = assert!(core::mem::size_of::<AdoptedRecord>() == 24 + 8 + limits::
 const _: () = assert!(core::mem::size_of::<ArgvRecord>() == 24 + 16 + limits::ARGV_CAP + limits::ARG_CAP);
 const _: () = assert!(limits::ARGV_CAP.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
-const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 7 + 8 + 16 + 8 * aggregate::BUCKETS);
-const _: () = assert!(core::mem::size_of::<InFlight>() == 6 * 8 + 8 + 8 + 16);
+const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH_DEPTH * aggregate::PATH_COMPONENT);
+const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 7 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -915,6 +950,7 @@ mod pod {
     unsafe impl aya::Pod for AggKey {}
     unsafe impl aya::Pod for AggValue {}
     unsafe impl aya::Pod for InFlight {}
+    unsafe impl aya::Pod for ProgramPath {}
 }
 
 #[cfg(test)]

@@ -3,13 +3,15 @@
 //! boundary hooks call [`start`] and [`finish`] instead of sending records when the loader set
 //! `AGGREGATE`; what a call needs between them waits in `IN_FLIGHT`, keyed by thread.
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use profiler_common::{
-    AggKey, AggValue, InFlight,
-    aggregate::{self, CALL_EXEC, CALL_FORK, OUTCOME_ABANDONED, OUTCOME_SUCCESS, agg_counter, key_flags},
+    AggKey, AggValue, InFlight, ProgramPath,
+    aggregate::{
+        self, CALL_EXEC, CALL_FORK, OUTCOME_ABANDONED, OUTCOME_SUCCESS, PATH_COMPONENT, PATH_DEPTH, agg_counter, key_flags, path_flags,
+    },
     record_flags, traced_syscall,
 };
 
@@ -52,6 +54,12 @@ static MM_RSS_FILE_OFFSET: u64 = 0;
 static MM_RSS_ANON_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static MM_RSS_SHMEM_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static FILE_DENTRY_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static DENTRY_PARENT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static DENTRY_NAME_OFFSET: u64 = 0;
 
 /// Whether this load is the agent's (fixed before load: the verifier prunes the other path).
 #[inline(always)]
@@ -80,6 +88,7 @@ pub fn start(pid: u32, tgid: u32, current: u64, syscall: u32, compat: bool) {
     let mm: u64 = read(current + global(&TASK_MM_OFFSET));
     let mut f = InFlight {
         start_ns: 0,
+        exe_file: 0,
         cgroup_id: unsafe { bpf_get_current_cgroup_id() },
         ino: 0,
         min_flt: 0,
@@ -96,6 +105,7 @@ pub fn start(pid: u32, tgid: u32, current: u64, syscall: u32, compat: bool) {
     if mm == 0 || exe_file == 0 || inode == 0 {
         f.flags |= key_flags::NO_PROGRAM;
     } else {
+        f.exe_file = exe_file;
         f.ino = read(inode + global(&INODE_INO_OFFSET));
         f.dev = read(read::<u64>(inode + global(&INODE_SB_OFFSET)) + global(&SB_DEV_OFFSET));
     }
@@ -164,9 +174,46 @@ fn new_entry(key: &AggKey, f: &InFlight) -> Option<*mut AggValue> {
     unsafe {
         (*template).first_tgid = f.tgid;
         (*template).comm = f.comm;
+        program_path(&mut (*template).path, f.exe_file);
         let _ = AGGREGATES.insert(key, &*template, aya_ebpf::bindings::BPF_NOEXIST as u64);
     }
     AGGREGATES.get_ptr_mut(key)
+}
+
+/// The path of the program whose file is `exe_file`, read up its dentries. At the return of
+/// a successful exec the caller's old file is still open: its last reference is dropped on
+/// the way back to user space, after the boundary hooks.
+#[inline(always)]
+fn program_path(out: &mut ProgramPath, exe_file: u64) {
+    out.depth = 0;
+    out.flags = 0;
+    if exe_file == 0 {
+        return;
+    }
+    let mut dentry: u64 = read(exe_file + global(&FILE_DENTRY_OFFSET));
+    let mut i = 0;
+    while i < PATH_DEPTH {
+        if dentry == 0 {
+            return;
+        }
+        let parent: u64 = read(dentry + global(&DENTRY_PARENT_OFFSET));
+        if parent == dentry {
+            // The file system's root: its name ("/") is not a component.
+            out.flags |= path_flags::ROOT_REACHED;
+            return;
+        }
+        let name: u64 = read(dentry + global(&DENTRY_NAME_OFFSET));
+        let n = unsafe { generated::bpf_probe_read_kernel_str(out.names[i].as_mut_ptr().cast(), PATH_COMPONENT as u32, name as *const _) };
+        if n <= 0 {
+            return;
+        }
+        out.depth = i as u32 + 1;
+        dentry = parent;
+        i += 1;
+    }
+    if read::<u64>(dentry + global(&DENTRY_PARENT_OFFSET)) == dentry {
+        out.flags |= path_flags::ROOT_REACHED;
+    }
 }
 
 #[inline(always)]

@@ -126,10 +126,10 @@ fn known_answers_per_cgroup_program_and_outcome() {
     sh_in(None, &script);
     sh_in(Some(&cg.path), &script);
     let v = stop_agent(agent, &json);
-    // The shell's path while a process runs it at the agent's next read; a caller gone by
-    // then (this shell ends at once) is named by its comm.
+    // The shell's path, read by the kernel from its file: the shell is gone by the agent's
+    // next read.
     let sh = sh_path();
-    let mine = |s: &Value| s["cgroup"] == cg.shown.as_str() && (s["program"] == sh.as_str() || s["program"] == "comm:sh");
+    let mine = |s: &Value| s["cgroup"] == cg.shown.as_str() && s["program"] == sh.as_str();
     assert_eq!(count(&v, |s| mine(s) && s["call"] == "exec" && s["outcome"] == "ENOENT"), n, "{}", v["series"]);
     assert_eq!(count(&v, |s| mine(s) && s["call"] == "exec" && s["outcome"] == "success"), m, "{}", v["series"]);
     assert_eq!(count(&v, |s| mine(s) && s["call"] == "fork" && s["outcome"] == "success"), n + m, "{}", v["series"]);
@@ -175,6 +175,9 @@ fn a_full_map_folds_into_other_and_counts_it() {
     let folded = v["losses"]["exec_folded_in_kernel"].as_u64().unwrap() + v["losses"]["fork_folded_in_kernel"].as_u64().unwrap();
     let in_other = count(&v, |s| s["program"] == "other");
     assert!(folded > 0, "nothing folded with 4 series: {}", v["losses"]);
+    // The copies that got a series of their own are named by their paths.
+    let named = count(&v, |s| s["program"].as_str().is_some_and(|p| p.starts_with(&format!("{}/p", bin.display()))));
+    assert!(named > 0, "{}", v["series"]);
     assert_eq!(in_other, folded, "what is in other is what was counted as folded");
     // Every exec and fork is in some series: the shell's fork and exec of each copy, and the
     // copy's exec of /bin/true.

@@ -72,6 +72,10 @@ pub(crate) struct AgentLayout {
     /// `[file, anon, shmem]` counters inside `mm_struct`; all 0 when not found (the agent
     /// then reports no parent sizes).
     pub rss: [u64; 3],
+    /// `file.f_path.dentry`, `dentry.d_parent`, `dentry.d_name.name`: the program's path.
+    pub file_dentry: u64,
+    pub dentry_parent: u64,
+    pub dentry_name: u64,
 }
 
 impl AgentLayout {
@@ -91,6 +95,9 @@ impl AgentLayout {
             inode_sb: member_offset(btf, "inode", "i_sb")?,
             sb_dev: member_offset(btf, "super_block", "s_dev")?,
             rss: rss_counters(btf).unwrap_or_default(),
+            file_dentry: member_offset(btf, "file", "f_path")? + member_offset(btf, "path", "dentry")?,
+            dentry_parent: member_offset(btf, "dentry", "d_parent")?,
+            dentry_name: member_offset(btf, "dentry", "d_name")? + member_offset(btf, "qstr", "name")?,
         })
     }
 }
@@ -177,6 +184,7 @@ mod tests {
         let layout = AgentLayout::from_btf(&btf).expect("the agent's fields");
         assert!(layout.task_mm > 0 && layout.mm_exe_file > 0 && layout.file_inode > 0, "{layout:?}");
         assert!(layout.inode_ino > 0 && layout.inode_sb > 0, "{layout:?}");
+        assert!(layout.file_dentry > 0 && layout.dentry_parent > 0 && layout.dentry_name > layout.dentry_parent, "{layout:?}");
         let [file, anon, shmem] = layout.rss;
         assert!(file > 0 && anon > file && shmem > anon, "{layout:?}");
     }

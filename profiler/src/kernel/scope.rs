@@ -82,7 +82,7 @@ pub(crate) fn cgroup2_mount() -> Result<PathBuf> {
 }
 
 /// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape_mount(s: &str) -> String {
+pub(crate) fn unescape_mount(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

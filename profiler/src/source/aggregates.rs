@@ -11,8 +11,8 @@ use std::{
 
 use anyhow::Result;
 use profiler_common::{
-    AggKey, AggValue,
-    aggregate::{agg_counter, key_flags},
+    AggKey, AggValue, ProgramPath,
+    aggregate::{PATH_DEPTH, agg_counter, key_flags, path_flags},
 };
 
 use crate::{
@@ -120,11 +120,12 @@ struct Names {
     /// When the cgroup tree was last walked.
     walked: Option<Instant>,
     programs: HashMap<(u32, u64), String>,
+    mounts: Mounts,
 }
 
 impl Names {
     fn new(cgroup_mount: Option<PathBuf>) -> Self {
-        Self { cgroup_mount, cgroups: HashMap::new(), walked: None, programs: HashMap::new() }
+        Self { cgroup_mount, cgroups: HashMap::new(), walked: None, programs: HashMap::new(), mounts: Mounts::default() }
     }
 
     fn series(&mut self, key: &AggKey, value: &AggValue) -> SeriesKey {
@@ -177,41 +178,27 @@ impl Names {
         self.cgroup_mount.is_some() && self.walked.is_some() && !self.cgroups.contains_key(&id)
     }
 
-    /// Finds the paths of the programs of `entries` not named yet: from the process that made
-    /// each entry while it still runs that program (its `/proc/PID/exe` is the same file),
-    /// else from any process running it (one walk of `/proc` for all of them). A program
-    /// found nowhere is named by the comm of the entry's first caller, `comm:NAME`, and keeps
-    /// that name, so a series keeps one name.
+    /// Finds the paths of the programs of `entries` not named yet: the path the kernel read
+    /// from the program's file when the entry was made (below the mount point of its file
+    /// system), else the executable of the process that made the entry if it still runs that
+    /// program. A program found neither way is named by the comm of its first caller,
+    /// `comm:NAME`, and keeps that name, so a series keeps one name.
     fn learn_programs(&mut self, entries: &[(AggKey, &AggValue)]) {
-        let mut missing = std::collections::HashSet::new();
         for (key, value) in entries {
             let id = (key.dev, key.ino);
             if key.flags & key_flags::NO_PROGRAM != 0 || self.programs.contains_key(&id) {
                 continue;
             }
-            match exe_of(value.first_tgid) {
-                Some((dev, ino, path)) if (dev, ino) == (user_dev(key.dev), key.ino) => {
-                    self.programs.insert(id, path);
-                }
-                _ => {
-                    missing.insert(id);
-                }
-            }
-        }
-        if missing.is_empty() {
-            return;
-        }
-        let Ok(dir) = std::fs::read_dir("/proc") else { return };
-        for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            let Some((dev, ino, path)) = exe_of(pid) else { continue };
-            let found = missing.iter().find(|(kdev, kino)| (user_dev(*kdev), *kino) == (dev, ino)).copied();
-            if let Some(id) = found {
-                missing.remove(&id);
+            let from_kernel = kernel_path(&value.path).map(|p| match p {
+                KernelPath::Whole(below) => format!("{}{below}", self.mounts.point(user_dev(key.dev))),
+                KernelPath::Tail(tail) => tail,
+            });
+            let from_proc = || match exe_of(value.first_tgid) {
+                Some((dev, ino, path)) if (dev, ino) == (user_dev(key.dev), key.ino) => Some(path),
+                _ => None,
+            };
+            if let Some(path) = from_kernel.or_else(from_proc) {
                 self.programs.insert(id, path);
-                if missing.is_empty() {
-                    break;
-                }
             }
         }
     }
@@ -243,6 +230,68 @@ fn exe_of(pid: u32) -> Option<(u64, u64, String)> {
     Some((meta.dev(), meta.ino(), escape_name(path.as_os_str().as_encoded_bytes())))
 }
 
+/// A program path as the kernel read it.
+#[derive(Debug, PartialEq, Eq)]
+enum KernelPath {
+    /// From its file system's root: `/usr/bin/dash` (the mount point goes in front).
+    Whole(String),
+    /// Its last names only, the walk cut before the root: `…/lib/gcc/x86_64/12/cc1`.
+    Tail(String),
+}
+
+/// The path in `p` (names innermost first), escaped; None when the kernel read none.
+fn kernel_path(p: &ProgramPath) -> Option<KernelPath> {
+    let depth = (p.depth as usize).min(PATH_DEPTH);
+    if depth == 0 {
+        return None;
+    }
+    let mut path = String::new();
+    for name in p.names[..depth].iter().rev() {
+        let len = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        path.push('/');
+        path.push_str(&escape_name(&name[..len]));
+    }
+    Some(if p.flags & path_flags::ROOT_REACHED != 0 { KernelPath::Whole(path) } else { KernelPath::Tail(format!("…{path}")) })
+}
+
+/// Where each file system is mounted (its root, `/proc/self/mountinfo`), by device.
+#[derive(Default)]
+struct Mounts {
+    points: HashMap<u64, String>,
+    read: Option<Instant>,
+}
+
+impl Mounts {
+    /// The mount point of the file system on `dev` ("" for `/`), read again on a miss at
+    /// most once a second; `DEV:` (major:minor) when it is not mounted with its root anywhere.
+    fn point(&mut self, dev: u64) -> String {
+        if !self.points.contains_key(&dev) && self.read.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            self.read = Some(Instant::now());
+            self.points = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
+        }
+        match self.points.get(&dev) {
+            Some(p) => p.clone(),
+            None => format!("{}:{}:", libc::major(dev), libc::minor(dev)),
+        }
+    }
+}
+
+/// Mount points of file systems mounted with their root, by device; the first one listed.
+fn parse_mountinfo(text: &str) -> HashMap<u64, String> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(devno), Some(root), Some(point)) = (f.get(2), f.get(3), f.get(4)) else { continue };
+        let Some((major, minor)) = devno.split_once(':') else { continue };
+        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
+        if *root == "/" {
+            let point = if *point == "/" { String::new() } else { crate::kernel::scope::unescape_mount(point) };
+            out.entry(libc::makedev(major, minor)).or_insert(point);
+        }
+    }
+    out
+}
+
 /// A kernel `dev_t` (`MKDEV`: major << 20 | minor) as `stat` gives it.
 fn user_dev(kernel_dev: u32) -> u64 {
     libc::makedev(kernel_dev >> 20, kernel_dev & 0xf_ffff)
@@ -260,6 +309,38 @@ mod tests {
         let me = std::fs::metadata("/proc/self/exe").unwrap();
         let (major, minor) = (libc::major(me.dev()), libc::minor(me.dev()));
         assert_eq!(user_dev(major << 20 | minor), me.dev());
+    }
+
+    fn path_of(names: &[&str], flags: u32) -> ProgramPath {
+        let mut p = ProgramPath { depth: names.len() as u32, flags, names: [[0; profiler_common::aggregate::PATH_COMPONENT]; PATH_DEPTH] };
+        for (slot, name) in p.names.iter_mut().zip(names) {
+            slot[..name.len()].copy_from_slice(name.as_bytes());
+        }
+        p
+    }
+
+    #[test]
+    fn kernel_paths_read_from_the_root_down() {
+        assert_eq!(
+            kernel_path(&path_of(&["dash", "bin", "usr"], path_flags::ROOT_REACHED)),
+            Some(KernelPath::Whole("/usr/bin/dash".into()))
+        );
+        assert_eq!(
+            kernel_path(&path_of(&["cc1", "12", "x86_64", "gcc", "lib", "usr"], 0)),
+            Some(KernelPath::Tail("…/usr/lib/gcc/x86_64/12/cc1".into()))
+        );
+        assert_eq!(kernel_path(&path_of(&[], 0)), None);
+        // A hostile name is escaped.
+        assert_eq!(kernel_path(&path_of(&["a\x1b[2Jb"], path_flags::ROOT_REACHED)), Some(KernelPath::Whole("/a\\x1b[2Jb".into())));
+    }
+
+    #[test]
+    fn mount_points_come_from_mountinfo() {
+        let text = "22 1 254:0 / / rw - ext4 /dev/vda rw\n30 22 0:25 / /sys/fs/cgroup/unified rw - cgroup2 none rw\n31 22 254:0 /srv /mnt/srv rw - ext4 /dev/vda rw\n32 22 8:1 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m[&libc::makedev(254, 0)], "");
+        assert_eq!(m[&libc::makedev(8, 1)], "/mnt/with space");
+        assert_eq!(m.len(), 3, "a bind mount of a subdirectory is not a file system's root");
     }
 
     #[test]
