@@ -225,3 +225,66 @@ fn bad_agent_options_are_usage_errors() {
     let out = run(&["--all", "--pid", "1"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A shell in `cgroup` exec'ing /bin/true in a loop until killed.
+fn busy_caller(cgroup: &Path) -> Child {
+    let script = format!("echo $$ > {}/cgroup.procs; while :; do /bin/true; done", cgroup.display());
+    Command::new("/bin/sh").arg("-c").arg(script).spawn().unwrap()
+}
+
+fn tmux(socket: &str, args: &[&str]) -> std::process::Output {
+    Command::new("tmux").args(["-L", socket, "-f", "/dev/null"]).args(args).output().expect("tmux (cargo xtask setup installs it)")
+}
+
+/// Waits until the pane shows what `want` accepts; returns the screen.
+fn screen_until(socket: &str, want: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let screen = String::from_utf8_lossy(&tmux(socket, &["capture-pane", "-p", "-t", "top"]).stdout).into_owned();
+        if want(&screen) {
+            return screen;
+        }
+        assert!(Instant::now() < deadline, "the screen never showed what was expected:\n{screen}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `top --once` prints one 80-column frame with the busy caller's row; `top` in a terminal
+/// (tmux, 80×24) shows it too, switches to cgroups on `c`, and ends on `q`.
+#[test]
+#[ignore = "needs root"]
+fn top_shows_the_callers_row_once_and_in_a_terminal() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "top");
+    let mut caller = busy_caller(&cg.path);
+    let sh = sh_path();
+    let once =
+        Command::new(env!("CARGO_BIN_EXE_execprof")).args(["top", "--once", "--cgroup", cg.path.to_str().unwrap()]).output().unwrap();
+    let frame = String::from_utf8_lossy(&once.stdout).into_owned();
+    assert!(once.status.success(), "{}", String::from_utf8_lossy(&once.stderr));
+    assert!(frame.lines().all(|l| l.chars().count() <= 80), "{frame}");
+    let row = frame.lines().find(|l| l.starts_with(&sh)).unwrap_or_else(|| panic!("no row for {sh}:\n{frame}"));
+    let execs: u64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(execs > 0, "{row}");
+
+    let socket = format!("execprof-top-{}", std::process::id());
+    let command = format!("{} top --cgroup {}", env!("CARGO_BIN_EXE_execprof"), cg.path.display());
+    let started = tmux(&socket, &["new-session", "-d", "-s", "top", "-x", "80", "-y", "24", &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let screen = screen_until(&socket, |s| s.lines().any(|l| l.starts_with(&sh)));
+    assert!(screen.contains("PROGRAM") && screen.contains("q quit"), "{screen}");
+    tmux(&socket, &["send-keys", "-t", "top", "c"]);
+    let screen = screen_until(&socket, |s| s.contains("CGROUP"));
+    assert!(screen.lines().any(|l| l.starts_with(&cg.shown) || l.starts_with('…')), "{screen}");
+    tmux(&socket, &["send-keys", "-t", "top", "q"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tmux(&socket, &["has-session", "-t", "top"]).status.success() {
+        assert!(Instant::now() < deadline, "top did not end on q");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux(&socket, &["kill-server"]);
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+}

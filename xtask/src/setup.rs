@@ -37,6 +37,8 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "libelf-dev",
     "dwarves",
     "bc",
+    // `execprof top`'s test runs it in a terminal.
+    "tmux",
 ];
 
 /// What the arm64 cross-build adds (`cargo build --target aarch64-unknown-linux-gnu`): the C

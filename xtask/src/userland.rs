@@ -149,6 +149,8 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "libc6-dev",
     "binutils",
     "musl-tools",
+    // `execprof top`'s test runs it in a terminal.
+    "tmux",
 ];
 /// What only an arm64 userland adds: the AArch32 (armhf) cross compiler and its C library.
 const ARM64_PACKAGES: &[&str] = &["gcc-arm-linux-gnueabihf", "libc6-dev-armhf-cross"];

@@ -254,6 +254,74 @@ impl SeriesTable {
     }
 }
 
+/// What `top` groups series by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupBy {
+    /// The calling program.
+    Program,
+    /// The caller's cgroup.
+    Cgroup,
+}
+
+/// A program's or a cgroup's calls, summed over its series.
+#[derive(Clone, Debug, Default)]
+pub struct GroupRow {
+    /// The program's path or the cgroup's.
+    pub name: String,
+    /// Exec attempts, all outcomes.
+    pub attempts: u64,
+    /// Of those, ENOENT: missed PATH candidates, mostly.
+    pub enoent: u64,
+    /// Of those, failed otherwise (abandoned included).
+    pub failed_otherwise: u64,
+    /// Exec attempts' summed latencies, for their time and quantiles.
+    pub exec: Totals,
+    /// Fork-family calls.
+    pub forks: u64,
+    /// Their kernel time, in ns.
+    pub fork_ns: u64,
+    /// The largest parent at a fork-family call, in resident pages.
+    pub rss_pages_max: u64,
+}
+
+impl GroupRow {
+    /// Kernel time of its exec attempts and fork-family calls, in ns.
+    pub fn kernel_ns(&self) -> u64 {
+        self.exec.sum_ns + self.fork_ns
+    }
+}
+
+impl SeriesTable {
+    /// The series summed per program or per cgroup.
+    pub fn groups(&self, by: GroupBy) -> HashMap<String, GroupRow> {
+        let mut out: HashMap<String, GroupRow> = HashMap::new();
+        for (k, t) in &self.series {
+            let name = match by {
+                GroupBy::Program => &k.program,
+                GroupBy::Cgroup => &k.cgroup,
+            };
+            let row = out.entry(name.clone()).or_insert_with(|| GroupRow { name: name.clone(), ..GroupRow::default() });
+            match k.call {
+                Call::Exec => {
+                    row.attempts += t.count;
+                    match k.outcome.as_str() {
+                        "success" => {}
+                        "ENOENT" => row.enoent += t.count,
+                        _ => row.failed_otherwise += t.count,
+                    }
+                    row.exec.add(t);
+                }
+                Call::Fork => {
+                    row.forks += t.count;
+                    row.fork_ns += t.sum_ns;
+                    row.rss_pages_max = row.rss_pages_max.max(t.rss_pages_max);
+                }
+            }
+        }
+        out
+    }
+}
+
 /// The `other` series key of a kernel `OTHER_AGGREGATES` slot.
 pub fn other_series(slot: u32) -> SeriesKey {
     use profiler_common::aggregate::*;
@@ -515,6 +583,26 @@ mod tests {
         assert_eq!(sh.failed, vec![("ENOENT".to_owned(), 3)]);
         assert_eq!((sh.fork_calls, sh.fork_parent_rss_pages_mean, sh.fork_parent_rss_pages_max), (1, Some(1000.0), 1000));
         assert_eq!((s.fork_calls.count, s.fork_calls.parent_rss_pages_max), (1, 1000));
+    }
+
+    #[test]
+    fn groups_sum_series_per_program_and_per_cgroup() {
+        let mut t = SeriesTable::new(100);
+        t.add(key("/bin/sh", Call::Exec, "success"), &totals(&[100_000]));
+        t.add(key("/bin/sh", Call::Exec, "ENOENT"), &totals(&[10_000, 10_000]));
+        t.add(key("/bin/sh", Call::Exec, "EACCES"), &totals(&[5_000]));
+        let mut fork = totals(&[50_000]);
+        fork.rss_pages_max = 300;
+        t.add(key("/bin/sh", Call::Fork, "success"), &fork);
+        t.add(SeriesKey { cgroup: "/b".into(), ..key("/bin/make", Call::Exec, "success") }, &totals(&[1_000]));
+        let programs = t.groups(GroupBy::Program);
+        let sh = &programs["/bin/sh"];
+        assert_eq!((sh.attempts, sh.enoent, sh.failed_otherwise, sh.forks, sh.rss_pages_max), (4, 2, 1, 1, 300));
+        assert_eq!(sh.kernel_ns(), 175_000);
+        assert_eq!(sh.exec.latency().unwrap().count, 4);
+        let cgroups = t.groups(GroupBy::Cgroup);
+        assert_eq!(cgroups["/a"].attempts, 4);
+        assert_eq!(cgroups["/b"].attempts, 1);
     }
 
     #[test]

@@ -134,6 +134,11 @@ fn boundary_request(arg: BoundariesArg) -> BoundaryRequest {
     }
 }
 
+/// `execprof top`'s options, checked.
+pub fn top_config(args: crate::cli::TopArgs, verbose: bool) -> Result<crate::commands::top::TopConfig, Failure> {
+    Ok(crate::commands::top::TopConfig { once: args.once, agent: agent_config(args.agent, verbose)? })
+}
+
 /// `execprof agent`'s options, checked.
 pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate::commands::agent::AgentConfig, Failure> {
     let seconds = |name: &str, v: f64, min: f64| {

@@ -36,6 +36,10 @@ pub enum Command {
     /// histograms, at a cost low enough to leave running. Ends on SIGTERM, Ctrl-C or
     /// --duration.
     Agent(AgentArgs),
+    /// The agent's counts live in the terminal: programs (or cgroups) by the exec kernel time
+    /// they cost in the last second and in all, attempts, PATH misses, failures, p50/p99,
+    /// forks and their parents' size. Keys: s sort, p programs, c cgroups, ↑↓, q quit.
+    Top(TopArgs),
     /// Run the classic exec benchmarks without tracing and print their own timings.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -405,6 +409,17 @@ pub struct AgentArgs {
     /// Which hooks time the calls (as `run --boundaries`).
     #[arg(long, value_enum, default_value_t = BoundariesArg::Auto)]
     pub boundaries: BoundariesArg,
+}
+
+/// Options of `top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// The agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// Print one frame after one interval, as text, and exit (for scripts).
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// Options of `doctor`.

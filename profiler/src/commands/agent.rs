@@ -47,43 +47,70 @@ pub struct AgentConfig {
     pub verbose: bool,
 }
 
+/// The kernel side loaded and attached for the aggregates, and the source that reads them:
+/// what `agent` and `top` share.
+pub(crate) struct AgentSession {
+    pub tracer: Tracer,
+    pub source: AggregateSource,
+    /// The scope as reports name it.
+    pub scope: Scope,
+}
+
+impl AgentSession {
+    /// Checks the options, loads and attaches the aggregating programs for `cfg`'s scope.
+    pub(crate) fn start(cfg: &AgentConfig, command: &str) -> Result<Self> {
+        privileges::require_tracing_privileges(command)?;
+        if let Some(path) = &cfg.json {
+            crate::commands::run::check_output_file(path)?;
+        }
+        let (scope, kernel_scope) = crate::kernel::scope::resolve(&cfg.scope)?;
+        let unsupported = |e: anyhow::Error| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}"));
+        let layout = TaskLayout::from_running_kernel().map_err(unsupported)?;
+        let agent_layout = AgentLayout::from_running_kernel().map_err(unsupported)?;
+        log::debug!("agent layout: {agent_layout:?}");
+        // `--all` needs no process tree: every call is counted where it is made.
+        let probes = if scope == Scope::All { AGENT_PROBES } else { AGENT_TREE_PROBES };
+        let mut tracer = Tracer::load(
+            &layout,
+            probes,
+            &TracerOptions {
+                ring_bytes: 0,
+                verbose: cfg.verbose,
+                scope: kernel_scope.clone(),
+                argv: false,
+                boundaries: cfg.boundaries,
+                attached_scope: true,
+                agent: Some(AgentKernelOptions { layout: agent_layout, max_series: cfg.max_series, max_in_flight: cfg.max_in_flight }),
+            },
+        )
+        .map_err(unsupported)?;
+        for w in &tracer.attach.warnings {
+            eprintln!("execprof: warning: {w}");
+        }
+        let seeded = crate::commands::run::seed(&mut tracer, &scope, &kernel_scope);
+        if matches!(scope, Scope::Pids { .. }) && seeded.is_empty() {
+            return Err(Failure::usage("--pid: every process given exited before it could be counted; nothing to watch").into());
+        }
+        let maps = tracer.take_aggregates(cfg.max_series)?;
+        let mount = crate::kernel::scope::cgroup2_mount().ok();
+        let source = AggregateSource::new(maps, mount, cfg.idle);
+        Ok(Self { tracer, source, scope })
+    }
+
+    /// Whether the watched processes are all gone (`--pid`; never for the other scopes).
+    pub(crate) fn scope_gone(&self) -> bool {
+        matches!(self.scope, Scope::Pids { .. }) && self.tracer.traced_alive() == 0
+    }
+
+    /// The scope and the hooks, for the first line the user sees.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} ({})", self.scope.describe(), boundaries_name(self.tracer.boundaries))
+    }
+}
+
 /// Runs the agent; returns the exit code.
 pub fn agent(cfg: AgentConfig) -> Result<i32> {
-    privileges::require_tracing_privileges("agent")?;
-    if let Some(path) = &cfg.json {
-        crate::commands::run::check_output_file(path)?;
-    }
-    let (scope, kernel_scope) = crate::kernel::scope::resolve(&cfg.scope)?;
-    let unsupported = |e: anyhow::Error| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}"));
-    let layout = TaskLayout::from_running_kernel().map_err(unsupported)?;
-    let agent_layout = AgentLayout::from_running_kernel().map_err(unsupported)?;
-    log::debug!("agent layout: {agent_layout:?}");
-    // `--all` needs no process tree: every call is counted where it is made.
-    let probes = if scope == Scope::All { AGENT_PROBES } else { AGENT_TREE_PROBES };
-    let mut tracer = Tracer::load(
-        &layout,
-        probes,
-        &TracerOptions {
-            ring_bytes: 0,
-            verbose: cfg.verbose,
-            scope: kernel_scope.clone(),
-            argv: false,
-            boundaries: cfg.boundaries,
-            attached_scope: true,
-            agent: Some(AgentKernelOptions { layout: agent_layout, max_series: cfg.max_series, max_in_flight: cfg.max_in_flight }),
-        },
-    )
-    .map_err(unsupported)?;
-    for w in &tracer.attach.warnings {
-        eprintln!("execprof: warning: {w}");
-    }
-    let seeded = crate::commands::run::seed(&mut tracer, &scope, &kernel_scope);
-    if matches!(scope, Scope::Pids { .. }) && seeded.is_empty() {
-        return Err(Failure::usage("--pid: every process given exited before it could be counted; nothing to watch").into());
-    }
-    let maps = tracer.take_aggregates(cfg.max_series)?;
-    let mount = crate::kernel::scope::cgroup2_mount().ok();
-    let mut source = AggregateSource::new(maps, mount, cfg.idle);
+    let AgentSession { tracer, mut source, scope } = AgentSession::start(&cfg, "agent")?;
     let mut totals = SeriesTable::new(cfg.max_totals);
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -94,7 +121,7 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
         cfg.duration.map(|d| format!(" for {} s", d.as_secs_f64())).unwrap_or_default()
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
-    let tree = !matches!(scope, Scope::All | Scope::Cgroup { .. });
+    let tree = matches!(scope, Scope::Pids { .. });
     let mut last = runtime.block_on(watch(&mut source, &mut totals, &cfg, &tracer, tree))?;
     // The last read, after the loop: nothing counted before the end is left out.
     let poll = source.poll(Instant::now())?;

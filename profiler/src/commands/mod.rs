@@ -5,3 +5,4 @@ pub mod doctor;
 pub mod repeat;
 pub mod run;
 pub mod spawn;
+pub mod top;

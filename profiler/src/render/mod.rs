@@ -1,3 +1,5 @@
-//! Streaming exporters written as events arrive.
+//! Streaming exporters written as events arrive, and `top`'s frame.
 pub(crate) mod events;
 pub(crate) mod perfetto;
+#[cfg(feature = "tracer")]
+pub(crate) mod top;

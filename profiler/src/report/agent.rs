@@ -78,6 +78,18 @@ impl AgentLosses {
         }
     }
 
+    /// What is lost, in a few words for a status line; None when nothing is.
+    pub fn summary(&self) -> Option<String> {
+        let folded = self.exec_folded_in_kernel + self.fork_folded_in_kernel + self.folded_in_totals;
+        let untimed = self.not_timed_start_not_seen + self.not_timed_in_flight_full;
+        match (folded, untimed) {
+            (0, 0) => None,
+            (f, 0) => Some(format!("{f} calls in other")),
+            (0, u) => Some(format!("{u} calls not timed")),
+            (f, u) => Some(format!("{f} calls in other, {u} not timed")),
+        }
+    }
+
     fn total(&self) -> u64 {
         self.exec_folded_in_kernel
             + self.fork_folded_in_kernel
