@@ -18,6 +18,7 @@ pub mod names {
     pub const MAP_OTHER_AGGREGATES: &str = "OTHER_AGGREGATES";
     pub const MAP_IN_FLIGHT: &str = "IN_FLIGHT";
     pub const MAP_AGG_COUNTERS: &str = "AGG_COUNTERS";
+    pub const MAP_MISSES: &str = "MISSES";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
@@ -537,12 +538,19 @@ pub mod aggregate {
         /// Calls that returned without their start seen (begun before the agent attached,
         /// or their start was pushed out of `IN_FLIGHT`): counted by their return alone.
         pub const START_NOT_SEEN: u32 = 3;
-        pub const COUNT: u32 = 4;
+        /// ENOENT attempts whose file name did not fit in `MISSES` (full): counted in their
+        /// series, not per missed directory.
+        pub const MISS_FOLDED: u32 = 4;
+        /// ENOENT attempts whose file name could not be read from the caller's memory.
+        pub const MISS_UNREADABLE: u32 = 5;
+        pub const COUNT: u32 = 6;
         pub const NAMES: [&str; COUNT as usize] = [
             "exec attempts folded into other (aggregates full)",
             "fork-family calls folded into other (aggregates full)",
             "calls not timed: in-flight table full",
             "calls not timed: start not seen",
+            "ENOENT attempts not per file (misses map full)",
+            "ENOENT attempts not per file (name unreadable)",
         ];
     }
 
@@ -558,8 +566,13 @@ pub mod aggregate {
         pub const ROOT_REACHED: u32 = 1;
     }
 
+    /// Bytes of a missed file's name kept in a `MISSES` key, with its NUL (longer names are
+    /// cut: their directory still shows).
+    pub const MISS_NAME: usize = 128;
+
     /// Default capacities (the agent's flags change them).
     pub const DEFAULT_MAX_SERIES: u32 = 4096;
+    pub const DEFAULT_MAX_MISSES: u32 = 4096;
     pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8192;
 }
 
@@ -623,6 +636,26 @@ pub struct AggValue {
     pub path: ProgramPath,
     /// Timed calls per latency bucket ([`aggregate::bucket`]).
     pub buckets: [u64; aggregate::BUCKETS],
+}
+
+/// A `MISSES` key: an exec attempt that failed with ENOENT, by the caller's cgroup and the
+/// name it tried (user space takes the directory from it: PATH's missed directories).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MissKey {
+    pub cgroup_id: u64,
+    /// The name as the caller passed it, NUL-terminated, zero-filled after.
+    pub name: [u8; aggregate::MISS_NAME],
+}
+
+/// A `MISSES` value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MissValue {
+    /// Attempts.
+    pub count: u64,
+    /// Their kernel time, in ns (0 for attempts not timed).
+    pub sum_ns: u64,
 }
 
 /// An `IN_FLIGHT` value: a call begun by a thread (keyed by its id) and not yet returned.
@@ -925,6 +958,7 @@ const _: () = assert!(core::mem::size_of::<AdoptedRecord>() == 24 + 8 + limits::
 const _: () = assert!(core::mem::size_of::<ArgvRecord>() == 24 + 16 + limits::ARGV_CAP + limits::ARG_CAP);
 const _: () = assert!(limits::ARGV_CAP.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
+const _: () = assert!(core::mem::size_of::<MissKey>() == 8 + aggregate::MISS_NAME);
 const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH_DEPTH * aggregate::PATH_COMPONENT);
 const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 7 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
 const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16);
@@ -951,6 +985,8 @@ mod pod {
     unsafe impl aya::Pod for AggValue {}
     unsafe impl aya::Pod for InFlight {}
     unsafe impl aya::Pod for ProgramPath {}
+    unsafe impl aya::Pod for MissKey {}
+    unsafe impl aya::Pod for MissValue {}
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use profiler_common::{
-    AggKey, AggValue, InFlight, ProgramPath,
+    AggKey, AggValue, InFlight, MissKey, MissValue, ProgramPath,
     aggregate::{
         self, CALL_EXEC, CALL_FORK, OUTCOME_ABANDONED, OUTCOME_SUCCESS, PATH_COMPONENT, PATH_DEPTH, agg_counter, key_flags, path_flags,
     },
@@ -28,7 +28,14 @@ pub static OTHER_AGGREGATES: Array<AggValue> = Array::with_max_entries(aggregate
 pub static IN_FLIGHT: LruHashMap<u32, InFlight> = LruHashMap::with_max_entries(aggregate::DEFAULT_MAX_IN_FLIGHT, 0);
 
 #[map]
+pub static MISSES: HashMap<MissKey, MissValue> = HashMap::with_max_entries(aggregate::DEFAULT_MAX_MISSES, 0);
+
+#[map]
 pub static AGG_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(agg_counter::COUNT, 0);
+
+/// A `MISSES` key being made, per CPU (too large for the stack beside the rest).
+#[map]
+static MISS_KEY: PerCpuArray<MissKey> = PerCpuArray::with_max_entries(1, 0);
 
 /// A new entry's first value, per CPU: its buckets are never written, so they stay zero.
 #[map]
@@ -122,9 +129,10 @@ pub fn start(pid: u32, tgid: u32, current: u64, syscall: u32, compat: bool) {
     }
 }
 
-/// The call on thread `pid` returned `ret` at `now`: folded into its entry.
+/// The call on thread `pid` returned `ret` at `now`: folded into its entry. `missed`: an
+/// ENOENT exec's file name in the caller's memory.
 #[inline(always)]
-pub fn finish(pid: u32, current: u64, syscall: u32, ret: i64, now: u64) {
+pub fn finish(pid: u32, current: u64, syscall: u32, ret: i64, now: u64, missed: Option<u64>) {
     let exec = syscall < traced_syscall::CLONE;
     let call = if exec { CALL_EXEC } else { CALL_FORK };
     // A fork-family call returns the child's id to the parent (the child's own 0 never
@@ -143,6 +151,9 @@ pub fn finish(pid: u32, current: u64, syscall: u32, ret: i64, now: u64) {
         return;
     };
     let _ = IN_FLIGHT.remove(&pid);
+    if let Some(name) = missed {
+        count_miss(f.cgroup_id, name, now.saturating_sub(f.start_ns));
+    }
     let key = AggKey { cgroup_id: f.cgroup_id, ino: f.ino, dev: f.dev, call, outcome, flags: f.flags, _reserved: [0; 3] };
     let faults = task::faults(current).map(|(min, maj)| (min.saturating_sub(f.min_flt), maj.saturating_sub(f.maj_flt)));
     let timing = Timing { ns: now.saturating_sub(f.start_ns), faults, rss_pages: f.rss_pages };
@@ -166,6 +177,45 @@ struct Timing {
     rss_pages: u64,
 }
 
+/// An ENOENT attempt of a caller in `cgroup_id` for the name at `name` (user memory) took
+/// `ns`: counted per name in `MISSES`.
+#[inline(always)]
+fn count_miss(cgroup_id: u64, name: u64, ns: u64) {
+    let Some(key) = MISS_KEY.get_ptr_mut(0) else { return };
+    // SAFETY: this CPU's scratch key; zeroed past the name so equal names hash alike.
+    let key = unsafe { &mut *key };
+    key.cgroup_id = cgroup_id;
+    key.name = [0; aggregate::MISS_NAME];
+    let n = unsafe { generated::bpf_probe_read_user_str(key.name.as_mut_ptr().cast(), aggregate::MISS_NAME as u32, name as *const _) };
+    if n <= 0 {
+        count(agg_counter::MISS_UNREADABLE);
+        return;
+    }
+    let value = match MISSES.get_ptr_mut(&*key) {
+        Some(v) => v,
+        None => {
+            let _ = MISSES.insert(&*key, &MissValue::default(), aggregate_noexist());
+            match MISSES.get_ptr_mut(&*key) {
+                Some(v) => v,
+                None => {
+                    count(agg_counter::MISS_FOLDED);
+                    return;
+                }
+            }
+        }
+    };
+    // SAFETY: a live map value; its fields are added to atomically.
+    unsafe {
+        atomic_add(&raw mut (*value).count, 1);
+        atomic_add(&raw mut (*value).sum_ns, ns);
+    }
+}
+
+#[inline(always)]
+fn aggregate_noexist() -> u64 {
+    aya_ebpf::bindings::BPF_NOEXIST as u64
+}
+
 /// Makes `key`'s entry (another CPU may have made it meanwhile); None when the map is full.
 #[inline(always)]
 fn new_entry(key: &AggKey, f: &InFlight) -> Option<*mut AggValue> {
@@ -175,7 +225,7 @@ fn new_entry(key: &AggKey, f: &InFlight) -> Option<*mut AggValue> {
         (*template).first_tgid = f.tgid;
         (*template).comm = f.comm;
         program_path(&mut (*template).path, f.exe_file);
-        let _ = AGGREGATES.insert(key, &*template, aya_ebpf::bindings::BPF_NOEXIST as u64);
+        let _ = AGGREGATES.insert(key, &*template, aggregate_noexist());
     }
     AGGREGATES.get_ptr_mut(key)
 }

@@ -137,7 +137,9 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
         return;
     }
     if aggregate::on() {
-        aggregate::finish(pid, current, syscall, ret, now);
+        // A missed PATH candidate's name, for the missed directories (ENOENT only).
+        let missed = (exec && ret == -2).then(|| reg(regs, arg_regs(syscall, compat).0, compat));
+        aggregate::finish(pid, current, syscall, ret, now, missed);
         return;
     }
     let enter_lost = maps::leave_call(pid);

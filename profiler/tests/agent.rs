@@ -143,6 +143,12 @@ fn known_answers_per_cgroup_program_and_outcome() {
     assert_eq!(enoent["latency"]["count"], n);
     let (low, high) = (p50["low_ns"].as_f64().unwrap(), p50["high_ns"].as_f64().unwrap());
     assert!(low > 0.0 && (high - low - 1.0) / low <= 0.0906, "{p50}");
+    // The missed directory of the N failures, exactly, and nothing else missed.
+    let missed = v["missed_directories"].as_array().unwrap();
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert_eq!(missed[0]["directory"], "/nonexistent");
+    assert_eq!(missed[0]["misses"], n);
+    assert_eq!(missed[0]["cgroups"][0], cg.shown.as_str());
     // Forks name their parent's size: the shell has resident pages.
     let forks = v["series"].as_array().unwrap().iter().find(|s| mine(s) && s["call"] == "fork").unwrap();
     assert!(forks["parent_rss_pages_max"].as_u64().unwrap() > 0, "{forks}");

@@ -10,7 +10,7 @@ use profiler_common::{
 };
 use serde::Serialize;
 
-use crate::model::names::errno_name;
+use crate::model::names::{errno_name, escape_name};
 
 /// What a series counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -322,6 +322,96 @@ impl SeriesTable {
     }
 }
 
+/// The directory part of a name an exec failed with ENOENT: what PATH searching missed
+/// (`/usr/local/bin` of `/usr/local/bin/gcc`; `.` for a bare name), escaped.
+pub fn missed_directory(name: &[u8]) -> String {
+    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    let name = &name[..end];
+    match name.iter().rposition(|&c| c == b'/') {
+        Some(0) => "/".to_owned(),
+        Some(i) => escape_name(&name[..i]),
+        None => ".".to_owned(),
+    }
+}
+
+/// ENOENT attempts per missed directory (and the caller's cgroup), at most `capacity`
+/// directories; past that, new ones are counted as folded.
+#[derive(Debug)]
+pub struct MissTable {
+    capacity: usize,
+    dirs: HashMap<(String, String), (u64, u64)>,
+    /// Attempts not kept per directory (the table full).
+    pub folded: u64,
+}
+
+/// One missed directory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MissedDirectory {
+    /// The directory (escaped).
+    pub directory: String,
+    /// ENOENT exec attempts for a name in it.
+    pub misses: u64,
+    /// Their kernel time, in ns.
+    pub total_ns: u64,
+    /// The cgroups whose processes missed there.
+    pub cgroups: Vec<String>,
+}
+
+impl MissTable {
+    /// A table of at most `capacity` (cgroup, directory) pairs.
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, dirs: HashMap::new(), folded: 0 }
+    }
+
+    /// Adds `count` misses of `ns` in all to a cgroup's directory.
+    pub fn add(&mut self, cgroup: &str, directory: &str, count: u64, ns: u64) {
+        let key = (cgroup.to_owned(), directory.to_owned());
+        if !self.dirs.contains_key(&key) && self.dirs.len() >= self.capacity {
+            self.folded += count;
+            return;
+        }
+        let e = self.dirs.entry(key).or_default();
+        e.0 += count;
+        e.1 += ns;
+    }
+
+    /// Per missed directory, as `top` rows: its misses are exec attempts that all failed
+    /// with ENOENT (no latency buckets: their time only).
+    pub fn groups(&self) -> HashMap<String, GroupRow> {
+        let mut out: HashMap<String, GroupRow> = HashMap::new();
+        for ((_, dir), (count, ns)) in &self.dirs {
+            let row = out.entry(dir.clone()).or_insert_with(|| GroupRow { name: dir.clone(), ..GroupRow::default() });
+            row.attempts += count;
+            row.enoent += count;
+            row.exec.count += count;
+            row.exec.sum_ns += ns;
+        }
+        out
+    }
+
+    /// The missed directories, most misses first.
+    pub fn directories(&self) -> Vec<MissedDirectory> {
+        let mut by_dir: HashMap<&str, MissedDirectory> = HashMap::new();
+        for ((cgroup, dir), (count, ns)) in &self.dirs {
+            let d = by_dir.entry(dir).or_insert_with(|| MissedDirectory {
+                directory: dir.clone(),
+                misses: 0,
+                total_ns: 0,
+                cgroups: Vec::new(),
+            });
+            d.misses += count;
+            d.total_ns += ns;
+            d.cgroups.push(cgroup.clone());
+        }
+        let mut out: Vec<MissedDirectory> = by_dir.into_values().collect();
+        for d in &mut out {
+            d.cgroups.sort();
+        }
+        out.sort_by(|a, b| b.misses.cmp(&a.misses).then_with(|| a.directory.cmp(&b.directory)));
+        out
+    }
+}
+
 /// The `other` series key of a kernel `OTHER_AGGREGATES` slot.
 pub fn other_series(slot: u32) -> SeriesKey {
     use profiler_common::aggregate::*;
@@ -603,6 +693,23 @@ mod tests {
         let cgroups = t.groups(GroupBy::Cgroup);
         assert_eq!(cgroups["/a"].attempts, 4);
         assert_eq!(cgroups["/b"].attempts, 1);
+    }
+
+    #[test]
+    fn missed_directories_are_the_names_directories() {
+        assert_eq!(missed_directory(b"/usr/local/bin/gcc\0\0\0"), "/usr/local/bin");
+        assert_eq!(missed_directory(b"/gcc"), "/");
+        assert_eq!(missed_directory(b"gcc"), ".");
+        assert_eq!(missed_directory(b"./bin/x\x1b"), "./bin");
+        let mut t = MissTable::new(2);
+        t.add("/a", "/usr/local/bin", 3, 300);
+        t.add("/b", "/usr/local/bin", 1, 100);
+        t.add("/a", "/usr/local/sbin", 5, 50);
+        assert_eq!(t.folded, 5, "a third pair does not fit");
+        let d = t.directories();
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].misses, d[0].total_ns), (4, 400));
+        assert_eq!(d[0].cgroups, ["/a", "/b"]);
     }
 
     #[test]

@@ -155,8 +155,8 @@ pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate:
     } else {
         Scope::All
     };
-    if args.max_series == 0 || args.max_in_flight == 0 || args.max_totals == 0 {
-        return Err(Failure::usage("--max-series, --max-in-flight and --max-totals must be at least 1"));
+    if args.max_series == 0 || args.max_in_flight == 0 || args.max_misses == 0 || args.max_totals == 0 {
+        return Err(Failure::usage("--max-series, --max-in-flight, --max-misses and --max-totals must be at least 1"));
     }
     Ok(crate::commands::agent::AgentConfig {
         scope,
@@ -165,6 +165,7 @@ pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate:
         interval: seconds("interval", args.interval, 0.01)?,
         max_series: args.max_series,
         max_in_flight: args.max_in_flight,
+        max_misses: args.max_misses,
         max_totals: args.max_totals,
         idle: seconds("idle", args.idle, 0.0)?,
         boundaries: boundary_request(args.boundaries),

@@ -398,6 +398,9 @@ pub struct AgentArgs {
     /// Calls in flight (begun, not returned) the kernel can time at once.
     #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: u32,
+    /// Missed names (ENOENT attempts: PATH's missed directories) the kernel keeps per cgroup.
+    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_MISSES)]
+    pub max_misses: u32,
     /// Series the agent keeps in its own totals (the kernel's entries are emptied into them);
     /// past that, new series are folded into `other`.
     #[arg(long, value_name = "N", default_value_t = 65_536)]

@@ -8,7 +8,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::aggregates::SeriesTable,
+    analysis::aggregates::{MissTable, SeriesTable},
     kernel::{
         layout::{AgentLayout, TaskLayout},
         privileges,
@@ -20,7 +20,7 @@ use crate::{
         scope::Scope,
     },
     report::agent::{AgentLosses, AgentReport, Capacities},
-    source::aggregates::AggregateSource,
+    source::aggregates::{AggregateSource, Poll},
 };
 
 /// Everything `execprof agent` needs, from its command line.
@@ -37,6 +37,8 @@ pub struct AgentConfig {
     pub max_series: u32,
     /// Capacity of the kernel's in-flight map.
     pub max_in_flight: u32,
+    /// Capacity of the kernel's map of missed names (ENOENT attempts).
+    pub max_misses: u32,
     /// Series the agent keeps in its own totals.
     pub max_totals: usize,
     /// How long a kernel entry may stay unchanged before it is removed (after its last read).
@@ -80,7 +82,12 @@ impl AgentSession {
                 argv: false,
                 boundaries: cfg.boundaries,
                 attached_scope: true,
-                agent: Some(AgentKernelOptions { layout: agent_layout, max_series: cfg.max_series, max_in_flight: cfg.max_in_flight }),
+                agent: Some(AgentKernelOptions {
+                    layout: agent_layout,
+                    max_series: cfg.max_series,
+                    max_in_flight: cfg.max_in_flight,
+                    max_misses: cfg.max_misses,
+                }),
             },
         )
         .map_err(unsupported)?;
@@ -112,6 +119,7 @@ impl AgentSession {
 pub fn agent(cfg: AgentConfig) -> Result<i32> {
     let AgentSession { tracer, mut source, scope } = AgentSession::start(&cfg, "agent")?;
     let mut totals = SeriesTable::new(cfg.max_totals);
+    let mut misses = MissTable::new(cfg.max_totals);
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     eprintln!(
@@ -122,12 +130,10 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
     let tree = matches!(scope, Scope::Pids { .. });
-    let mut last = runtime.block_on(watch(&mut source, &mut totals, &cfg, &tracer, tree))?;
+    let mut last = runtime.block_on(watch(&mut source, (&mut totals, &mut misses), &cfg, &tracer, tree))?;
     // The last read, after the loop: nothing counted before the end is left out.
     let poll = source.poll(Instant::now())?;
-    for (key, delta) in &poll.deltas {
-        totals.add(key.clone(), delta);
-    }
+    fold(&poll, &mut totals, &mut misses);
     last.counters = poll.counters;
     last.entries = poll.entries;
     last.removed += poll.removed;
@@ -143,7 +149,7 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
             series_in_kernel: last.entries,
             series_removed: last.removed,
         },
-        &totals,
+        (&totals, &misses),
         AgentLosses::new(&last.counters, totals.folded),
     );
     print!("{}", crate::report::agent::render(&report));
@@ -155,6 +161,16 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     Ok(0)
 }
 
+/// A poll's deltas into the totals.
+pub(crate) fn fold(poll: &Poll, totals: &mut SeriesTable, misses: &mut MissTable) {
+    for (key, delta) in &poll.deltas {
+        totals.add(key.clone(), delta);
+    }
+    for (cgroup, dir, count, ns) in &poll.misses {
+        misses.add(cgroup, dir, *count, *ns);
+    }
+}
+
 /// What the loop leaves for the report.
 struct Last {
     counters: [u64; profiler_common::aggregate::agg_counter::COUNT as usize],
@@ -164,7 +180,13 @@ struct Last {
 
 /// Reads the aggregates every interval until a signal, `--duration`, or (`--pid`) the
 /// processes are gone.
-async fn watch(source: &mut AggregateSource, totals: &mut SeriesTable, cfg: &AgentConfig, tracer: &Tracer, tree: bool) -> Result<Last> {
+async fn watch(
+    source: &mut AggregateSource,
+    (totals, misses): (&mut SeriesTable, &mut MissTable),
+    cfg: &AgentConfig,
+    tracer: &Tracer,
+    tree: bool,
+) -> Result<Last> {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut int, mut term, mut hup) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
     let deadline = cfg.duration.map(|d| tokio::time::Instant::now() + d);
@@ -181,9 +203,7 @@ async fn watch(source: &mut AggregateSource, totals: &mut SeriesTable, cfg: &Age
         tokio::select! {
             _ = tick.tick() => {
                 let poll = source.poll(Instant::now())?;
-                for (key, delta) in &poll.deltas {
-                    totals.add(key.clone(), delta);
-                }
+                fold(&poll, totals, misses);
                 last.counters = poll.counters;
                 last.entries = poll.entries;
                 last.removed += poll.removed;

@@ -10,10 +10,10 @@ use anyhow::{Context as _, Result};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
 use crate::{
-    analysis::aggregates::{GroupBy, SeriesTable},
-    commands::agent::{AgentConfig, AgentSession},
+    analysis::aggregates::{MissTable, SeriesTable},
+    commands::agent::{AgentConfig, AgentSession, fold},
     model::failure::Failure,
-    render::top::{TopModel, TopState, draw, text},
+    render::top::{TopModel, TopState, View, draw, text},
 };
 
 /// Everything `execprof top` needs.
@@ -22,6 +22,25 @@ pub struct TopConfig {
     pub agent: AgentConfig,
     /// Print one frame after one interval and exit.
     pub once: bool,
+}
+
+/// The totals `top` shows, since the start or over the last interval.
+struct Tables {
+    series: SeriesTable,
+    misses: MissTable,
+}
+
+impl Tables {
+    fn new(capacity: usize) -> Self {
+        Self { series: SeriesTable::new(capacity), misses: MissTable::new(capacity) }
+    }
+
+    fn groups(&self, view: View) -> std::collections::HashMap<String, crate::analysis::aggregates::GroupRow> {
+        match view.group_by() {
+            Some(by) => self.series.groups(by),
+            None => self.misses.groups(),
+        }
+    }
 }
 
 /// Set by SIGTERM and SIGHUP: the loop ends and the terminal is restored.
@@ -39,20 +58,20 @@ pub fn top(cfg: TopConfig) -> Result<i32> {
     let mut session = AgentSession::start(&cfg.agent, "top")?;
     let title = session.describe();
     let started = Instant::now();
-    let mut totals = SeriesTable::new(cfg.agent.max_totals);
-    let mut last = SeriesTable::new(cfg.agent.max_totals);
+    let cap = cfg.agent.max_totals;
+    let mut totals = Tables::new(cap);
+    let mut last = Tables::new(cap);
     let mut state = TopState::default();
-    let read = |session: &mut AgentSession, totals: &mut SeriesTable, last: &mut SeriesTable| -> Result<Option<String>> {
+    let read = |session: &mut AgentSession, totals: &mut Tables, last: &mut Tables| -> Result<Option<String>> {
         let poll = session.source.poll(Instant::now())?;
-        *last = SeriesTable::new(cfg.agent.max_totals);
-        for (key, delta) in &poll.deltas {
-            totals.add(key.clone(), delta);
-            last.add(key.clone(), delta);
-        }
-        let losses = crate::report::agent::AgentLosses::new(&poll.counters, totals.folded);
+        *last = Tables::new(cap);
+        fold(&poll, &mut totals.series, &mut totals.misses);
+        fold(&poll, &mut last.series, &mut last.misses);
+        let mut losses = crate::report::agent::AgentLosses::new(&poll.counters, totals.series.folded);
+        losses.misses_not_per_directory += totals.misses.folded;
         Ok(losses.summary())
     };
-    let model = |totals: &SeriesTable, last: &SeriesTable, view: GroupBy, incomplete: Option<String>, interval: Duration| TopModel {
+    let model = |totals: &Tables, last: &Tables, view: View, incomplete: Option<String>, interval: Duration| TopModel {
         title: title.clone(),
         elapsed_s: started.elapsed().as_secs_f64(),
         interval_s: interval.as_secs_f64(),
@@ -91,8 +110,9 @@ pub fn top(cfg: TopConfig) -> Result<i32> {
                     KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
                     KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => return Ok(()),
                     KeyCode::Char('s') => state.sort = state.sort.next(),
-                    KeyCode::Char('p') => state.view = GroupBy::Program,
-                    KeyCode::Char('c') => state.view = GroupBy::Cgroup,
+                    KeyCode::Char('p') => state.view = View::Programs,
+                    KeyCode::Char('c') => state.view = View::Cgroups,
+                    KeyCode::Char('d') => state.view = View::Directories,
                     KeyCode::Down => state.table.select_next(),
                     KeyCode::Up => state.table.select_previous(),
                     _ => {}

@@ -7,7 +7,7 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray},
 };
 use profiler_common::{
-    AggKey, AggValue,
+    AggKey, AggValue, MissKey, MissValue,
     aggregate::{OTHER_SLOTS, agg_counter},
     names,
 };
@@ -21,12 +21,15 @@ pub(crate) struct KernelSnapshot {
     pub other: Vec<AggValue>,
     /// `AGG_COUNTERS`, summed over CPUs.
     pub counters: [u64; agg_counter::COUNT as usize],
+    /// `MISSES`: ENOENT attempts per caller cgroup and name.
+    pub misses: Vec<(MissKey, MissValue)>,
 }
 
 pub(crate) struct AggregateMaps {
     series: HashMap<MapData, AggKey, AggValue>,
     other: Array<MapData, AggValue>,
     counters: PerCpuArray<MapData, u64>,
+    misses: HashMap<MapData, MissKey, MissValue>,
     /// The capacity of `AGGREGATES`, for the agent's own figures.
     pub capacity: u32,
 }
@@ -38,6 +41,7 @@ impl AggregateMaps {
             series: take_map(ebpf, names::MAP_AGGREGATES)?,
             other: take_map(ebpf, names::MAP_OTHER_AGGREGATES)?,
             counters: take_map(ebpf, names::MAP_AGG_COUNTERS)?,
+            misses: take_map(ebpf, names::MAP_MISSES)?,
             capacity,
         })
     }
@@ -61,12 +65,28 @@ impl AggregateMaps {
         for (i, c) in counters.iter_mut().enumerate() {
             *c = self.counters.get(&(i as u32), 0).context("reading the aggregates' counters")?.iter().sum();
         }
-        Ok(KernelSnapshot { entries, other, counters })
+        let mut misses = Vec::new();
+        for key in self.misses.keys() {
+            let key = key.context("walking the misses map")?;
+            match self.misses.get(&key, 0) {
+                Ok(v) => misses.push((key, v)),
+                Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(e) => return Err(e).context("reading a misses entry"),
+            }
+        }
+        Ok(KernelSnapshot { entries, other, counters, misses })
     }
 
     /// Removes an entry that has been read for the last time (gone or idle). A call folded
     /// into it between that read and this removal is lost: entries are removed only after
     /// they stayed unchanged for a while, or their cgroup is gone.
+    /// Removes a `MISSES` entry read for the last time (as [`AggregateMaps::remove`]).
+    pub(crate) fn remove_miss(&mut self, key: &MissKey) {
+        if let Err(e) = self.misses.remove(key) {
+            log::debug!("removing a misses entry: {e}");
+        }
+    }
+
     pub(crate) fn remove(&mut self, key: &AggKey) {
         if let Err(e) = self.series.remove(key) {
             log::debug!("removing an aggregates entry: {e}");

@@ -46,6 +46,7 @@ pub(crate) struct AgentKernelOptions {
     pub layout: crate::kernel::layout::AgentLayout,
     pub max_series: u32,
     pub max_in_flight: u32,
+    pub max_misses: u32,
 }
 
 pub(crate) struct Tracer {
@@ -300,7 +301,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     let aggregate = u64::from(opts.agent.is_some());
     // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
     // sends no records: its ring buffer is one page.
-    let agent = opts.agent.unwrap_or(AgentKernelOptions { layout: Default::default(), max_series: 1, max_in_flight: 1 });
+    let agent = opts.agent.unwrap_or(AgentKernelOptions { layout: Default::default(), max_series: 1, max_in_flight: 1, max_misses: 1 });
     let ring_bytes = if opts.agent.is_some() { page_size() } else { opts.ring_bytes };
     let l = &agent.layout;
     let mut loader = EbpfLoader::new();
@@ -336,6 +337,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_DENTRY_NAME, &l.dentry_name, true)
         .map_max_entries(names::MAP_AGGREGATES, agent.max_series)
         .map_max_entries(names::MAP_IN_FLIGHT, agent.max_in_flight)
+        .map_max_entries(names::MAP_MISSES, agent.max_misses)
         .map_max_entries(names::MAP_EVENTS, ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {

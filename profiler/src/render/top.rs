@@ -47,11 +47,33 @@ impl SortKey {
     }
 }
 
+/// What the rows are (`p`, `c`, `d`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum View {
+    /// Calling programs.
+    Programs,
+    /// Callers' cgroups.
+    Cgroups,
+    /// Directories where exec attempts failed with ENOENT (PATH's misses).
+    Directories,
+}
+
+impl View {
+    /// The series grouping of the view; None for missed directories (not series).
+    pub(crate) fn group_by(self) -> Option<GroupBy> {
+        match self {
+            View::Programs => Some(GroupBy::Program),
+            View::Cgroups => Some(GroupBy::Cgroup),
+            View::Directories => None,
+        }
+    }
+}
+
 /// What the user chose: the grouping, the sort, the selected row.
 #[derive(Clone, Debug)]
 pub(crate) struct TopState {
-    /// Programs or cgroups.
-    pub(crate) view: GroupBy,
+    /// Programs, cgroups or missed directories.
+    pub(crate) view: View,
     /// The sort.
     pub(crate) sort: SortKey,
     /// The selected row.
@@ -60,7 +82,7 @@ pub(crate) struct TopState {
 
 impl Default for TopState {
     fn default() -> Self {
-        Self { view: GroupBy::Program, sort: SortKey::LastTime, table: TableState::default().with_selected(Some(0)) }
+        Self { view: View::Programs, sort: SortKey::LastTime, table: TableState::default().with_selected(Some(0)) }
     }
 }
 
@@ -153,8 +175,9 @@ pub(crate) fn draw(area: Rect, buf: &mut Buffer, model: &TopModel, state: &mut T
             per_s(last_execs),
             per_s(last_forks),
             match state.view {
-                GroupBy::Program => "programs",
-                GroupBy::Cgroup => "cgroups",
+                View::Programs => "programs",
+                View::Cgroups => "cgroups",
+                View::Directories => "missed directories",
             },
             state.sort.name(),
             model.incomplete.as_deref().map(|w| format!("; incomplete: {w}")).unwrap_or_default()
@@ -162,8 +185,9 @@ pub(crate) fn draw(area: Rect, buf: &mut Buffer, model: &TopModel, state: &mut T
     ];
     Paragraph::new(header).render(head, buf);
     let name_title = match state.view {
-        GroupBy::Program => "PROGRAM",
-        GroupBy::Cgroup => "CGROUP",
+        View::Programs => "PROGRAM",
+        View::Cgroups => "CGROUP",
+        View::Directories => "DIRECTORY",
     };
     let titles = [name_title, "LAST", "TOTAL", "EXECS", "MISS", "FAIL", "P50", "P99", "FORKS", "RSS"];
     let header = Row::new(titles.iter().enumerate().map(|(i, t)| Cell::from(right(t, WIDTHS[i] as usize, i > 0))))
@@ -194,7 +218,7 @@ pub(crate) fn draw(area: Rect, buf: &mut Buffer, model: &TopModel, state: &mut T
         state.table.select(Some(rows.len().saturating_sub(1)));
     }
     StatefulWidget::render(table, body, buf, &mut state.table);
-    Paragraph::new("q quit  s sort  p programs  c cgroups  ↑↓ select").render(foot, buf);
+    Paragraph::new("q quit  s sort  p programs  c cgroups  d missed dirs  ↑↓ select").render(foot, buf);
 }
 
 /// `s` padded to `n` columns, right-aligned for figures.

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::{
-    analysis::aggregates::{AgentAnalysis, BucketedLatency, SeriesKey, SeriesTable},
+    analysis::aggregates::{AgentAnalysis, BucketedLatency, MissTable, MissedDirectory, SeriesKey, SeriesTable},
     model::{meta::Boundaries, scope::Scope},
     report::human_ns,
 };
@@ -28,6 +28,9 @@ pub struct AgentReport {
     pub analysis: AgentAnalysis,
     /// Every series with its totals, most calls first.
     pub series: Vec<SeriesRow>,
+    /// ENOENT exec attempts per missed directory (PATH searching), most first: exact, every
+    /// attempt whose name was read (see `losses`).
+    pub missed_directories: Vec<MissedDirectory>,
     /// What did not go where it belonged, counted.
     pub losses: AgentLosses,
     /// False when some call is not in the series of its own program and cgroup (folded into
@@ -63,6 +66,9 @@ pub struct AgentLosses {
     pub not_timed_start_not_seen: u64,
     /// Calls counted without a latency: the in-flight map was full at their start.
     pub not_timed_in_flight_full: u64,
+    /// ENOENT attempts counted in their series but not per missed directory: the misses
+    /// maps were full, or the name was not readable from the caller's memory.
+    pub misses_not_per_directory: u64,
 }
 
 impl AgentLosses {
@@ -75,6 +81,7 @@ impl AgentLosses {
             folded_in_totals,
             not_timed_start_not_seen: counters[START_NOT_SEEN as usize],
             not_timed_in_flight_full: counters[IN_FLIGHT_FULL as usize],
+            misses_not_per_directory: counters[MISS_FOLDED as usize] + counters[MISS_UNREADABLE as usize],
         }
     }
 
@@ -82,12 +89,17 @@ impl AgentLosses {
     pub fn summary(&self) -> Option<String> {
         let folded = self.exec_folded_in_kernel + self.fork_folded_in_kernel + self.folded_in_totals;
         let untimed = self.not_timed_start_not_seen + self.not_timed_in_flight_full;
-        match (folded, untimed) {
-            (0, 0) => None,
-            (f, 0) => Some(format!("{f} calls in other")),
-            (0, u) => Some(format!("{u} calls not timed")),
-            (f, u) => Some(format!("{f} calls in other, {u} not timed")),
+        let mut parts = Vec::new();
+        if folded > 0 {
+            parts.push(format!("{folded} calls in other"));
         }
+        if untimed > 0 {
+            parts.push(format!("{untimed} not timed"));
+        }
+        if self.misses_not_per_directory > 0 {
+            parts.push(format!("{} misses not per directory", self.misses_not_per_directory));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     fn total(&self) -> u64 {
@@ -96,6 +108,7 @@ impl AgentLosses {
             + self.folded_in_totals
             + self.not_timed_start_not_seen
             + self.not_timed_in_flight_full
+            + self.misses_not_per_directory
     }
 }
 
@@ -138,9 +151,10 @@ impl AgentReport {
         started_unix_s: u64,
         duration: std::time::Duration,
         capacities: Capacities,
-        totals: &SeriesTable,
-        losses: AgentLosses,
+        (totals, misses): (&SeriesTable, &MissTable),
+        mut losses: AgentLosses,
     ) -> Self {
+        losses.misses_not_per_directory += misses.folded;
         let mut series: Vec<SeriesRow> = totals
             .iter()
             .map(|(k, t)| SeriesRow {
@@ -165,11 +179,15 @@ impl AgentReport {
             capacities,
             analysis: totals.summary(),
             series,
+            missed_directories: misses.directories(),
             complete: losses.total() == 0,
             losses,
         }
     }
 }
+
+/// Missed directories listed on the terminal (all are in the JSON).
+const MISSED_SHOWN: usize = 10;
 
 /// Callers listed on the terminal (all are in the JSON).
 const CALLERS_SHOWN: usize = 15;
@@ -229,6 +247,15 @@ pub fn render(r: &AgentReport) -> String {
             let _ = writeln!(o, "({} more programs in --json)", a.callers.len() - CALLERS_SHOWN);
         }
     }
+    if !r.missed_directories.is_empty() {
+        let _ = writeln!(o, "\n{:<52} {:>10} {:>14}", "missed directories (ENOENT attempts)", "misses", "kernel time");
+        for d in r.missed_directories.iter().take(MISSED_SHOWN) {
+            let _ = writeln!(o, "{:<52} {:>10} {:>14}", clip_left(&d.directory, 52), d.misses, human_ns(d.total_ns as f64));
+        }
+        if r.missed_directories.len() > MISSED_SHOWN {
+            let _ = writeln!(o, "({} more directories in --json)", r.missed_directories.len() - MISSED_SHOWN);
+        }
+    }
     let l = &r.losses;
     if r.complete {
         let _ = writeln!(o, "\nnothing lost: every call is in its own series, timed");
@@ -240,6 +267,7 @@ pub fn render(r: &AgentReport) -> String {
             (l.folded_in_totals, "calls folded into other in the agent's totals: raise --max-totals"),
             (l.not_timed_start_not_seen, "calls not timed: begun before the agent, or their start lost"),
             (l.not_timed_in_flight_full, "calls not timed: in-flight table full: raise --max-in-flight"),
+            (l.misses_not_per_directory, "ENOENT attempts not per directory: raise --max-misses (or names unreadable)"),
         ] {
             if n > 0 {
                 let _ = writeln!(o, "  {n:>10}  {what}");

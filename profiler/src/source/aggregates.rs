@@ -11,12 +11,12 @@ use std::{
 
 use anyhow::Result;
 use profiler_common::{
-    AggKey, AggValue, ProgramPath,
+    AggKey, AggValue, MissKey, MissValue, ProgramPath,
     aggregate::{PATH_DEPTH, agg_counter, key_flags, path_flags},
 };
 
 use crate::{
-    analysis::aggregates::{SeriesKey, Totals, call_of, other_series, outcome_name},
+    analysis::aggregates::{SeriesKey, Totals, call_of, missed_directory, other_series, outcome_name},
     kernel::aggregates::AggregateMaps,
     model::names::escape_name,
 };
@@ -30,6 +30,16 @@ pub(crate) struct Poll {
     pub entries: usize,
     /// Entries removed by this read (idle, or their cgroup gone).
     pub removed: usize,
+    /// ENOENT attempts since the last poll: (cgroup, missed directory, attempts, ns).
+    pub misses: Vec<(String, String, u64, u64)>,
+}
+
+/// What the source keeps of a `MISSES` entry between reads.
+struct SeenMiss {
+    cgroup: String,
+    directory: String,
+    last: MissValue,
+    changed: Instant,
 }
 
 /// How often the cgroup tree is walked to find removed cgroups (and on a new id, at most once
@@ -47,13 +57,14 @@ pub(crate) struct AggregateSource {
     maps: AggregateMaps,
     names: Names,
     seen: HashMap<AggKey, Seen>,
+    seen_misses: HashMap<MissKey, SeenMiss>,
     other_last: Vec<Totals>,
     idle: Duration,
 }
 
 impl AggregateSource {
     pub(crate) fn new(maps: AggregateMaps, cgroup_mount: Option<PathBuf>, idle: Duration) -> Self {
-        Self { maps, names: Names::new(cgroup_mount), seen: HashMap::new(), other_last: Vec::new(), idle }
+        Self { maps, names: Names::new(cgroup_mount), seen: HashMap::new(), seen_misses: HashMap::new(), other_last: Vec::new(), idle }
     }
 
     pub(crate) fn capacity(&self) -> u32 {
@@ -109,7 +120,51 @@ impl AggregateSource {
             self.maps.remove(key);
             self.seen.remove(key);
         }
-        Ok(Poll { deltas, counters: snapshot.counters, entries: self.seen.len(), removed: gone.len() })
+        let misses = self.poll_misses(&snapshot.misses, now);
+        Ok(Poll { deltas, counters: snapshot.counters, entries: self.seen.len(), removed: gone.len(), misses })
+    }
+
+    /// The growth of each `MISSES` entry, named; idle and gone entries removed after.
+    fn poll_misses(&mut self, entries: &[(MissKey, MissValue)], now: Instant) -> Vec<(String, String, u64, u64)> {
+        let mut out = Vec::new();
+        let mut present = std::collections::HashSet::with_capacity(entries.len());
+        for (key, value) in entries {
+            present.insert(*key);
+            if !self.seen_misses.contains_key(key) {
+                let seen = SeenMiss {
+                    cgroup: self.names.cgroup(key.cgroup_id),
+                    directory: missed_directory(&key.name),
+                    last: MissValue::default(),
+                    changed: now,
+                };
+                self.seen_misses.insert(*key, seen);
+            }
+            let Some(seen) = self.seen_misses.get_mut(key) else { continue };
+            // An entry removed and made anew counts whole.
+            let before = if value.count < seen.last.count { MissValue::default() } else { seen.last };
+            if value.count > before.count {
+                seen.changed = now;
+                out.push((
+                    seen.cgroup.clone(),
+                    seen.directory.clone(),
+                    value.count - before.count,
+                    value.sum_ns.saturating_sub(before.sum_ns),
+                ));
+            }
+            seen.last = *value;
+        }
+        self.seen_misses.retain(|k, _| present.contains(k));
+        let gone: Vec<MissKey> = self
+            .seen_misses
+            .iter()
+            .filter(|(k, s)| now.duration_since(s.changed) >= self.idle || self.names.cgroup_gone(k.cgroup_id))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in &gone {
+            self.maps.remove_miss(key);
+            self.seen_misses.remove(key);
+        }
+        out
     }
 }
 
