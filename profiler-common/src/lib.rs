@@ -19,6 +19,8 @@ pub mod names {
     pub const MAP_IN_FLIGHT: &str = "IN_FLIGHT";
     pub const MAP_AGG_COUNTERS: &str = "AGG_COUNTERS";
     pub const MAP_MISSES: &str = "MISSES";
+    pub const MAP_STACKS: &str = "STACKS";
+    pub const MAP_STACK_COUNTS: &str = "STACK_COUNTS";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
@@ -543,7 +545,13 @@ pub mod aggregate {
         pub const MISS_FOLDED: u32 = 4;
         /// ENOENT attempts whose file name could not be read from the caller's memory.
         pub const MISS_UNREADABLE: u32 = 5;
-        pub const COUNT: u32 = 6;
+        /// cpu-clock samples inside a call that were not kept: more than
+        /// [`SAMPLES_PER_CALL`](super::SAMPLES_PER_CALL) in one call, or no stack id (the
+        /// stack map full).
+        pub const SAMPLES_NOT_KEPT: u32 = 6;
+        /// Samples of a call not counted per stack: `STACK_COUNTS` full.
+        pub const STACK_COUNTS_FULL: u32 = 7;
+        pub const COUNT: u32 = 8;
         pub const NAMES: [&str; COUNT as usize] = [
             "exec attempts folded into other (aggregates full)",
             "fork-family calls folded into other (aggregates full)",
@@ -551,6 +559,8 @@ pub mod aggregate {
             "calls not timed: start not seen",
             "ENOENT attempts not per file (misses map full)",
             "ENOENT attempts not per file (name unreadable)",
+            "samples not kept (too many in one call, or stack map full)",
+            "samples not counted per stack (stack counts full)",
         ];
     }
 
@@ -566,6 +576,10 @@ pub mod aggregate {
         pub const ROOT_REACHED: u32 = 1;
     }
 
+    /// cpu-clock samples one call keeps (their stack ids wait in its `IN_FLIGHT` entry until
+    /// the outcome is known).
+    pub const SAMPLES_PER_CALL: usize = 8;
+
     /// Bytes of a missed file's name kept in a `MISSES` key, with its NUL (longer names are
     /// cut: their directory still shows).
     pub const MISS_NAME: usize = 128;
@@ -573,6 +587,7 @@ pub mod aggregate {
     /// Default capacities (the agent's flags change them).
     pub const DEFAULT_MAX_SERIES: u32 = 4096;
     pub const DEFAULT_MAX_MISSES: u32 = 4096;
+    pub const DEFAULT_MAX_STACKS: u32 = 4096;
     pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8192;
 }
 
@@ -676,6 +691,21 @@ pub struct InFlight {
     pub flags: u16,
     pub _reserved: [u16; 3],
     pub comm: [u8; 16],
+    /// Stack ids (in `STACKS`) of the cpu-clock samples taken inside the call so far.
+    pub stacks: [u32; aggregate::SAMPLES_PER_CALL],
+    pub nr_stacks: u32,
+    pub _reserved2: u32,
+}
+
+/// A `STACK_COUNTS` key: samples of one kernel stack inside calls of one kind and outcome.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StackKey {
+    /// The stack's id in `STACKS`.
+    pub stack_id: u32,
+    /// As in [`AggKey`].
+    pub call: u16,
+    pub outcome: u16,
 }
 
 /// Slots of the doctor's hit counters (`DOCTOR_HITS`), one per attach mechanism tried.
@@ -961,7 +991,8 @@ const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
 const _: () = assert!(core::mem::size_of::<MissKey>() == 8 + aggregate::MISS_NAME);
 const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH_DEPTH * aggregate::PATH_COMPONENT);
 const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 7 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
-const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16 + 4 * aggregate::SAMPLES_PER_CALL + 8);
+const _: () = assert!(core::mem::size_of::<StackKey>() == 8);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -987,6 +1018,7 @@ mod pod {
     unsafe impl aya::Pod for ProgramPath {}
     unsafe impl aya::Pod for MissKey {}
     unsafe impl aya::Pod for MissValue {}
+    unsafe impl aya::Pod for StackKey {}
 }
 
 #[cfg(test)]

@@ -5,10 +5,11 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
     macros::map,
-    maps::{Array, HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, StackTrace},
+    programs::{PerfEventContext, tracing::StackIdContext as _},
 };
 use profiler_common::{
-    AggKey, AggValue, InFlight, MissKey, MissValue, ProgramPath,
+    AggKey, AggValue, InFlight, MissKey, MissValue, ProgramPath, StackKey,
     aggregate::{
         self, CALL_EXEC, CALL_FORK, OUTCOME_ABANDONED, OUTCOME_SUCCESS, PATH_COMPONENT, PATH_DEPTH, agg_counter, key_flags, path_flags,
     },
@@ -29,6 +30,14 @@ pub static IN_FLIGHT: LruHashMap<u32, InFlight> = LruHashMap::with_max_entries(a
 
 #[map]
 pub static MISSES: HashMap<MissKey, MissValue> = HashMap::with_max_entries(aggregate::DEFAULT_MAX_MISSES, 0);
+
+/// Kernel stacks of the samples inside calls, by id.
+#[map]
+pub static STACKS: StackTrace = StackTrace::with_max_entries(aggregate::DEFAULT_MAX_STACKS, 0);
+
+/// Samples per (stack, call, outcome), counted when the call returns.
+#[map]
+pub static STACK_COUNTS: HashMap<StackKey, u64> = HashMap::with_max_entries(aggregate::DEFAULT_MAX_STACKS, 0);
 
 #[map]
 pub static AGG_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(agg_counter::COUNT, 0);
@@ -106,6 +115,9 @@ pub fn start(pid: u32, tgid: u32, current: u64, syscall: u32, compat: bool) {
         flags: if compat { key_flags::COMPAT } else { 0 },
         _reserved: [0; 3],
         comm: bpf_get_current_comm().unwrap_or_default(),
+        stacks: [0; aggregate::SAMPLES_PER_CALL],
+        nr_stacks: 0,
+        _reserved2: 0,
     };
     let exe_file: u64 = read(mm + global(&MM_EXE_FILE_OFFSET));
     let inode: u64 = read(exe_file + global(&FILE_INODE_OFFSET));
@@ -155,6 +167,7 @@ pub fn finish(pid: u32, current: u64, syscall: u32, ret: i64, now: u64, missed: 
         count_miss(f.cgroup_id, name, now.saturating_sub(f.start_ns));
     }
     let key = AggKey { cgroup_id: f.cgroup_id, ino: f.ino, dev: f.dev, call, outcome, flags: f.flags, _reserved: [0; 3] };
+    count_stacks(&f, call, outcome);
     let faults = task::faults(current).map(|(min, maj)| (min.saturating_sub(f.min_flt), maj.saturating_sub(f.maj_flt)));
     let timing = Timing { ns: now.saturating_sub(f.start_ns), faults, rss_pages: f.rss_pages };
     let value = match AGGREGATES.get_ptr_mut(&key) {
@@ -175,6 +188,52 @@ struct Timing {
     ns: u64,
     faults: Option<(u64, u64)>,
     rss_pages: u64,
+}
+
+/// A cpu-clock sample on thread `pid`: kept (its stack's id) in the thread's in-flight call,
+/// if it is in one.
+#[inline(always)]
+pub fn sample(ctx: &PerfEventContext, pid: u32) {
+    let Some(f) = IN_FLIGHT.get_ptr_mut(&pid) else { return };
+    // SAFETY: a live map value; only this thread's samples write its stack list (a sample
+    // runs on the thread's CPU, in its context).
+    let f = unsafe { &mut *f };
+    let n = f.nr_stacks as usize;
+    if n >= aggregate::SAMPLES_PER_CALL {
+        count(agg_counter::SAMPLES_NOT_KEPT);
+        return;
+    }
+    match ctx.get_stackid(&STACKS, 0) {
+        Ok(id) => {
+            f.stacks[n] = id as u32;
+            f.nr_stacks = n as u32 + 1;
+        }
+        Err(_) => count(agg_counter::SAMPLES_NOT_KEPT),
+    }
+}
+
+/// The samples kept in call `f`, counted per stack now that its outcome is known.
+#[inline(always)]
+fn count_stacks(f: &InFlight, call: u16, outcome: u16) {
+    let mut i = 0;
+    while i < aggregate::SAMPLES_PER_CALL {
+        if i >= f.nr_stacks as usize {
+            return;
+        }
+        let key = StackKey { stack_id: f.stacks[i], call, outcome };
+        let slot = match STACK_COUNTS.get_ptr_mut(&key) {
+            Some(v) => Some(v),
+            None => {
+                let _ = STACK_COUNTS.insert(&key, &0, aggregate_noexist());
+                STACK_COUNTS.get_ptr_mut(&key)
+            }
+        };
+        match slot {
+            Some(v) => atomic_add(v, 1),
+            None => count(agg_counter::STACK_COUNTS_FULL),
+        }
+        i += 1;
+    }
 }
 
 /// An ENOENT attempt of a caller in `cgroup_id` for the name at `name` (user memory) took

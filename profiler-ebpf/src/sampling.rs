@@ -13,6 +13,10 @@ use crate::{maps, task};
 #[perf_event]
 pub fn sample_exec_stack(ctx: PerfEventContext) -> u32 {
     let (pid, tgid) = task::current_ids();
+    if crate::aggregate::on() {
+        crate::aggregate::sample(&ctx, pid);
+        return 0;
+    }
     if !maps::is_traced(tgid) || !maps::in_call(pid) {
         return 0;
     }

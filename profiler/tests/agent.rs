@@ -294,3 +294,27 @@ fn top_shows_the_callers_row_once_and_in_a_terminal() {
     caller.kill().unwrap();
     caller.wait().unwrap();
 }
+
+/// Kernel stacks sampled inside exec attempts are counted in the kernel per outcome and
+/// stack, and attributed to phases as `run` attributes them: every sample of the successful
+/// execs is in one of their phases.
+#[test]
+#[ignore = "needs root"]
+fn samples_inside_exec_attempts_are_attributed_per_outcome() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "samples");
+    let json = dir.path().join("agent.json");
+    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "999"], &json);
+    sh_in(Some(&cg.path), "i=0; while [ $i -lt 400 ]; do /bin/true; i=$((i+1)); done");
+    let v = stop_agent(agent, &json);
+    assert_eq!(v["sample_hz"], 999);
+    let outcomes = v["sampled"]["outcomes"].as_array().unwrap_or_else(|| panic!("no sampled section: {}", v["sampled"]));
+    let success = outcomes.iter().find(|o| o["outcome"] == "success").unwrap_or_else(|| panic!("no success samples: {outcomes:?}"));
+    assert_eq!(success["attempts"], 400);
+    let samples = success["samples"].as_u64().unwrap();
+    assert!(samples > 0, "{success}");
+    let in_phases: u64 = success["phases"].as_array().unwrap().iter().map(|p| p["estimate"]["samples"].as_u64().unwrap()).sum();
+    assert_eq!(in_phases, samples, "every sample is in a phase: {success}");
+}

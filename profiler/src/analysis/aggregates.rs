@@ -10,6 +10,7 @@ use profiler_common::{
 };
 use serde::Serialize;
 
+use super::outcome::Outcome;
 use crate::model::names::{errno_name, escape_name};
 
 /// What a series counts.
@@ -320,6 +321,85 @@ impl SeriesTable {
         }
         out
     }
+}
+
+/// Everything the agent keeps: the series, the missed directories and the samples' stacks,
+/// each bounded.
+#[derive(Debug)]
+pub struct AgentTotals {
+    /// Totals per series.
+    pub series: SeriesTable,
+    /// ENOENT attempts per missed directory.
+    pub misses: MissTable,
+    /// Samples inside exec attempts per outcome and stack.
+    pub stacks: super::attribution::SampleTally,
+    stack_capacity: usize,
+    /// Samples of stacks past the capacity, counted as stackless.
+    pub stacks_folded: u64,
+}
+
+impl AgentTotals {
+    /// Totals of at most `capacity` series, missed directories and stacks each.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            series: SeriesTable::new(capacity),
+            misses: MissTable::new(capacity),
+            stacks: Default::default(),
+            stack_capacity: capacity,
+            stacks_folded: 0,
+        }
+    }
+
+    /// `count` samples of `frames` inside calls of `call` that ended with `outcome` (kernel
+    /// values); only exec attempts' are kept.
+    pub fn add_stack(&mut self, call: u16, outcome: u16, frames: &[u64], count: u64) {
+        if call != CALL_EXEC {
+            return;
+        }
+        let frames = if self.stacks.distinct_stacks() >= self.stack_capacity && !self.stacks.has_stack(frames) {
+            self.stacks_folded += count;
+            &[][..]
+        } else {
+            frames
+        };
+        self.stacks.stack(exec_outcome(outcome), frames, count);
+    }
+
+    /// An exec outcome's (attempts, exact mean latency of the timed ones), for the sampled
+    /// attribution's shares.
+    pub fn outcome_stats(&self, outcome: Outcome) -> (u64, f64) {
+        let (mut count, mut timed, mut ns) = (0, 0, 0u64);
+        for (k, t) in self.series.iter() {
+            if k.call == Call::Exec && exec_outcome_named(&k.outcome) == Some(outcome) {
+                count += t.count;
+                timed += t.timed;
+                ns = ns.saturating_add(t.sum_ns);
+            }
+        }
+        (count, if timed > 0 { ns as f64 / timed as f64 } else { 0.0 })
+    }
+}
+
+/// The report's outcome class of a kernel exec outcome.
+pub fn exec_outcome(outcome: u16) -> Outcome {
+    match outcome {
+        OUTCOME_ABANDONED => Outcome::Abandoned,
+        e => Outcome::of(-i64::from(e)),
+    }
+}
+
+/// [`exec_outcome`] of an outcome's name ([`outcome_name`]); None for `other` series' names.
+fn exec_outcome_named(name: &str) -> Option<Outcome> {
+    Some(match name {
+        "success" => Outcome::Success,
+        "abandoned" => Outcome::Abandoned,
+        "ENOENT" => Outcome::Enoent,
+        "EACCES" => Outcome::Eacces,
+        "ENOEXEC" => Outcome::Enoexec,
+        "other errno" => Outcome::Other,
+        n if n.starts_with('E') || n.starts_with("errno ") => Outcome::Other,
+        _ => return None,
+    })
 }
 
 /// The directory part of a name an exec failed with ENOENT: what PATH searching missed
@@ -710,6 +790,21 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].misses, d[0].total_ns), (4, 400));
         assert_eq!(d[0].cgroups, ["/a", "/b"]);
+    }
+
+    #[test]
+    fn stacks_are_kept_per_exec_outcome_and_bounded() {
+        let mut t = AgentTotals::new(2);
+        t.series.add(key("/bin/sh", Call::Exec, "ENOENT"), &totals(&[1_000, 3_000]));
+        t.add_stack(CALL_EXEC, 2, &[1, 2], 5);
+        t.add_stack(CALL_EXEC, 2, &[1, 3], 1);
+        t.add_stack(CALL_EXEC, 2, &[1, 4], 2);
+        t.add_stack(profiler_common::aggregate::CALL_FORK, 0, &[9], 7);
+        assert_eq!(t.stacks_folded, 2, "the third stack is past the capacity");
+        assert_eq!(t.stacks.distinct_stacks(), 3, "two stacks and the stackless one");
+        assert_eq!(t.outcome_stats(Outcome::Enoent), (2, 2_000.0));
+        assert_eq!(exec_outcome(OUTCOME_ABANDONED), Outcome::Abandoned);
+        assert_eq!(exec_outcome(8), Outcome::Enoexec);
     }
 
     #[test]

@@ -259,6 +259,25 @@ impl SampleTally {
         }
     }
 
+    /// `count` samples of one stack inside calls that ended with `outcome`, counted in the
+    /// kernel (the agent's, whose samples carry no timestamps).
+    pub fn stack(&mut self, outcome: Outcome, frames: &[u64], count: u64) {
+        self.samples += count;
+        let next = self.stacks.len();
+        let id = *self.stacks.entry(frames.to_vec()).or_insert(next);
+        *self.per_outcome.entry(outcome).or_default().entry(id).or_default() += count;
+    }
+
+    /// Distinct stacks held (what the memory follows).
+    pub fn distinct_stacks(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Whether this stack is held already.
+    pub fn has_stack(&self, frames: &[u64]) -> bool {
+        self.stacks.contains_key(frames)
+    }
+
     /// A sample no completed call took.
     pub fn orphan(&mut self) {
         self.samples += 1;

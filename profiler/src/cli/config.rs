@@ -166,6 +166,7 @@ pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate:
         max_series: args.max_series,
         max_in_flight: args.max_in_flight,
         max_misses: args.max_misses,
+        sample_hz: args.sample_hz,
         max_totals: args.max_totals,
         idle: seconds("idle", args.idle, 0.0)?,
         boundaries: boundary_request(args.boundaries),

@@ -398,6 +398,10 @@ pub struct AgentArgs {
     /// Calls in flight (begun, not returned) the kernel can time at once.
     #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: u32,
+    /// Kernel-stack sampling rate per CPU inside exec attempts (0 turns it off): where the
+    /// kernel time goes, per outcome, phase and function.
+    #[arg(long, value_name = "HZ", default_value_t = 99)]
+    pub sample_hz: u64,
     /// Missed names (ENOENT attempts: PATH's missed directories) the kernel keeps per cgroup.
     #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_MISSES)]
     pub max_misses: u32,

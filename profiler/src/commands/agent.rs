@@ -8,7 +8,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::aggregates::{MissTable, SeriesTable},
+    analysis::aggregates::AgentTotals,
     kernel::{
         layout::{AgentLayout, TaskLayout},
         privileges,
@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub max_in_flight: u32,
     /// Capacity of the kernel's map of missed names (ENOENT attempts).
     pub max_misses: u32,
+    /// cpu-clock sampling rate per CPU for the kernel stacks inside exec attempts (0: none).
+    pub sample_hz: u64,
     /// Series the agent keeps in its own totals.
     pub max_totals: usize,
     /// How long a kernel entry may stay unchanged before it is removed (after its last read).
@@ -98,6 +100,11 @@ impl AgentSession {
         if matches!(scope, Scope::Pids { .. }) && seeded.is_empty() {
             return Err(Failure::usage("--pid: every process given exited before it could be counted; nothing to watch").into());
         }
+        if cfg.sample_hz > 0 {
+            tracer.start_sampling(cfg.sample_hz).map_err(|e| {
+                Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}; run with --sample-hz 0 to count without kernel stacks"))
+            })?;
+        }
         let maps = tracer.take_aggregates(cfg.max_series)?;
         let mount = crate::kernel::scope::cgroup2_mount().ok();
         let source = AggregateSource::new(maps, mount, cfg.idle);
@@ -118,8 +125,7 @@ impl AgentSession {
 /// Runs the agent; returns the exit code.
 pub fn agent(cfg: AgentConfig) -> Result<i32> {
     let AgentSession { tracer, mut source, scope } = AgentSession::start(&cfg, "agent")?;
-    let mut totals = SeriesTable::new(cfg.max_totals);
-    let mut misses = MissTable::new(cfg.max_totals);
+    let mut totals = AgentTotals::new(cfg.max_totals);
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     eprintln!(
@@ -130,18 +136,16 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
     let tree = matches!(scope, Scope::Pids { .. });
-    let mut last = runtime.block_on(watch(&mut source, (&mut totals, &mut misses), &cfg, &tracer, tree))?;
+    let mut last = runtime.block_on(watch(&mut source, &mut totals, &cfg, &tracer, tree))?;
     // The last read, after the loop: nothing counted before the end is left out.
     let poll = source.poll(Instant::now())?;
-    fold(&poll, &mut totals, &mut misses);
+    fold(&poll, &mut totals);
     last.counters = poll.counters;
     last.entries = poll.entries;
     last.removed += poll.removed;
     let report = AgentReport::new(
-        &scope,
-        tracer.boundaries,
-        started_unix_s,
-        started.elapsed(),
+        (&scope, tracer.boundaries),
+        (started_unix_s, started.elapsed()),
         Capacities {
             max_series: source.capacity(),
             max_in_flight: cfg.max_in_flight,
@@ -149,8 +153,9 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
             series_in_kernel: last.entries,
             series_removed: last.removed,
         },
-        (&totals, &misses),
-        AgentLosses::new(&last.counters, totals.folded),
+        &totals,
+        AgentLosses::new(&last.counters, totals.series.folded),
+        (cfg.sample_hz, sampled(&totals, cfg.sample_hz)?),
     );
     print!("{}", crate::report::agent::render(&report));
     if let Some(path) = &cfg.json {
@@ -161,13 +166,27 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     Ok(0)
 }
 
+/// Where the kernel time goes per exec outcome, from the samples' stacks (None without
+/// sampling): symbolized and attributed to phases and functions as `run` does.
+fn sampled(totals: &AgentTotals, sample_hz: u64) -> Result<Option<crate::analysis::attribution::SampledAttribution>> {
+    if sample_hz == 0 {
+        return Ok(None);
+    }
+    let model = crate::analysis::phases::PhaseModel::builtin()?;
+    let symbols = crate::kernel::symbolize::KernelSymbolizer::new();
+    Ok(Some(totals.stacks.clone().finish(&symbols, &model, |o| totals.outcome_stats(o))))
+}
+
 /// A poll's deltas into the totals.
-pub(crate) fn fold(poll: &Poll, totals: &mut SeriesTable, misses: &mut MissTable) {
+pub(crate) fn fold(poll: &Poll, totals: &mut AgentTotals) {
     for (key, delta) in &poll.deltas {
-        totals.add(key.clone(), delta);
+        totals.series.add(key.clone(), delta);
     }
     for (cgroup, dir, count, ns) in &poll.misses {
-        misses.add(cgroup, dir, *count, *ns);
+        totals.misses.add(cgroup, dir, *count, *ns);
+    }
+    for (call, outcome, frames, count) in &poll.stacks {
+        totals.add_stack(*call, *outcome, frames, *count);
     }
 }
 
@@ -180,13 +199,7 @@ struct Last {
 
 /// Reads the aggregates every interval until a signal, `--duration`, or (`--pid`) the
 /// processes are gone.
-async fn watch(
-    source: &mut AggregateSource,
-    (totals, misses): (&mut SeriesTable, &mut MissTable),
-    cfg: &AgentConfig,
-    tracer: &Tracer,
-    tree: bool,
-) -> Result<Last> {
+async fn watch(source: &mut AggregateSource, totals: &mut AgentTotals, cfg: &AgentConfig, tracer: &Tracer, tree: bool) -> Result<Last> {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut int, mut term, mut hup) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
     let deadline = cfg.duration.map(|d| tokio::time::Instant::now() + d);
@@ -203,7 +216,7 @@ async fn watch(
         tokio::select! {
             _ = tick.tick() => {
                 let poll = source.poll(Instant::now())?;
-                fold(&poll, totals, misses);
+                fold(&poll, totals);
                 last.counters = poll.counters;
                 last.entries = poll.entries;
                 last.removed += poll.removed;

@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
 use crate::{
-    analysis::aggregates::{MissTable, SeriesTable},
+    analysis::aggregates::AgentTotals,
     commands::agent::{AgentConfig, AgentSession, fold},
     model::failure::Failure,
     render::top::{TopModel, TopState, View, draw, text},
@@ -24,22 +24,11 @@ pub struct TopConfig {
     pub once: bool,
 }
 
-/// The totals `top` shows, since the start or over the last interval.
-struct Tables {
-    series: SeriesTable,
-    misses: MissTable,
-}
-
-impl Tables {
-    fn new(capacity: usize) -> Self {
-        Self { series: SeriesTable::new(capacity), misses: MissTable::new(capacity) }
-    }
-
-    fn groups(&self, view: View) -> std::collections::HashMap<String, crate::analysis::aggregates::GroupRow> {
-        match view.group_by() {
-            Some(by) => self.series.groups(by),
-            None => self.misses.groups(),
-        }
+/// The rows of `view` from the totals.
+fn groups(totals: &AgentTotals, view: View) -> std::collections::HashMap<String, crate::analysis::aggregates::GroupRow> {
+    match view.group_by() {
+        Some(by) => totals.series.groups(by),
+        None => totals.misses.groups(),
     }
 }
 
@@ -59,24 +48,24 @@ pub fn top(cfg: TopConfig) -> Result<i32> {
     let title = session.describe();
     let started = Instant::now();
     let cap = cfg.agent.max_totals;
-    let mut totals = Tables::new(cap);
-    let mut last = Tables::new(cap);
+    let mut totals = AgentTotals::new(cap);
+    let mut last = AgentTotals::new(cap);
     let mut state = TopState::default();
-    let read = |session: &mut AgentSession, totals: &mut Tables, last: &mut Tables| -> Result<Option<String>> {
+    let read = |session: &mut AgentSession, totals: &mut AgentTotals, last: &mut AgentTotals| -> Result<Option<String>> {
         let poll = session.source.poll(Instant::now())?;
-        *last = Tables::new(cap);
-        fold(&poll, &mut totals.series, &mut totals.misses);
-        fold(&poll, &mut last.series, &mut last.misses);
+        *last = AgentTotals::new(cap);
+        fold(&poll, totals);
+        fold(&poll, last);
         let mut losses = crate::report::agent::AgentLosses::new(&poll.counters, totals.series.folded);
         losses.misses_not_per_directory += totals.misses.folded;
         Ok(losses.summary())
     };
-    let model = |totals: &Tables, last: &Tables, view: View, incomplete: Option<String>, interval: Duration| TopModel {
+    let model = |totals: &AgentTotals, last: &AgentTotals, view: View, incomplete: Option<String>, interval: Duration| TopModel {
         title: title.clone(),
         elapsed_s: started.elapsed().as_secs_f64(),
         interval_s: interval.as_secs_f64(),
-        last: last.groups(view),
-        all: totals.groups(view),
+        last: groups(last, view),
+        all: groups(totals, view),
         incomplete,
     };
     if cfg.once {

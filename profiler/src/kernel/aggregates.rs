@@ -4,10 +4,10 @@
 use anyhow::{Context as _, Result};
 use aya::{
     Ebpf,
-    maps::{Array, HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
 };
 use profiler_common::{
-    AggKey, AggValue, MissKey, MissValue,
+    AggKey, AggValue, MissKey, MissValue, StackKey,
     aggregate::{OTHER_SLOTS, agg_counter},
     names,
 };
@@ -23,6 +23,8 @@ pub(crate) struct KernelSnapshot {
     pub counters: [u64; agg_counter::COUNT as usize],
     /// `MISSES`: ENOENT attempts per caller cgroup and name.
     pub misses: Vec<(MissKey, MissValue)>,
+    /// `STACK_COUNTS`: samples per stack, call and outcome.
+    pub stack_counts: Vec<(StackKey, u64)>,
 }
 
 pub(crate) struct AggregateMaps {
@@ -30,6 +32,8 @@ pub(crate) struct AggregateMaps {
     other: Array<MapData, AggValue>,
     counters: PerCpuArray<MapData, u64>,
     misses: HashMap<MapData, MissKey, MissValue>,
+    stack_counts: HashMap<MapData, StackKey, u64>,
+    stacks: StackTraceMap<MapData>,
     /// The capacity of `AGGREGATES`, for the agent's own figures.
     pub capacity: u32,
 }
@@ -42,6 +46,8 @@ impl AggregateMaps {
             other: take_map(ebpf, names::MAP_OTHER_AGGREGATES)?,
             counters: take_map(ebpf, names::MAP_AGG_COUNTERS)?,
             misses: take_map(ebpf, names::MAP_MISSES)?,
+            stack_counts: take_map(ebpf, names::MAP_STACK_COUNTS)?,
+            stacks: take_map(ebpf, names::MAP_STACKS)?,
             capacity,
         })
     }
@@ -74,12 +80,35 @@ impl AggregateMaps {
                 Err(e) => return Err(e).context("reading a misses entry"),
             }
         }
-        Ok(KernelSnapshot { entries, other, counters, misses })
+        let mut stack_counts = Vec::new();
+        for key in self.stack_counts.keys() {
+            let key = key.context("walking the stack counts")?;
+            match self.stack_counts.get(&key, 0) {
+                Ok(v) => stack_counts.push((key, v)),
+                Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(e) => return Err(e).context("reading a stack count"),
+            }
+        }
+        Ok(KernelSnapshot { entries, other, counters, misses, stack_counts })
     }
 
     /// Removes an entry that has been read for the last time (gone or idle). A call folded
     /// into it between that read and this removal is lost: entries are removed only after
     /// they stayed unchanged for a while, or their cgroup is gone.
+    /// The frames of stack `id`, innermost first; empty when the kernel has no such stack
+    /// (removed, or never stored).
+    pub(crate) fn frames(&self, id: u32) -> Vec<u64> {
+        self.stacks.get(&id, 0).map(|s| s.frames().iter().map(|f| f.ip).collect()).unwrap_or_default()
+    }
+
+    /// Removes a `STACK_COUNTS` entry read for the last time, and its stack when `last_use`.
+    pub(crate) fn remove_stack_count(&mut self, key: &StackKey, last_use: bool) {
+        let _ = self.stack_counts.remove(key);
+        if last_use {
+            let _ = self.stacks.remove(&key.stack_id);
+        }
+    }
+
     /// Removes a `MISSES` entry read for the last time (as [`AggregateMaps::remove`]).
     pub(crate) fn remove_miss(&mut self, key: &MissKey) {
         if let Err(e) = self.misses.remove(key) {

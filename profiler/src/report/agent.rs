@@ -4,7 +4,10 @@
 use serde::Serialize;
 
 use crate::{
-    analysis::aggregates::{AgentAnalysis, BucketedLatency, MissTable, MissedDirectory, SeriesKey, SeriesTable},
+    analysis::{
+        aggregates::{AgentAnalysis, AgentTotals, BucketedLatency, MissedDirectory, SeriesKey},
+        attribution::SampledAttribution,
+    },
     model::{meta::Boundaries, scope::Scope},
     report::human_ns,
 };
@@ -31,6 +34,11 @@ pub struct AgentReport {
     /// ENOENT exec attempts per missed directory (PATH searching), most first: exact, every
     /// attempt whose name was read (see `losses`).
     pub missed_directories: Vec<MissedDirectory>,
+    /// cpu-clock sampling rate per CPU (0: no samples).
+    pub sample_hz: u64,
+    /// Where the kernel time goes, per exec outcome: the samples' stacks attributed to phases
+    /// and functions as `run` does, their shares made time with the exact means.
+    pub sampled: Option<SampledAttribution>,
     /// What did not go where it belonged, counted.
     pub losses: AgentLosses,
     /// False when some call is not in the series of its own program and cgroup (folded into
@@ -146,16 +154,16 @@ fn is_zero(n: &u64) -> bool {
 impl AgentReport {
     /// A new value.
     pub fn new(
-        scope: &Scope,
-        boundaries: Boundaries,
-        started_unix_s: u64,
-        duration: std::time::Duration,
+        (scope, boundaries): (&Scope, Boundaries),
+        (started_unix_s, duration): (u64, std::time::Duration),
         capacities: Capacities,
-        (totals, misses): (&SeriesTable, &MissTable),
+        totals: &AgentTotals,
         mut losses: AgentLosses,
+        (sample_hz, sampled): (u64, Option<SampledAttribution>),
     ) -> Self {
+        let (series_totals, misses) = (&totals.series, &totals.misses);
         losses.misses_not_per_directory += misses.folded;
-        let mut series: Vec<SeriesRow> = totals
+        let mut series: Vec<SeriesRow> = series_totals
             .iter()
             .map(|(k, t)| SeriesRow {
                 key: k.clone(),
@@ -177,9 +185,11 @@ impl AgentReport {
             started_unix_s,
             duration_s: duration.as_secs_f64(),
             capacities,
-            analysis: totals.summary(),
+            analysis: series_totals.summary(),
             series,
             missed_directories: misses.directories(),
+            sample_hz,
+            sampled,
             complete: losses.total() == 0,
             losses,
         }
@@ -255,6 +265,9 @@ pub fn render(r: &AgentReport) -> String {
         if r.missed_directories.len() > MISSED_SHOWN {
             let _ = writeln!(o, "({} more directories in --json)", r.missed_directories.len() - MISSED_SHOWN);
         }
+    }
+    if let Some(s) = &r.sampled {
+        crate::report::render_sampled(&mut o, s, r.sample_hz);
     }
     let l = &r.losses;
     if r.complete {

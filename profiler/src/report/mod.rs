@@ -844,7 +844,7 @@ pub fn slow_sampling(s: &SampledAttribution, sample_hz: u64) -> Option<String> {
     })
 }
 
-fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
+pub(crate) fn render_sampled(o: &mut String, s: &SampledAttribution, sample_hz: u64) {
     for oc in &s.outcomes {
         let _ = writeln!(
             o,

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::Result;
 use profiler_common::{
-    AggKey, AggValue, MissKey, MissValue, ProgramPath,
+    AggKey, AggValue, MissKey, MissValue, ProgramPath, StackKey,
     aggregate::{PATH_DEPTH, agg_counter, key_flags, path_flags},
 };
 
@@ -32,6 +32,9 @@ pub(crate) struct Poll {
     pub removed: usize,
     /// ENOENT attempts since the last poll: (cgroup, missed directory, attempts, ns).
     pub misses: Vec<(String, String, u64, u64)>,
+    /// Samples inside calls since the last poll: (call, outcome as in `AggKey`, frames
+    /// innermost first, samples).
+    pub stacks: Vec<(u16, u16, Vec<u64>, u64)>,
 }
 
 /// What the source keeps of a `MISSES` entry between reads.
@@ -58,13 +61,23 @@ pub(crate) struct AggregateSource {
     names: Names,
     seen: HashMap<AggKey, Seen>,
     seen_misses: HashMap<MissKey, SeenMiss>,
+    /// `STACK_COUNTS` entries: the count last read, when it last changed, the frames.
+    seen_stacks: HashMap<StackKey, (u64, Instant, std::rc::Rc<Vec<u64>>)>,
     other_last: Vec<Totals>,
     idle: Duration,
 }
 
 impl AggregateSource {
     pub(crate) fn new(maps: AggregateMaps, cgroup_mount: Option<PathBuf>, idle: Duration) -> Self {
-        Self { maps, names: Names::new(cgroup_mount), seen: HashMap::new(), seen_misses: HashMap::new(), other_last: Vec::new(), idle }
+        Self {
+            maps,
+            names: Names::new(cgroup_mount),
+            seen: HashMap::new(),
+            seen_misses: HashMap::new(),
+            seen_stacks: HashMap::new(),
+            other_last: Vec::new(),
+            idle,
+        }
     }
 
     pub(crate) fn capacity(&self) -> u32 {
@@ -121,7 +134,36 @@ impl AggregateSource {
             self.seen.remove(key);
         }
         let misses = self.poll_misses(&snapshot.misses, now);
-        Ok(Poll { deltas, counters: snapshot.counters, entries: self.seen.len(), removed: gone.len(), misses })
+        let stacks = self.poll_stacks(&snapshot.stack_counts, now);
+        Ok(Poll { deltas, counters: snapshot.counters, entries: self.seen.len(), removed: gone.len(), misses, stacks })
+    }
+
+    /// The growth of each `STACK_COUNTS` entry, with its frames (read once per stack); idle
+    /// entries removed after, and a stack no entry counts any more with them.
+    fn poll_stacks(&mut self, entries: &[(StackKey, u64)], now: Instant) -> Vec<(u16, u16, Vec<u64>, u64)> {
+        let mut out = Vec::new();
+        let mut present = std::collections::HashSet::with_capacity(entries.len());
+        let mut frames_of: HashMap<u32, std::rc::Rc<Vec<u64>>> =
+            self.seen_stacks.iter().map(|(k, (_, _, f))| (k.stack_id, f.clone())).collect();
+        for (key, count) in entries {
+            present.insert(*key);
+            let frames = frames_of.entry(key.stack_id).or_insert_with(|| std::rc::Rc::new(self.maps.frames(key.stack_id))).clone();
+            let seen = self.seen_stacks.entry(*key).or_insert((0, now, frames));
+            let before = if *count < seen.0 { 0 } else { seen.0 };
+            if *count > before {
+                seen.1 = now;
+                out.push((key.call, key.outcome, seen.2.to_vec(), count - before));
+            }
+            seen.0 = *count;
+        }
+        self.seen_stacks.retain(|k, _| present.contains(k));
+        let gone: Vec<StackKey> = self.seen_stacks.iter().filter(|(_, s)| now.duration_since(s.1) >= self.idle).map(|(k, _)| *k).collect();
+        for key in &gone {
+            self.seen_stacks.remove(key);
+            let last_use = !self.seen_stacks.keys().any(|k| k.stack_id == key.stack_id);
+            self.maps.remove_stack_count(key, last_use);
+        }
+        out
     }
 
     /// The growth of each `MISSES` entry, named; idle and gone entries removed after.
