@@ -4,7 +4,8 @@
 # while each tracer runs, in interleaved rounds so that every tracer sees the same machine:
 # none; execprof --all (its default boundaries: fentry/fexit where the kernel allows them, else
 # the per-syscall events); execprof --all --boundaries tracepoint (the raw sys_enter/sys_exit
-# tracepoints); execprof --pid on a sleeping process; perf trace -e execve (system wide);
+# tracepoints); execprof --pid on a sleeping process; execprof agent --all (in-kernel
+# aggregates, without and with its default 99 Hz stack sampling); perf trace -e execve (system wide);
 # bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide). Prints ns per call per
 # round, then the median of each and its ratio to no tracer.
 #
@@ -64,6 +65,8 @@ start() {
     execprof-all) "$exe" run --sample-hz 0 --all --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
     execprof-all-tracepoint) "$exe" run --sample-hz 0 --all --boundaries tracepoint --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
     execprof-pid) "$exe" run --sample-hz 0 --pid "$sleeper" >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
+    agent) "$exe" agent --sample-hz 0 --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: agent counting' ;;
+    agent-sampled) "$exe" agent --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: agent counting' ;;
     perf-trace) perf trace -e execve -a >/dev/null 2>"$work/err" & tracer=$!; sleep 2 ;;
     bpftrace) bpftrace /usr/sbin/execsnoop.bt >"$work/err" 2>&1 & tracer=$!; wait_for 'PID' ;;
   esac
@@ -71,7 +74,7 @@ start() {
 wait_for() { for _ in $(seq 300); do grep -q "$1" "$work/err" 2>/dev/null && return; sleep 0.1; done; echo "tax.sh: tracer did not start: $(cat "$work/err")" >&2; exit 1; }
 stop() { [ -z "$tracer" ] || { kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true; }; }
 
-tracers=(none execprof-all execprof-all-tracepoint execprof-pid perf-trace bpftrace)
+tracers=(none execprof-all execprof-all-tracepoint execprof-pid agent agent-sampled perf-trace bpftrace)
 for r in $(seq "$rounds"); do
   for t in "${tracers[@]}"; do
     start "$t"
