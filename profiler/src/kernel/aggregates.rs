@@ -16,7 +16,7 @@ use crate::kernel::tracer::take_map;
 
 /// What one read of the kernel's aggregates found.
 pub(crate) struct KernelSnapshot {
-    pub entries: Vec<(AggKey, Box<AggValue>)>,
+    pub entries: Vec<(AggKey, AggValue)>,
     /// `OTHER_AGGREGATES`, by slot.
     pub other: Vec<AggValue>,
     /// `AGG_COUNTERS`, summed over CPUs.
@@ -25,6 +25,21 @@ pub(crate) struct KernelSnapshot {
     pub misses: Vec<(MissKey, MissValue)>,
     /// `STACK_COUNTS`: samples per stack, call and outcome.
     pub stack_counts: Vec<(StackKey, u64)>,
+}
+
+/// Every entry of a hash map as it is now; an entry the kernel side removes meanwhile is
+/// skipped.
+fn every_entry<K: aya::Pod, V: aya::Pod>(map: &HashMap<MapData, K, V>, what: &str) -> Result<Vec<(K, V)>> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let key = key.with_context(|| format!("walking {what}"))?;
+        match map.get(&key, 0) {
+            Ok(v) => out.push((key, v)),
+            Err(aya::maps::MapError::KeyNotFound) => {}
+            Err(e) => return Err(e).with_context(|| format!("reading an entry of {what}")),
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) struct AggregateMaps {
@@ -54,15 +69,7 @@ impl AggregateMaps {
 
     /// Every entry as it is now. An entry removed by the kernel side meanwhile is skipped.
     pub(crate) fn read(&self) -> Result<KernelSnapshot> {
-        let mut entries = Vec::new();
-        for key in self.series.keys() {
-            let key = key.context("walking the aggregates map")?;
-            match self.series.get(&key, 0) {
-                Ok(v) => entries.push((key, Box::new(v))),
-                Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(e) => return Err(e).context("reading an aggregates entry"),
-            }
-        }
+        let entries = every_entry(&self.series, "the aggregates map")?;
         let mut other = Vec::with_capacity(OTHER_SLOTS as usize);
         for slot in 0..OTHER_SLOTS {
             other.push(self.other.get(&slot, 0).context("reading the other aggregates")?);
@@ -71,24 +78,8 @@ impl AggregateMaps {
         for (i, c) in counters.iter_mut().enumerate() {
             *c = self.counters.get(&(i as u32), 0).context("reading the aggregates' counters")?.iter().sum();
         }
-        let mut misses = Vec::new();
-        for key in self.misses.keys() {
-            let key = key.context("walking the misses map")?;
-            match self.misses.get(&key, 0) {
-                Ok(v) => misses.push((key, v)),
-                Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(e) => return Err(e).context("reading a misses entry"),
-            }
-        }
-        let mut stack_counts = Vec::new();
-        for key in self.stack_counts.keys() {
-            let key = key.context("walking the stack counts")?;
-            match self.stack_counts.get(&key, 0) {
-                Ok(v) => stack_counts.push((key, v)),
-                Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(e) => return Err(e).context("reading a stack count"),
-            }
-        }
+        let misses = every_entry(&self.misses, "the misses map")?;
+        let stack_counts = every_entry(&self.stack_counts, "the stack counts map")?;
         Ok(KernelSnapshot { entries, other, counters, misses, stack_counts })
     }
 

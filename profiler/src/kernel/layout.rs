@@ -32,10 +32,7 @@ pub(crate) struct TaskLayout {
 
 impl TaskLayout {
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        let btf = Btf::from_file(VMLINUX_BTF).map_err(|e| {
-            anyhow!("cannot read the kernel's BTF at {VMLINUX_BTF} ({e}); execprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")
-        })?;
-        Self::from_btf(&btf)
+        Self::from_btf(&running_btf()?)
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -80,10 +77,7 @@ pub(crate) struct AgentLayout {
 
 impl AgentLayout {
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        let btf = Btf::from_file(VMLINUX_BTF).map_err(|e| {
-            anyhow!("cannot read the kernel's BTF at {VMLINUX_BTF} ({e}); execprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")
-        })?;
-        Self::from_btf(&btf)
+        Self::from_btf(&running_btf()?)
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -120,6 +114,13 @@ fn rss_counters(btf: &Btf) -> Result<[u64; 3]> {
         (size, member_offset(btf, "percpu_counter", "count")?)
     };
     Ok([0u64, 1, 3].map(|i| base + i * size + count))
+}
+
+/// The running kernel's BTF.
+fn running_btf() -> Result<Btf> {
+    Btf::from_file(VMLINUX_BTF).map_err(|e| {
+        anyhow!("cannot read the kernel's BTF at {VMLINUX_BTF} ({e}); execprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")
+    })
 }
 
 /// Byte offset of `field` in `struct name`, looking through anonymous struct/union members

@@ -90,7 +90,7 @@ impl AggregateSource {
         self.names.refresh(CGROUP_WALK_EVERY);
         let snapshot = self.maps.read()?;
         let new: Vec<(AggKey, &AggValue)> =
-            snapshot.entries.iter().filter(|(k, _)| !self.seen.contains_key(k)).map(|(k, v)| (*k, &**v)).collect();
+            snapshot.entries.iter().filter(|(k, _)| !self.seen.contains_key(k)).map(|(k, v)| (*k, v)).collect();
         self.names.learn_programs(&new);
         for (key, value) in new {
             let series = self.names.series(&key, value);
