@@ -1,18 +1,28 @@
 //! PATH searches: what `execvp` and shells such as dash do for a bare command name, seen as
 //! exec attempts. A search is a run of consecutive exec attempts by one thread for the same
-//! basename, each in a directory the run has not tried yet, ending in a success (the program
-//! was found there) or in its last failure (not found: the thread exec'd something else, the
-//! same name in a directory it had tried, or exited). Every failed attempt of a search is a
-//! miss, whatever its errno (`execvp` goes on after ENOENT and EACCES alike).
+//! basename in directory after directory, ending in a success (the program was found there)
+//! or in its last failure (not found: the thread exec'd something else, started the same
+//! name over from the search's first directory, or exited). Every failed attempt of a search
+//! is a miss, whatever its errno (`execvp` goes on after ENOENT and EACCES alike).
+//!
+//! A search follows PATH entry by entry, and a PATH may list a directory more than once
+//! (`/root/.cargo/bin:/root/.cargo/bin:...`): such a search tries that directory again, and
+//! stays one search. Only a return to its first directory from another one starts the name
+//! over, since a new search of the same name begins where PATH begins; a PATH that lists its
+//! first directory again further on is read, at that entry, as the name searched anew (the two
+//! look the same, attempt by attempt). A miss in a directory its search had already tried is
+//! a repeated miss: pure waste, which a PATH listing each directory once saves.
 //!
 //! One successful attempt alone is a search of 0 misses (found at the first try, or exec'd
 //! by its path: the two look the same), so every successful exec belongs to exactly one
 //! search — but for execprof's own launch exec, which is no search (execprof looked the
-//! command up itself) and is left out. One failed attempt alone is not a search: it tried one directory, which is a
-//! direct exec of a missing or refused file (`./configure` without a `+x`, a stale absolute
-//! path) as much as a PATH of one entry, and no order of PATH would save it; such attempts
-//! are counted apart as lone failures. Shells that look PATH up with `stat` before one exec
-//! (bash, zsh) show no misses here: their misses are `stat` calls, not exec attempts.
+//! command up itself) and is left out. Failed attempts in one directory alone are not a
+//! search: they tried one directory, which is a direct exec of a missing or refused file
+//! (`./configure` without a `+x`, a stale absolute path) as much as a PATH of one entry, and
+//! no order of PATH would save them; such attempts are counted apart as lone failures, one
+//! each (and a success in that directory after them is a search of 0 misses). Shells that
+//! look PATH up with `stat` before one exec (bash, zsh) show no misses here: their misses are
+//! `stat` calls, not exec attempts.
 //!
 //! A miss's directory is the attempt's file name without its basename (`.` for a bare
 //! name). What a reordered PATH would save is counted per directory that held found
@@ -22,8 +32,8 @@
 //! hold that program).
 //!
 //! Memory follows the threads with a search open, the distinct directories and the
-//! distinct (program, missed directory) pairs; each attempt costs a look at the directories
-//! its search has tried so far (PATH's length at most).
+//! distinct (program, missed directory) pairs; each attempt costs a look at the distinct
+//! directories its search has tried so far (PATH's length at most).
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -51,11 +61,25 @@ pub struct PathSearches {
     pub found_after_misses: u64,
     /// Searches that ended in their last failure.
     pub not_found: u64,
-    /// Failed attempts in searches.
+    /// Failed attempts in searches, the repeated misses included.
     pub misses: u64,
     /// Kernel time in them, in ns.
     pub miss_ns: u64,
-    /// Failed attempts alone, not part of any search.
+    /// Of the misses, those in a directory their search had already tried (PATH lists it
+    /// more than once): what a PATH without duplicates saves.
+    #[serde(default)]
+    pub repeated_misses: u64,
+    /// Kernel time in them, in ns.
+    #[serde(default)]
+    pub repeated_miss_ns: u64,
+    /// Directories tried again within a search, most repeated misses first (at most
+    /// [`MAX_LISTED`]); a row's `misses` are the repeated ones only.
+    #[serde(default)]
+    pub repeated_dirs: Vec<MissedDir>,
+    /// Such directories beyond [`MAX_LISTED`], not listed.
+    #[serde(default)]
+    pub repeated_dirs_not_listed: u64,
+    /// Failed attempts alone, not part of any search (each attempt of a run in one directory).
     pub lone_failures: u64,
     /// Kernel time in them, in ns.
     pub lone_failure_ns: u64,
@@ -90,7 +114,8 @@ fn ratio(n: u64, d: u64) -> f64 {
 pub struct MissedDir {
     /// The directory, escaped ([`escape_name`]).
     pub dir: String,
-    /// Searches' failed attempts in it.
+    /// Searches' failed attempts in it (in [`PathSearches::repeated_dirs`], the repeated
+    /// ones only).
     pub misses: u64,
     /// Kernel time in them, in ns.
     pub miss_ns: u64,
@@ -144,16 +169,71 @@ impl ProgramSearches {
 struct OpenSearch {
     basename: Vec<u8>,
     program: ProgramId,
-    /// Each directory tried and its attempt's kernel time, in order.
-    misses: Vec<(DirId, u64)>,
+    /// Each directory tried, in the order first tried: PATH's distinct entries at most.
+    tried: Vec<TriedDir>,
+    /// The directory of the last attempt.
+    last: DirId,
+}
+
+/// One directory's failed attempts in one search.
+#[derive(Clone, Copy, Debug)]
+struct TriedDir {
+    dir: DirId,
+    /// More than one when PATH lists the directory more than once.
+    misses: u64,
+    miss_ns: u64,
+    /// Kernel time in the misses after the first: the repeated ones.
+    repeated_ns: u64,
+}
+
+impl TriedDir {
+    fn repeated(&self) -> u64 {
+        self.misses - 1
+    }
+}
+
+impl OpenSearch {
+    fn new(basename: &[u8], program: ProgramId) -> Self {
+        OpenSearch { basename: basename.to_vec(), program, tried: Vec::new(), last: 0 }
+    }
+
+    /// Whether an attempt of `basename` in `dir` goes on with this search: the same name, and
+    /// not back at the search's first directory from another one (the name searched anew).
+    fn goes_on(&self, basename: &[u8], dir: DirId) -> bool {
+        let starts_over = self.tried.first().is_some_and(|t| t.dir == dir) && self.last != dir;
+        self.basename == basename && !starts_over
+    }
+
+    fn miss(&mut self, dir: DirId, ns: u64) {
+        match self.tried.iter_mut().find(|t| t.dir == dir) {
+            Some(t) => {
+                t.misses += 1;
+                t.miss_ns += ns;
+                t.repeated_ns += ns;
+            }
+            None => self.tried.push(TriedDir { dir, misses: 1, miss_ns: ns, repeated_ns: 0 }),
+        }
+        self.last = dir;
+    }
+
+    /// The failed attempts when they were all in one directory: lone failures, not a search.
+    fn one_directory(&self) -> Option<TriedDir> {
+        match self.tried[..] {
+            [only] => Some(only),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
 struct DirTally {
     misses: u64,
     miss_ns: u64,
-    /// Misses in searches that found their program in another directory.
+    /// Searches that missed in it and found their program in another directory.
     missed_before_found: u64,
+    /// Misses in it that repeated a directory their search had tried.
+    repeated: u64,
+    repeated_ns: u64,
     found: u64,
     misses_before: u64,
     misses_before_ns: u64,
@@ -200,32 +280,21 @@ impl Searches {
         }
         let (dir, basename) = split(&a.name.bytes);
         let dir = self.dir_id(dir);
-        let ns = a.duration_ns();
-        let found = a.ret == 0;
-        let continues = self.open.get(&a.pid).map(|s| s.basename == basename && s.misses.iter().all(|&(d, _)| d != dir));
-        let search = match continues {
-            Some(true) => {
-                let s = self.open.get_mut(&a.pid).expect("open");
-                if !found {
-                    s.misses.push((dir, ns));
-                    return;
-                }
-                self.open.remove(&a.pid).expect("open")
-            }
-            Some(false) | None => {
-                if continues == Some(false) {
-                    let ended = self.open.remove(&a.pid).expect("open");
+        let mut search = match self.open.remove(&a.pid) {
+            Some(s) if s.goes_on(basename, dir) => s,
+            ended => {
+                if let Some(ended) = ended {
                     self.not_found(ended);
                 }
-                let s = OpenSearch { basename: basename.to_vec(), program, misses: Vec::new() };
-                if !found {
-                    self.open.insert(a.pid, OpenSearch { misses: vec![(dir, ns)], ..s });
-                    return;
-                }
-                s
+                OpenSearch::new(basename, program)
             }
         };
-        self.found(search, dir);
+        if a.ret == 0 {
+            self.found(search, dir);
+        } else {
+            search.miss(dir, a.duration_ns());
+            self.open.insert(a.pid, search);
+        }
     }
 
     /// The thread exited: its search, if one is open, ends in its last failure.
@@ -245,33 +314,52 @@ impl Searches {
         id
     }
 
-    /// Counts a search's misses, wherever it ended.
-    fn misses(&mut self, s: &OpenSearch, found_elsewhere: bool) -> (u64, u64) {
+    /// Counts a search's misses, wherever it ended (`found_in`: where it found its program).
+    fn misses(&mut self, s: &OpenSearch, found_in: Option<DirId>) -> (u64, u64) {
         let p = self.programs.entry(s.program).or_default();
         p.searches += 1;
-        let mut ns = 0;
-        for &(d, miss_ns) in &s.misses {
-            ns += miss_ns;
-            let t = &mut self.dirs[d as usize].1;
-            t.misses += 1;
-            t.miss_ns += miss_ns;
-            t.missed_before_found += u64::from(found_elsewhere);
-            let pd = self.program_dirs.entry((s.program, d)).or_default();
-            pd.0 += 1;
-            pd.1 += miss_ns;
+        let (mut n, mut ns, mut repeated, mut repeated_ns) = (0, 0, 0, 0);
+        for t in &s.tried {
+            n += t.misses;
+            ns += t.miss_ns;
+            repeated += t.repeated();
+            repeated_ns += t.repeated_ns;
+            let d = &mut self.dirs[t.dir as usize].1;
+            d.misses += t.misses;
+            d.miss_ns += t.miss_ns;
+            d.repeated += t.repeated();
+            d.repeated_ns += t.repeated_ns;
+            d.missed_before_found += u64::from(found_in.is_some_and(|f| f != t.dir));
+            let pd = self.program_dirs.entry((s.program, t.dir)).or_default();
+            pd.0 += t.misses;
+            pd.1 += t.miss_ns;
         }
-        let n = s.misses.len() as u64;
         p.misses += n;
         p.miss_ns += ns;
         let t = &mut self.totals;
         t.searches += 1;
         t.misses += n;
         t.miss_ns += ns;
+        t.repeated_misses += repeated;
+        t.repeated_miss_ns += repeated_ns;
         (n, ns)
     }
 
-    fn found(&mut self, s: OpenSearch, dir: DirId) {
-        let (n, ns) = self.misses(&s, true);
+    /// Failed attempts in one directory alone, one lone failure each.
+    fn lone_failures(&mut self, program: ProgramId, t: TriedDir) {
+        self.totals.lone_failures += t.misses;
+        self.totals.lone_failure_ns += t.miss_ns;
+        self.programs.entry(program).or_default().lone_failures += t.misses;
+    }
+
+    fn found(&mut self, mut s: OpenSearch, dir: DirId) {
+        if let Some(only) = s.one_directory().filter(|t| t.dir == dir) {
+            // Failed, then found, in that one directory alone: direct execs of one file, not
+            // a search; the success is a search of 0 misses.
+            self.lone_failures(s.program, only);
+            s.tried.clear();
+        }
+        let (n, ns) = self.misses(&s, Some(dir));
         self.totals.found += 1;
         self.totals.found_after_misses += u64::from(n > 0);
         let d = &mut self.dirs[dir as usize].1;
@@ -281,13 +369,11 @@ impl Searches {
     }
 
     fn not_found(&mut self, s: OpenSearch) {
-        if let [(_, ns)] = s.misses[..] {
-            self.totals.lone_failures += 1;
-            self.totals.lone_failure_ns += ns;
-            self.programs.entry(s.program).or_default().lone_failures += 1;
+        if let Some(only) = s.one_directory() {
+            self.lone_failures(s.program, only);
             return;
         }
-        self.misses(&s, false);
+        self.misses(&s, None);
         self.totals.not_found += 1;
         self.programs.entry(s.program).or_default().not_found += 1;
     }
@@ -312,6 +398,14 @@ impl Searches {
             .collect();
         missed(&mut t.missed_dirs);
         t.missed_dirs_not_listed = capped(&mut t.missed_dirs, MAX_LISTED);
+        t.repeated_dirs = self
+            .dirs
+            .iter()
+            .filter(|(_, d)| d.repeated > 0)
+            .map(|(name, d)| MissedDir { dir: dir_name(name), misses: d.repeated, miss_ns: d.repeated_ns })
+            .collect();
+        missed(&mut t.repeated_dirs);
+        t.repeated_dirs_not_listed = capped(&mut t.repeated_dirs, MAX_LISTED);
         t.found_dirs = self
             .dirs
             .iter()
@@ -365,7 +459,10 @@ fn capped<T>(list: &mut Vec<T>, cap: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::test_support::{PATH, analyse_from, exec, exec_by, exit, process, who_pays};
+    use crate::{
+        analysis::test_support::{PATH, analyse_from, exec, exec_by, exit, process, who_pays},
+        assemble::events::Event,
+    };
 
     fn missed(dir: &str, misses: u64, miss_ns: u64) -> MissedDir {
         MissedDir { dir: dir.into(), misses, miss_ns }
@@ -443,10 +540,10 @@ mod tests {
         assert_eq!(s.found_dirs[0].dir, "/c", "most saving first");
     }
 
-    /// What ends a search: another name, a directory already tried, the thread's exit; and
-    /// two threads of one process search apart.
+    /// What ends a search: another name, the thread's exit; and two threads of one process
+    /// search apart.
     #[test]
-    fn a_search_ends_at_another_name_a_repeated_directory_or_the_exit() {
+    fn a_search_ends_at_another_name_or_the_exit() {
         let init = [process(1, 0, "/sbin/init", "init"), process(50, 1, "/usr/bin/dash", "dash")];
         let events = vec![
             // Thread 51 and thread 52 of one process, interleaved: two searches of 1 miss.
@@ -494,5 +591,110 @@ mod tests {
         let s = analyse_from(&[], &events).path_searches;
         assert_eq!((s.searches, s.found_after_misses, s.misses, s.misses_per_search()), (3, 3, 6, 2.0));
         assert!(s.programs.iter().all(|p| p.program != Program::Launcher));
+    }
+
+    /// The attempts of one search along `dirs` for `name` by thread `pid`, from `t` on: each
+    /// fails but for the last when `found`; attempt `i` takes `ns(i)`.
+    fn search(pid: u32, name: &str, dirs: &[&str], found: bool, t: u64, ns: impl Fn(usize) -> u64) -> Vec<Event> {
+        let last = dirs.len() - 1;
+        dirs.iter()
+            .enumerate()
+            .map(|(i, d)| exec(pid, &format!("{d}/{name}"), if found && i == last { 0 } else { -2 }, t + i as u64 * 10_000, ns(i)))
+            .collect()
+    }
+
+    fn summary(s: &PathSearches) -> [u64; 8] {
+        [s.searches, s.found, s.not_found, s.misses, s.miss_ns, s.repeated_misses, s.repeated_miss_ns, s.lone_failures]
+    }
+
+    /// A PATH that lists a directory twice in a row, in the middle or at its start: the
+    /// search tries it twice and stays one search; the second miss there is a repeated one,
+    /// named with its time. Before, the repeat ended the search: a lone failure plus a
+    /// search at the start; a search not found plus another one in the middle.
+    #[test]
+    fn a_directory_listed_twice_is_one_search_with_a_repeated_miss() {
+        let init = [process(1, 0, "/sbin/init", "init")];
+        // A, A, B, then found in C: 4 attempts, 3 misses, the second in A repeated.
+        let at_start = search(10, "as", &["/a", "/a", "/b", "/c"], true, 0, |i| 1_000 * (i as u64 + 1));
+        let s = analyse_from(&init, &at_start).path_searches;
+        assert_eq!(summary(&s), [1, 1, 0, 3, 6_000, 1, 2_000, 0]);
+        assert_eq!(s.found_after_misses, 1);
+        assert_eq!(s.repeated_dirs, vec![missed("/a", 1, 2_000)]);
+        assert_eq!(s.missed_dirs, vec![missed("/a", 2, 3_000), missed("/b", 1, 3_000)], "a directory's misses count its repeats");
+        assert_eq!(
+            s.found_dirs,
+            vec![FoundDir { dir: "/c".into(), found: 1, misses_before: 3, misses_before_ns: 6_000, added_misses_at_most: 0 }]
+        );
+        assert_eq!((s.programs[0].searches, s.programs[0].misses, s.programs[0].lone_failures), (1, 3, 0));
+
+        // X, A, A, B, then found in C; and the same name not found along that PATH.
+        let mut events = search(20, "as", &["/x", "/a", "/a", "/b", "/c"], true, 0, |_| 1_000);
+        events.extend(search(21, "ld", &["/x", "/a", "/a", "/b", "/c"], false, 0, |_| 500));
+        let s = analyse_from(&init, &events).path_searches;
+        assert_eq!(summary(&s), [2, 1, 1, 9, 6_500, 2, 1_500, 0]);
+        assert_eq!(s.repeated_dirs, vec![missed("/a", 2, 1_500)]);
+    }
+
+    /// A search whose repeated directory is where it finds its program (the first try there
+    /// failed, the second did not): one search, no repeated miss (the success is no waste),
+    /// and that directory is not counted as tried first by a search found elsewhere.
+    #[test]
+    fn a_search_found_in_its_repeated_directory() {
+        let init = [process(1, 0, "/sbin/init", "init")];
+        let mut events = search(10, "cc", &["/a", "/b", "/b"], true, 0, |_| 1_000);
+        // Found in /a at once: moving /b first would cost it at most one miss.
+        events.push(exec(11, "/a/ld", 0, 100_000, 1_000));
+        let s = analyse_from(&init, &events).path_searches;
+        assert_eq!(summary(&s), [2, 2, 0, 2, 2_000, 0, 0, 0]);
+        assert!(s.repeated_dirs.is_empty());
+        let by_dir = |d: &str| s.found_dirs.iter().find(|f| f.dir == d).unwrap().clone();
+        assert_eq!(
+            by_dir("/b"),
+            FoundDir { dir: "/b".into(), found: 1, misses_before: 2, misses_before_ns: 2_000, added_misses_at_most: 1 }
+        );
+        assert_eq!(by_dir("/a").added_misses_at_most, 0, "the search found in /b tried /a first");
+    }
+
+    /// Still separate: another name, a success between, the same name from its first
+    /// directory again (searched anew), and attempts in one directory alone (lone failures,
+    /// one each, even repeated, and before a success there).
+    #[test]
+    fn separate_searches_stay_separate() {
+        let init = [process(1, 0, "/sbin/init", "init")];
+        let path = ["/a", "/a", "/b"];
+        let mut events = search(10, "x", &path, false, 0, |_| 100);
+        // Another name: a search of its own, also repeating /a.
+        events.extend(search(10, "y", &path, true, 100_000, |_| 100));
+        // A success between two searches of one name.
+        events.extend(search(10, "z", &path, true, 200_000, |_| 100));
+        events.extend(search(10, "z", &path, true, 300_000, |_| 100));
+        // The same name from the first directory again, not found twice.
+        events.extend(search(10, "w", &path, false, 400_000, |_| 100));
+        events.extend(search(10, "w", &path, false, 500_000, |_| 100));
+        let s = analyse_from(&init, &events).path_searches;
+        assert_eq!(summary(&s), [6, 3, 3, 15, 1_500, 6, 600, 0]);
+        assert_eq!(s.repeated_dirs, vec![missed("/a", 6, 600)]);
+
+        // One directory alone, twice and three times, then found there: no search but the
+        // success's, 0 misses.
+        let mut events = search(20, "run", &["/opt", "/opt"], false, 0, |_| 100);
+        events.extend(search(21, "run", &["/opt", "/opt", "/opt"], true, 0, |_| 100));
+        let s = analyse_from(&init, &events).path_searches;
+        assert_eq!(summary(&s), [1, 1, 0, 0, 0, 0, 0, 4]);
+        assert_eq!(s.lone_failure_ns, 400);
+        assert!(s.missed_dirs.is_empty() && s.repeated_dirs.is_empty());
+    }
+
+    /// A PATH listing its first directory again further on cannot be told, attempt by attempt,
+    /// from the name searched anew: it reads as a search that starts over there.
+    #[test]
+    fn the_first_directory_again_after_another_starts_the_name_over() {
+        let init = [process(1, 0, "/sbin/init", "init")];
+        let s = analyse_from(&init, &search(10, "x", &["/a", "/b", "/a", "/c"], true, 0, |_| 100)).path_searches;
+        assert_eq!(summary(&s), [2, 1, 1, 3, 300, 0, 0, 0]);
+        // Any other directory tried again, in a row or not, goes on with the search.
+        let s = analyse_from(&init, &search(10, "x", &["/a", "/b", "/c", "/b", "/d"], true, 0, |_| 100)).path_searches;
+        assert_eq!(summary(&s), [1, 1, 0, 4, 400, 1, 100, 0]);
+        assert_eq!(s.repeated_dirs, vec![missed("/b", 1, 100)]);
     }
 }

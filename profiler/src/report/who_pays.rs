@@ -124,6 +124,7 @@ pub(crate) fn render_searches(o: &mut String, r: &RunReport) {
             human_ns(s.miss_ns as f64)
         );
     }
+    render_repeated_misses(o, s);
     if s.lone_failures > 0 {
         let _ = writeln!(
             o,
@@ -137,11 +138,30 @@ pub(crate) fn render_searches(o: &mut String, r: &RunReport) {
     render_program_searches(o, r, s);
 }
 
+/// The misses that tried a directory again within one search: PATH lists it more than once,
+/// and each such miss is waste a PATH without duplicates saves.
+fn render_repeated_misses(o: &mut String, s: &PathSearches) {
+    if s.repeated_misses == 0 {
+        return;
+    }
+    let _ = writeln!(o, "  {} of these misses repeated a directory already tried in the same search:", s.repeated_misses);
+    let _ = writeln!(o, "  {} of kernel time that a PATH listing each directory once saves", human_ns(s.repeated_miss_ns as f64));
+    let _ = writeln!(o, "    {:>8} {:>9}  directory tried again", "repeats", "time");
+    for d in s.repeated_dirs.iter().take(MISSED_DIRS_SHOWN) {
+        let _ = writeln!(o, "    {:>8} {:>9}  {}", d.misses, human_ns(d.miss_ns as f64), d.dir);
+    }
+    let more = (s.repeated_dirs.len() as u64 + s.repeated_dirs_not_listed).saturating_sub(MISSED_DIRS_SHOWN as u64);
+    if more > 0 {
+        let _ = writeln!(o, "    ... and {more} more directories (in --json, up to {MAX_LISTED})");
+    }
+}
+
 fn render_missed_dirs(o: &mut String, s: &PathSearches) {
     if s.missed_dirs.is_empty() {
         return;
     }
-    let _ = writeln!(o, "  most missed directories");
+    let repeats = if s.repeated_misses > 0 { " (repeats included)" } else { "" };
+    let _ = writeln!(o, "  most missed directories{repeats}");
     let _ = writeln!(o, "    {:>8} {:>9}  directory", "misses", "time");
     for d in s.missed_dirs.iter().take(MISSED_DIRS_SHOWN) {
         let _ = writeln!(o, "    {:>8} {:>9}  {}", d.misses, human_ns(d.miss_ns as f64), d.dir);
@@ -257,6 +277,13 @@ mod tests {
         }
         old.as_object_mut().unwrap().remove("preexisting");
         let old: RunReport = serde_json::from_value(old).unwrap();
+        // One from before the repeated misses reads as one without them.
+        let mut before_repeats = v.clone();
+        for key in ["repeated_misses", "repeated_miss_ns", "repeated_dirs", "repeated_dirs_not_listed"] {
+            before_repeats["analysis"]["path_searches"].as_object_mut().unwrap().remove(key).expect(key);
+        }
+        let before_repeats: RunReport = serde_json::from_value(before_repeats).unwrap();
+        assert_eq!(before_repeats.analysis.path_searches, r.analysis.path_searches, "the machine repeats no directory");
         assert!(old.analysis.callers.is_empty() && old.analysis.path_searches.searches == 0 && old.meta.preexisting.is_empty());
     }
 
@@ -287,6 +314,39 @@ mod tests {
         assert!(table.contains("(3 programs,"), "{table}");
         assert!(table.contains("/usr/bin/cc (started by /t/bin/chain)"), "{table}");
         assert!(section(&text, "PATH searches").contains("by calling program"), "{text}");
+    }
+
+    /// A PATH listing directories twice (GNU hello's configure under a default PATH of
+    /// this kind): make's children search `gcc`, then, as gcc, `as`, each search trying the
+    /// doubled directories twice: one search each, its repeats named as waste, and the
+    /// misses counting them.
+    #[test]
+    fn a_path_listing_a_directory_twice_shows_the_repeats_as_waste() {
+        let path = ["/root/.cargo/bin", "/root/.cargo/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/local/bin", "/usr/sbin", "/usr/bin"];
+        let mut events = vec![exec(100, "/usr/bin/make", 0, 0, 200_000)];
+        let mut t = 1_000_000;
+        for i in 0..4u32 {
+            let child = 200 + i;
+            events.extend(crate::analysis::test_support::fork(100, child, t, 20_000));
+            for name in ["gcc", "as"] {
+                for (j, dir) in path.iter().enumerate() {
+                    let last = j == path.len() - 1;
+                    t += 10_000;
+                    events.push(exec(child, &format!("{dir}/{name}"), if last { 0 } else { -2 }, t, if last { 60_000 } else { 1_500 }));
+                }
+            }
+        }
+        let r = test_support::report(test_support::meta(&["make"], None), &events, None);
+        let v = serde_json::to_value(&r).unwrap();
+        let s = &v["analysis"]["path_searches"];
+        assert_eq!((&s["searches"], &s["misses"], &s["lone_failures"]), (&8.into(), &48.into(), &0.into()));
+        assert_eq!((&s["repeated_misses"], &s["repeated_miss_ns"]), (&16.into(), &24_000.into()));
+        let repeated: Vec<&str> = s["repeated_dirs"].as_array().unwrap().iter().map(|d| d["dir"].as_str().unwrap()).collect();
+        assert_eq!(repeated, ["/root/.cargo/bin", "/usr/local/bin"]);
+        let text = render(&r);
+        let searches = section(&text, "PATH searches");
+        assert!(!searches.contains("not in any search"), "{searches}");
+        insta::assert_snapshot!(searches);
     }
 
     /// Nothing to say, nothing printed: execs by path in a launched tree.
