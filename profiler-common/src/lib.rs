@@ -21,6 +21,7 @@ pub mod names {
     pub const MAP_MISSES: &str = "MISSES";
     pub const MAP_STACKS: &str = "STACKS";
     pub const MAP_STACK_COUNTS: &str = "STACK_COUNTS";
+    pub const MAP_PROCESSES: &str = "PROCESSES";
 
     pub const PROG_SYS_ENTER: &str = "sys_enter";
     pub const PROG_SYS_EXIT: &str = "sys_exit";
@@ -117,6 +118,7 @@ pub mod names {
     /// Non-zero for `execprof agent`: the boundaries fold each call into the aggregates
     /// ([`crate::aggregate`]) and send no record; the sched hooks only keep the traced set.
     pub const GLOBAL_AGGREGATE: &str = "AGGREGATE";
+    pub const GLOBAL_IN_FLIGHT_MASK: &str = "IN_FLIGHT_MASK";
     /// The agent's reads of the caller's executable and memory: `task_struct.mm`,
     /// `mm_struct.exe_file`, `file.f_inode`, `inode.i_ino`, `inode.i_sb`, `super_block.s_dev`,
     /// and the resident-page counters (file, anon, shmem) inside `mm_struct` (0: unknown).
@@ -125,6 +127,7 @@ pub mod names {
     pub const GLOBAL_FILE_INODE: &str = "FILE_INODE_OFFSET";
     pub const GLOBAL_INODE_INO: &str = "INODE_INO_OFFSET";
     pub const GLOBAL_INODE_SB: &str = "INODE_SB_OFFSET";
+    pub const GLOBAL_INODE_GENERATION: &str = "INODE_GENERATION_OFFSET";
     pub const GLOBAL_SB_DEV: &str = "SB_DEV_OFFSET";
     pub const GLOBAL_MM_RSS_FILE: &str = "MM_RSS_FILE_OFFSET";
     pub const GLOBAL_MM_RSS_ANON: &str = "MM_RSS_ANON_OFFSET";
@@ -534,8 +537,8 @@ pub mod aggregate {
         pub const EXEC_FOLDED: u32 = 0;
         /// Fork-family calls folded there.
         pub const FORK_FOLDED: u32 = 1;
-        /// Calls whose start could not be remembered (`IN_FLIGHT` full): counted in their
-        /// entry at return, without a latency.
+        /// Calls in flight whose `IN_FLIGHT` slot another call took (the table is
+        /// direct-mapped by id): the pushed-out call returns untimed (`START_NOT_SEEN`).
         pub const IN_FLIGHT_FULL: u32 = 2;
         /// Calls that returned without their start seen (begun before the agent attached,
         /// or their start was pushed out of `IN_FLIGHT`): counted by their return alone.
@@ -551,7 +554,14 @@ pub mod aggregate {
         pub const SAMPLES_NOT_KEPT: u32 = 6;
         /// Samples of a call not counted per stack: `STACK_COUNTS` full.
         pub const STACK_COUNTS_FULL: u32 = 7;
-        pub const COUNT: u32 = 8;
+        /// PATH searches in progress whose `PROCESSES` slot another process took
+        /// (direct-mapped by process id; the other may have ended): the search restarts.
+        pub const SEARCH_PUSHED_OUT: u32 = 8;
+        /// ENOENT attempts for a name not among the first
+        /// [`TRIED_PER_SEARCH`](super::TRIED_PER_SEARCH) distinct ones of their search: not
+        /// remembered, so a later repeat of it goes unseen.
+        pub const REPEAT_NOT_CHECKED: u32 = 9;
+        pub const COUNT: u32 = 10;
         pub const NAMES: [&str; COUNT as usize] = [
             "exec attempts folded into other (aggregates full)",
             "fork-family calls folded into other (aggregates full)",
@@ -561,6 +571,8 @@ pub mod aggregate {
             "ENOENT attempts not per file (name unreadable)",
             "samples not kept (too many in one call, or stack map full)",
             "samples not counted per stack (stack counts full)",
+            "PATH searches restarted (search table slot taken)",
+            "ENOENT names not remembered for repeats (search too long)",
         ];
     }
 
@@ -588,7 +600,60 @@ pub mod aggregate {
     pub const DEFAULT_MAX_SERIES: u32 = 4096;
     pub const DEFAULT_MAX_MISSES: u32 = 4096;
     pub const DEFAULT_MAX_STACKS: u32 = 4096;
+    /// Slots of `IN_FLIGHT` and `PROCESSES` (rounded up to a power of two: both are
+    /// direct-mapped by id).
     pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8192;
+    /// Names a search remembers to find a repeated one (PATH listing a directory twice).
+    pub const TRIED_PER_SEARCH: usize = 16;
+
+    /// Set in an `IN_FLIGHT` key that names a process, not a thread (pids stay below 2^22).
+    pub const IN_FLIGHT_PROCESS: u32 = 1 << 31;
+
+    /// The `IN_FLIGHT` key of a call on thread `pid` of process `tgid`: a fork-family call's
+    /// is the thread's, an exec's the process's. A thread that is not the leader and execs
+    /// successfully returns as the leader, with the leader's id (`de_thread`): its process id
+    /// is the one that stays. (Two threads of one process inside exec at once share the entry;
+    /// one of them is killed by the other's success.)
+    #[inline(always)]
+    pub fn in_flight_key(pid: u32, tgid: u32, exec: bool) -> u32 {
+        if exec { tgid | IN_FLIGHT_PROCESS } else { pid }
+    }
+
+    /// A 64-bit hash of a name of `len` bytes whose `i`th 8-byte word (little-endian) is
+    /// `word(i)`: a word at a time, bytes past `len` masked off (what follows the NUL in a
+    /// scratch buffer is whatever an earlier name left there).
+    #[inline(always)]
+    pub fn name_hash(word: impl Fn(usize) -> u64, len: usize) -> u64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut h: u64 = len as u64 ^ 0x243f_6a88_85a3_08d3;
+        let mut i = 0;
+        while i < MISS_NAME / 8 {
+            if i * 8 >= len {
+                break;
+            }
+            let mut w = word(i);
+            let left = len - i * 8;
+            if left < 8 {
+                w &= (1u64 << (8 * left)) - 1;
+            }
+            h = (h ^ w).wrapping_mul(K);
+            h ^= h >> 29;
+            i += 1;
+        }
+        h.wrapping_mul(K) ^ (h >> 32)
+    }
+
+    /// The slot of `key` in a direct-mapped table of `mask + 1` slots: the id's low bits, an
+    /// exec's moved off its leader thread's own fork-family slot.
+    #[inline(always)]
+    pub fn table_slot(key: u32, mask: u32) -> u32 {
+        (key ^ (key >> 20)) & mask
+    }
+
+    /// The table size for `wanted` slots: a power of two.
+    pub fn slots(wanted: u32) -> u32 {
+        wanted.max(1).checked_next_power_of_two().unwrap_or(1 << 31)
+    }
 }
 
 /// An `AGGREGATES` key: where and by whom a call was made, and how it ended.
@@ -607,7 +672,10 @@ pub struct AggKey {
     pub outcome: u16,
     /// Bits of [`aggregate::key_flags`].
     pub flags: u16,
-    pub _reserved: [u16; 3],
+    pub _reserved: u16,
+    /// The executable's inode generation (`i_generation`): a file made where a deleted one
+    /// was, with its inode number, is another program.
+    pub generation: u32,
 }
 
 /// A program's path as the kernel found it from its file (`f_path.dentry` up `d_parent`):
@@ -641,6 +709,10 @@ pub struct AggValue {
     /// largest.
     pub rss_pages_sum: u64,
     pub rss_pages_max: u64,
+    /// Successful execs that ended a PATH search of at least one miss (the process's
+    /// ENOENT attempts for the same name just before), and those misses.
+    pub searches: u64,
+    pub search_misses: u64,
     /// The process that made the entry: its id (for user space to find its executable's
     /// path while it lives) and its comm (the name when the path cannot be found).
     pub first_tgid: u32,
@@ -654,23 +726,69 @@ pub struct AggValue {
 }
 
 /// A `MISSES` key: an exec attempt that failed with ENOENT, by the caller's cgroup and the
-/// name it tried (user space takes the directory from it: PATH's missed directories).
+/// name it tried (user space takes the directory from the value's copy of the name: PATH's
+/// missed directories).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MissKey {
     pub cgroup_id: u64,
-    /// The name as the caller passed it, NUL-terminated, zero-filled after.
-    pub name: [u8; aggregate::MISS_NAME],
+    /// A 64-bit hash of the name ([`aggregate::name_hash`]): a short key is a cheap lookup.
+    pub name_hash: u64,
 }
 
 /// A `MISSES` value.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct MissValue {
     /// Attempts.
     pub count: u64,
     /// Their kernel time, in ns (0 for attempts not timed).
     pub sum_ns: u64,
+    /// Of the attempts, those whose search had tried this very name already (PATH lists
+    /// the directory more than once): pure waste.
+    pub repeated: u64,
+    /// Their kernel time, in ns.
+    pub repeated_ns: u64,
+    /// The name as the caller passed it (written when the entry is made), NUL-terminated.
+    pub name: [u8; aggregate::MISS_NAME],
+}
+
+impl Default for MissValue {
+    fn default() -> Self {
+        Self { count: 0, sum_ns: 0, repeated: 0, repeated_ns: 0, name: [0; aggregate::MISS_NAME] }
+    }
+}
+
+/// A `PROCESSES` slot: what the kernel side keeps per process between its calls: who it is
+/// (read once per executable image, not at every call) and the PATH search it is in (its
+/// ENOENT exec attempts for one name, until an exec that does not fail with ENOENT or an
+/// ENOENT for another name).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessState {
+    /// The process whose slot this is (0: none).
+    pub tgid: u32,
+    /// The search's misses so far (0: no search).
+    pub misses: u32,
+    /// A hash of the name searched for (what follows the last `/`).
+    pub name_hash: u64,
+    /// Names in `tried`.
+    pub nr_tried: u32,
+    /// The identity below, read from the executable's `inode` (its address) while the
+    /// process had the address space `mm` (0: not read). Used again only while the process,
+    /// its `mm` and its executable's inode are the same objects: an exec replaces `mm`, and a
+    /// process id reused with an `mm` allocated where the old one was still has another
+    /// inode unless it runs the same file.
+    pub generation: u32,
+    pub mm: u64,
+    pub inode: u64,
+    pub ino: u64,
+    pub dev: u32,
+    pub _reserved: u32,
+    pub comm: [u8; 16],
+    /// The [`MissKey::name_hash`]es of the first names missed: one of them tried again is a
+    /// repeat.
+    pub tried: [u64; aggregate::TRIED_PER_SEARCH],
 }
 
 /// An `IN_FLIGHT` value: a call begun by a thread (keyed by its id) and not yet returned.
@@ -689,11 +807,17 @@ pub struct InFlight {
     pub tgid: u32,
     /// Bits of [`aggregate::key_flags`].
     pub flags: u16,
-    pub _reserved: [u16; 3],
+    pub _reserved: u16,
+    pub generation: u32,
     pub comm: [u8; 16],
     /// Stack ids (in `STACKS`) of the cpu-clock samples taken inside the call so far.
     pub stacks: [u32; aggregate::SAMPLES_PER_CALL],
     pub nr_stacks: u32,
+    /// The thread that made the call (an exec's entry is the process's: see
+    /// [`aggregate::in_flight_key`]).
+    pub tid: u32,
+    /// The slot's key ([`aggregate::in_flight_key`]; 0: free).
+    pub key: u32,
     pub _reserved2: u32,
 }
 
@@ -988,10 +1112,14 @@ const _: () = assert!(core::mem::size_of::<AdoptedRecord>() == 24 + 8 + limits::
 const _: () = assert!(core::mem::size_of::<ArgvRecord>() == 24 + 16 + limits::ARGV_CAP + limits::ARG_CAP);
 const _: () = assert!(limits::ARGV_CAP.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
-const _: () = assert!(core::mem::size_of::<MissKey>() == 8 + aggregate::MISS_NAME);
+const _: () = assert!(core::mem::size_of::<MissKey>() == 16);
+const _: () = assert!(core::mem::size_of::<MissValue>() == 32 + aggregate::MISS_NAME);
+const _: () = assert!(core::mem::offset_of!(MissValue, name).is_multiple_of(8) && aggregate::MISS_NAME.is_multiple_of(8));
+const _: () = assert!(core::mem::size_of::<ProcessState>() == 72 + 8 * aggregate::TRIED_PER_SEARCH);
+const _: () = assert!(aggregate::TRIED_PER_SEARCH.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH_DEPTH * aggregate::PATH_COMPONENT);
-const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 7 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
-const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16 + 4 * aggregate::SAMPLES_PER_CALL + 8);
+const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 9 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16 + 4 * aggregate::SAMPLES_PER_CALL + 16);
 const _: () = assert!(core::mem::size_of::<StackKey>() == 8);
 
 #[cfg(feature = "user")]
@@ -1018,12 +1146,53 @@ mod pod {
     unsafe impl aya::Pod for ProgramPath {}
     unsafe impl aya::Pod for MissKey {}
     unsafe impl aya::Pod for MissValue {}
+    unsafe impl aya::Pod for ProcessState {}
     unsafe impl aya::Pod for StackKey {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `name_hash` as the kernel side calls it: words of a 128-byte buffer.
+    fn hash_of(buf: &[u8; aggregate::MISS_NAME], len: usize) -> u64 {
+        aggregate::name_hash(|i| u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap()), len)
+    }
+
+    fn buffer(name: &[u8], garbage: u8) -> [u8; aggregate::MISS_NAME] {
+        let mut b = [garbage; aggregate::MISS_NAME];
+        b[..name.len()].copy_from_slice(name);
+        b[name.len()] = 0;
+        b
+    }
+
+    #[test]
+    fn a_names_hash_ignores_what_follows_it_in_the_buffer() {
+        for name in [&b""[..], b"a", b"/usr/bin/as", b"/root/.cargo/bin/x86_64-linux-gnu-gcc-12"] {
+            assert_eq!(hash_of(&buffer(name, 0), name.len()), hash_of(&buffer(name, 0xa5), name.len()), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn names_differing_anywhere_hash_apart() {
+        let names: [&[u8]; 6] = [b"/usr/bin/as", b"/usr/bin/at", b"/usr/sbin/as", b"/usr/bin/as\0", b"a", b"b"];
+        let hashes: std::collections::HashSet<u64> = names.iter().map(|n| hash_of(&buffer(n, 0), n.len())).collect();
+        assert_eq!(hashes.len(), names.len());
+        // Same bytes, another length (a name that is a prefix of another, NUL-padded).
+        assert_ne!(hash_of(&buffer(b"ab", 0), 1), hash_of(&buffer(b"ab", 0), 2));
+    }
+
+    #[test]
+    fn a_leaders_exec_and_fork_calls_take_different_slots() {
+        let mask = aggregate::slots(8192) - 1;
+        for tgid in [1, 300, 4095, 8191, 32767, 4_194_303] {
+            let exec = aggregate::table_slot(aggregate::in_flight_key(tgid, tgid, true), mask);
+            let fork = aggregate::table_slot(aggregate::in_flight_key(tgid, tgid, false), mask);
+            assert_ne!(exec, fork, "tgid {tgid}");
+            assert!(exec <= mask && fork <= mask);
+        }
+        assert_eq!((aggregate::slots(1), aggregate::slots(5000), aggregate::slots(8192)), (1, 8192, 8192));
+    }
 
     #[test]
     fn the_kind_table_has_no_repeats() {

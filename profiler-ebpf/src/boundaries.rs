@@ -15,16 +15,24 @@ use aya_ebpf::{
 use profiler_common::traced_syscall::{CLONE, EXECVE, EXECVEAT};
 
 use crate::{
+    aggregate,
     arch::{self, candidate, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task,
+    task::{self, Btf},
 };
+
+// The agent's calls read the kernel's structures through the BTF-typed pointers these
+// programs hold (`task::Btf`): the current task, and the syscall's `pt_regs` argument.
 
 #[inline(always)]
 fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
     let (pid, tgid) = task::current_ids();
     if !maps::current_is_traced(tgid) {
+        return;
+    }
+    if aggregate::on() {
+        aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
         return;
     }
     on_enter(ctx.arg(0), syscall, compat, pid, tgid, task::current());
@@ -37,6 +45,10 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
+    if aggregate::on() {
+        aggregate::returned::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
+        return;
+    }
     on_exit(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current()));
 }
 
@@ -70,7 +82,11 @@ pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
     }
     let current = task::current();
     if let Some((regs, syscall, compat)) = fork_call(current, true) {
-        on_enter(regs, syscall, compat, pid, tgid, current);
+        if aggregate::on() {
+            aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
+        } else {
+            on_enter(regs, syscall, compat, pid, tgid, current);
+        }
     }
     0
 }
@@ -86,7 +102,11 @@ pub fn out_kernel_clone(ctx: FExitContext) -> u32 {
     let current = task::current();
     if let Some((regs, syscall, compat)) = fork_call(current, false) {
         let ret: i32 = ctx.arg(1);
-        on_exit(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
+        if aggregate::on() {
+            aggregate::returned::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, task::current_btf()));
+        } else {
+            on_exit(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
+        }
     }
     0
 }

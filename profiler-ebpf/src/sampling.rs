@@ -14,7 +14,7 @@ use crate::{maps, task};
 pub fn sample_exec_stack(ctx: PerfEventContext) -> u32 {
     let (pid, tgid) = task::current_ids();
     if crate::aggregate::on() {
-        crate::aggregate::sample(&ctx, pid);
+        crate::aggregate::sample(&ctx, pid, tgid);
         return 0;
     }
     if !maps::is_traced(tgid) || !maps::in_call(pid) {

@@ -20,7 +20,8 @@ use profiler_common::{
 use crate::{
     aggregate,
     arch::{self, arg_regs, argv_reg, candidate, classify},
-    argv, maps, task,
+    argv, maps,
+    task::{self, Probe},
 };
 
 const AT_FDCWD: i32 = -100;
@@ -63,7 +64,7 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
 #[inline(always)]
 pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, current: u64) {
     if aggregate::on() {
-        aggregate::start(pid, tgid, current, syscall, compat);
+        aggregate::start::<Probe>(pid, tgid, current, syscall, compat);
         return;
     }
     let (min_flt, maj_flt, mut flags) = match task::faults(current) {
@@ -137,9 +138,7 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
         return;
     }
     if aggregate::on() {
-        // A missed PATH candidate's name, for the missed directories (ENOENT only).
-        let missed = (exec && ret == -2).then(|| reg(regs, arg_regs(syscall, compat).0, compat));
-        aggregate::finish(pid, current, syscall, ret, now, missed);
+        aggregate::returned::<Probe>(regs, syscall, compat, ret, now, ids);
         return;
     }
     let enter_lost = maps::leave_call(pid);

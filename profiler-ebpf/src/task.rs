@@ -38,6 +38,79 @@ unsafe fn read_at<T: Copy>(base: u64, offset: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel((base + offset) as *const T).ok() }
 }
 
+/// How a program reads a field of a kernel structure at `base + off`, by the kind of pointer
+/// its hook gives it.
+pub trait Kmem {
+    /// The field, or its default when `base` is null or the read fails.
+    fn at<T: Copy + Default>(base: u64, off: u64) -> T;
+}
+
+/// `bpf_probe_read_kernel`: works on any address, from any hook; a helper call each
+/// (~150 instructions on the lab kernel under icount).
+pub struct Probe;
+
+/// Plain loads through the BTF-typed pointers fentry/fexit programs hold (the current task
+/// from `bpf_get_current_task_btf`, the hooked function's arguments, and what is read through
+/// them): the verifier checks each offset against the kernel's BTF and the JIT turns the load
+/// into a few instructions that read 0 on a fault. The offsets are the loader's read-only
+/// globals, constants to the verifier.
+pub struct Btf;
+
+impl Kmem for Probe {
+    #[inline(always)]
+    fn at<T: Copy + Default>(base: u64, off: u64) -> T {
+        if base < 4096 {
+            return T::default();
+        }
+        unsafe { bpf_probe_read_kernel((base + off) as *const T) }.unwrap_or_default()
+    }
+}
+
+impl Kmem for Btf {
+    #[inline(always)]
+    fn at<T: Copy + Default>(base: u64, off: u64) -> T {
+        // The null test also tells the verifier a maybe-null pointer is not null here.
+        if base == 0 {
+            return T::default();
+        }
+        // SAFETY: a kernel pointer the verifier typed; a faulting load reads 0.
+        unsafe { core::ptr::read((base + off) as *const T) }
+    }
+}
+
+/// The current task as a BTF-typed pointer (fentry/fexit and other BTF-aware programs).
+#[inline(always)]
+pub fn current_btf() -> u64 {
+    unsafe { aya_ebpf::helpers::generated::bpf_get_current_task_btf() as u64 }
+}
+
+/// (minor, major) fault counts of `task` read with `M`, or None when the offsets are unknown.
+#[inline(always)]
+pub fn faults_with<M: Kmem>(task: u64) -> Option<(u64, u64)> {
+    let (min_off, maj_off) = (global(&TASK_MIN_FLT_OFFSET), global(&TASK_MAJ_FLT_OFFSET));
+    if min_off == 0 || maj_off == 0 {
+        return None;
+    }
+    Some((M::at(task, min_off), M::at(task, maj_off)))
+}
+
+/// [`kill_flags`] with `M`.
+#[inline(always)]
+pub fn kill_flags_with<M: Kmem>(task: u64) -> u32 {
+    const SIGKILL_BIT: u64 = 1 << (9 - 1);
+    let pending_off = global(&TASK_PENDING_SIGNAL_OFFSET);
+    if pending_off == 0 || M::at::<u64>(task, pending_off) & SIGKILL_BIT == 0 {
+        return 0;
+    }
+    let (sig_off, exec_off) = (global(&TASK_SIGNAL_OFFSET), global(&SIGNAL_GROUP_EXEC_TASK_OFFSET));
+    let exec_task: u64 = if sig_off == 0 || exec_off == 0 { 0 } else { M::at(M::at::<u64>(task, sig_off), exec_off) };
+    if exec_task != 0 && exec_task != task {
+        record_flags::KILLED | record_flags::KILLED_BY_OTHER_THREADS_EXEC
+    } else {
+        record_flags::KILLED
+    }
+}
+
 /// (pid, tgid) of the current task: its thread id and process id.
 #[inline(always)]
 pub fn current_ids() -> (u32, u32) {

@@ -38,7 +38,9 @@ fn fork_exec_degrades_with_a_big_dirty_parent_and_vfork_methods_do_not() {
         // Everything is slower there, the page-table copy less so than the rest: the same
         // direction, smaller factors.
         let worst = others.iter().map(|o| o.1).fold(0.0, f64::max);
-        assert!(fork > 1.5 * worst, "fork+exec slowed {fork:.1}x, the vfork methods up to {worst:.1}x: {others:?}");
+        // 1.25: with three guests side by side on two CPUs, arm64 measured fork+exec 2.5x
+        // against 1.8x for a vfork method (and 4.0x against 2.2x before).
+        assert!(fork > 1.25 * worst, "fork+exec slowed {fork:.1}x, the vfork methods up to {worst:.1}x: {others:?}");
     } else {
         // Typically 10-30x here; 5x leaves room for a busy machine (9.0x was seen while a
         // build ran beside the suite) and still far above the vfork methods' bound.

@@ -6,13 +6,19 @@
 #   execprof (default: exact+sampled in this kernel; sampled only; exact only; the boundaries
 #   alone with fentry/fexit, raw tracepoints and per-syscall events), and under the peers
 #   (`perf record -g -F 999`, `perf trace -e execve`, a bpftrace script with three probes);
+#   The always-on side: the chain untraced while `execprof agent --all` counts the whole
+#   machine (default, sampling at 99 Hz; and without samples), beside a bpftrace script that
+#   builds the same per-(comm, outcome) latency histograms with fentry/fexit (kfunc/kretfunc)
+#   on the same functions;
 # - the getpid loop (/getpid GETPID_CALLS) untraced and beside each tracer watching a
-#   sleeping process (execprof with each boundary mechanism, perf trace, bpftrace);
+#   sleeping process (execprof with each boundary mechanism, perf trace, bpftrace), or the
+#   whole machine (the agent, the histogram script);
 # - a loop of failed execve calls (/enoent ENOENT_CALLS: a missing name in an existing
 #   directory) untraced and under `execprof run` (the boundaries alone with fentry/fexit and
-#   with raw tracepoints; the default): what the tracer adds to one failed attempt;
-# then, once each, exact mode and the boundaries alone with the BPF run-time statistics on
-# (the budget per hook). The peers run in a chroot of this machine's userland (USERLAND_DEV,
+#   with raw tracepoints; the default), under the agent and under the histogram script: what
+#   the tracer adds to one failed attempt;
+# then, once each, exact mode, the boundaries alone and the agent with the BPF run-time
+# statistics on (the budget per hook). The peers run in a chroot of this machine's userland (USERLAND_DEV,
 # read-only, with /proc, /sys, /dev, a /tmp and the lab directory /run mounted inside), the
 # chain at the same path as outside. Writes each run's JSON (or a loop's ns per call) to the
 # results disk as rN-SIDE.json / rN-SIDE.txt / budget-SIDE.json, and result.env: kernel=,
@@ -60,9 +66,20 @@ tracepoint:syscalls:sys_enter_execve { @start[tid] = nsecs; }
 tracepoint:syscalls:sys_exit_execve /@start[tid]/ { @lat[args->ret] = hist(nsecs - @start[tid]); delete(@start[tid]); }
 tracepoint:sched:sched_process_exec { @execs = count(); }'
 
-# Starts a system-wide bpftrace with the script; returns once its probes are attached.
+# The always-on peer: per-(comm, outcome) exec latency histograms and per-comm fork-family
+# histograms, with fentry/fexit on the functions execprof's fentry boundaries use.
+BT_HIST='BEGIN { printf("attached\n"); }
+kfunc:__x64_sys_execve { @start[tid] = nsecs; }
+kfunc:__x64_sys_execveat { @start[tid] = nsecs; }
+kfunc:kernel_clone { @start[tid] = nsecs; }
+kretfunc:__x64_sys_execve /@start[tid]/ { @exec[comm, retval] = hist(nsecs - @start[tid]); delete(@start[tid]); }
+kretfunc:__x64_sys_execveat /@start[tid]/ { @exec[comm, retval] = hist(nsecs - @start[tid]); delete(@start[tid]); }
+kretfunc:kernel_clone /@start[tid]/ { @fork[comm] = hist(nsecs - @start[tid]); delete(@start[tid]); }'
+
+# Starts a system-wide bpftrace with the script $1 (default: the three probes); returns once
+# its probes are attached.
 bpftrace_start() {
-  in_userland bpftrace -B line -e "$BT" > $U/tmp/bpftrace.out 2>&1 &
+  in_userland bpftrace -B line -e "${1:-$BT}" > $U/tmp/bpftrace.out 2>&1 &
   bpftrace=$!
   while ! $B grep -q attached $U/tmp/bpftrace.out; do
     if ! $B kill -0 $bpftrace 2> /dev/null; then
@@ -77,6 +94,38 @@ bpftrace_stop() {
   $B killall -INT bpftrace
   wait $bpftrace
 }
+# Starts `execprof agent --all` with the options given; returns once it counts.
+agent_start() {
+  $B rm -f /tmp/agent.err
+  /execprof agent --all "$@" > /tmp/agent.out 2> /tmp/agent.err &
+  agent=$!
+  while ! $B grep -q "agent counting" /tmp/agent.err; do
+    if ! $B kill -0 $agent 2> /dev/null; then
+      echo "overhead guest: the agent did not start:"; $B cat /tmp/agent.err
+      return 1
+    fi
+    $B usleep 10000
+  done
+}
+agent_stop() {
+  $B kill -TERM $agent
+  wait $agent
+}
+# Runs "$@" while the agent (options $AGENT_OPTS) counts the whole machine.
+under_agent() {
+  agent_start $AGENT_OPTS || return 1
+  "$@"; rc=$?
+  agent_stop || return 1
+  return $rc
+}
+# Runs "$@" while the histogram script watches the whole machine.
+under_bpftrace_hist() {
+  bpftrace_start "$BT_HIST" || return 1
+  "$@"; rc=$?
+  bpftrace_stop
+  return $rc
+}
+
 # Runs "$@" (a getpid loop) while execprof, or a peer, watches a sleeping process elsewhere.
 beside() {
   watcher=$1; shift
@@ -95,6 +144,8 @@ beside() {
       "$@"; rc=$?
       bpftrace_stop
       return $rc ;;
+    agent) AGENT_OPTS= under_agent "$@"; return $? ;;
+    bpftrace-hist) under_bpftrace_hist "$@"; return $? ;;
   esac
   while [ ! -e $ready ]; do $B usleep 10000; done
   "$@"; rc=$?
@@ -136,6 +187,12 @@ side() {
       /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1; rc=$?
       bpftrace_stop
       return $rc ;;
+    # The always-on agent counting the whole machine while the chain runs untraced; its own
+    # report beside the chain's JSON.
+    agent) AGENT_OPTS="--json $R/$r-$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    agent-bare) AGENT_OPTS="--sample-hz 0 --json $R/$r-$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bpftrace-hist) under_bpftrace_hist /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    budget-agent) AGENT_OPTS="--sample-hz 0 --probe-costs --json $R/$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$tag.json > /dev/null 2>&1 ;;
     bare-syscall-events) /execprof run $chain --mode sampled --sample-hz 1 --boundaries syscall-events --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
     getpid-*) beside ${tag#getpid-} /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
@@ -144,12 +201,13 @@ side() {
     enoent-bare) /execprof run --mode sampled --sample-hz 1 --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
     enoent-bare-tracepoint) /execprof run --mode sampled --sample-hz 1 --boundaries tracepoint --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
     enoent-default) /execprof run --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-agent) AGENT_OPTS="--json $R/$r-$tag.json" under_agent /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-bpftrace-hist) under_bpftrace_hist /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
   esac
 }
 
-sides="untraced default sampled exact bare bare-tracepoint bare-syscall-events perf-record perf-trace bpftrace
-  getpid-untraced getpid-fentry getpid-tracepoint getpid-syscall-events getpid-perf-trace getpid-bpftrace
-  enoent-untraced enoent-bare enoent-bare-tracepoint enoent-default"
+# The sides (SIDES) and budget sides (BUDGETS) cargo xtask overhead chose.
+sides=$SIDES
 n=$(echo $sides | $B wc -w)
 /execprof bench chain --steps 20 --misses 6 --rounds 1 > /dev/null 2>&1  # warm the caches
 i=1
@@ -164,7 +222,7 @@ while [ $i -le $ROUNDS ]; do
   done
   i=$((i + 1))
 done
-for tag in budget-exact budget-bare budget-bare-tracepoint; do
+for tag in $BUDGETS; do
   side $tag
   echo "rc_$tag=$?" >> $R/result.env
   echo "overhead guest: $tag done"

@@ -20,6 +20,7 @@ mod kernel;
 mod overhead;
 mod setup;
 mod suite;
+mod unpacked;
 mod userland;
 mod vm;
 
@@ -108,6 +109,10 @@ enum Task {
         /// Failed execve calls per loop.
         #[arg(long, default_value_t = 5_000)]
         enoent_calls: u32,
+        /// Run only these sides (comma-separated tags, as in benches/README.md: e.g.
+        /// `agent,enoent-agent,budget-agent`), beside the untraced ones; all by default.
+        #[arg(long, value_delimiter = ',', value_name = "TAGS")]
+        only: Vec<String>,
     },
 }
 
@@ -128,8 +133,8 @@ fn main() -> ExitCode {
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
-        Task::Overhead { steps, rounds, getpid_calls, enoent_calls } => {
-            setup(Needs::Test).and_then(|()| overhead::overhead(steps, rounds, getpid_calls, enoent_calls))
+        Task::Overhead { steps, rounds, getpid_calls, enoent_calls, only } => {
+            setup(Needs::Test).and_then(|()| overhead::overhead(overhead::Sizes { steps, rounds, getpid_calls, enoent_calls }, &only))
         }
     };
     match result {

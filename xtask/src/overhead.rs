@@ -19,7 +19,7 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
-use execprof::{analysis::outcome::Outcome, report::RunReport};
+use execprof::{analysis::outcome::Outcome, model::meta::ProgramCost, report::RunReport};
 
 use crate::{
     guest::{self, GuestEnv, ResultsDisk},
@@ -39,14 +39,21 @@ const CHAIN_SIDES: &[(&str, &str)] = &[
     ("perf-record", "perf record -g -F 999"),
     ("perf-trace", "perf trace -e execve"),
     ("bpftrace", "bpftrace, 3 probes (syscalls:sys_enter/exit_execve, sched_process_exec)"),
+    ("agent", "execprof agent --all (default here: fentry/fexit, sampled at 99 Hz)"),
+    ("agent-bare", "execprof agent --all --sample-hz 0"),
+    ("bpftrace-hist", "bpftrace: per-(comm, outcome) exec and per-comm fork histograms, kfunc/kretfunc"),
 ];
 /// Chain sides whose JSON is the bench chain's, not an execprof report.
-const BENCH_JSON: &[&str] = &["untraced", "perf-record", "perf-trace", "bpftrace"];
+const BENCH_JSON: &[&str] = &["untraced", "perf-record", "perf-trace", "bpftrace", "agent", "agent-bare", "bpftrace-hist"];
+/// Sides where `execprof agent` counted the whole machine; its report is `SIDE.agent.json`
+/// beside the chain's JSON (the failed-attempt loop's is the side's own JSON).
+const AGENT_SIDES: &[&str] = &["agent", "agent-bare", "enoent-agent"];
 /// Budget sides: run once each with the BPF run-time statistics on (`--probe-costs`).
 const BUDGET_SIDES: &[(&str, &str)] = &[
     ("budget-exact", "exact mode (--mode exact --sample-hz 0)"),
     ("budget-bare", "the boundaries alone, fentry/fexit"),
     ("budget-bare-tracepoint", "the boundaries alone, raw tracepoints"),
+    ("budget-agent", "execprof agent --all --sample-hz 0 (fentry/fexit)"),
 ];
 /// getpid sides.
 const GETPID_SIDES: &[(&str, &str)] = &[
@@ -56,6 +63,8 @@ const GETPID_SIDES: &[(&str, &str)] = &[
     ("getpid-syscall-events", "execprof tracing `sleep`, per-syscall event boundaries"),
     ("getpid-perf-trace", "perf trace -e execve tracing `sleep`"),
     ("getpid-bpftrace", "bpftrace's 3 probes, machine-wide"),
+    ("getpid-agent", "execprof agent --all (default: fentry/fexit, 99 Hz samples)"),
+    ("getpid-bpftrace-hist", "the bpftrace histogram script (kfunc/kretfunc), machine-wide"),
 ];
 /// Failed-attempt loop sides: the loop untraced and under `execprof run`.
 const ENOENT_SIDES: &[(&str, &str)] = &[
@@ -63,11 +72,37 @@ const ENOENT_SIDES: &[(&str, &str)] = &[
     ("enoent-bare", "execprof run --mode sampled --sample-hz 1 (the boundaries alone: fentry/fexit)"),
     ("enoent-bare-tracepoint", "execprof run --mode sampled --sample-hz 1 --boundaries tracepoint"),
     ("enoent-default", "execprof run (default here: exact + sampled at 999 Hz)"),
+    ("enoent-agent", "execprof agent --all (default: fentry/fexit, 99 Hz samples)"),
+    ("enoent-bpftrace-hist", "the bpftrace histogram script (kfunc/kretfunc)"),
 ];
 /// What the peers need on this machine: the guest runs them from this machine's userland.
 const PEER_PACKAGES: &[&str] = &["linux-perf", "bpftrace"];
 
-pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -> Result<()> {
+/// How much each side runs.
+pub struct Sizes {
+    pub steps: u32,
+    pub rounds: u32,
+    pub getpid_calls: u32,
+    pub enoent_calls: u32,
+}
+
+/// The untraced sides every other side is compared with: always run.
+const BASELINES: &[&str] = &["untraced", "getpid-untraced", "enoent-untraced"];
+
+/// `sides` without those `only` leaves out (an empty `only` keeps all).
+fn chosen(sides: &'static [(&'static str, &'static str)], only: &[String]) -> Vec<(&'static str, &'static str)> {
+    sides.iter().filter(|(tag, _)| only.is_empty() || BASELINES.contains(tag) || only.iter().any(|o| o == tag)).copied().collect()
+}
+
+pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
+    let Sizes { steps, rounds, getpid_calls, enoent_calls } = sizes;
+    let known: Vec<&str> = CHAIN_SIDES.iter().chain(GETPID_SIDES).chain(ENOENT_SIDES).chain(BUDGET_SIDES).map(|(t, _)| *t).collect();
+    if let Some(bad) = only.iter().find(|o| !known.contains(&o.as_str())) {
+        bail!("--only: no side {bad:?}; the sides are {}", known.join(", "));
+    }
+    let (chain_sides, getpid_sides, enoent_sides, budget_sides) =
+        (chosen(CHAIN_SIDES, only), chosen(GETPID_SIDES, only), chosen(ENOENT_SIDES, only), chosen(BUDGET_SIDES, only));
+    let tags = |v: &[(&str, &str)]| v.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(" ");
     crate::setup::apt_packages(PEER_PACKAGES)?;
     crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
     let execprof = Path::new("target/release/execprof").canonicalize()?;
@@ -94,6 +129,8 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
         .set("ROUNDS", rounds)
         .set("GETPID_CALLS", getpid_calls)
         .set("ENOENT_CALLS", enoent_calls)
+        .set("SIDES", format!("{} {} {}", tags(&chain_sides), tags(&getpid_sides), tags(&enoent_sides)))
+        .set("BUDGETS", tags(&budget_sides))
         .set("LAB_DEV", guest::virtio_disk(0))
         .set("USERLAND_DEV", guest::virtio_disk(1))
         .set("RESULTS_DEV", guest::virtio_disk(2));
@@ -102,7 +139,7 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     std::fs::write(&initrd, c.finish())?;
     eprintln!(
         "xtask: overhead: {rounds} rounds of {} sides inside the lab kernel under -icount (TCG: minutes)",
-        CHAIN_SIDES.len() + GETPID_SIDES.len() + ENOENT_SIDES.len()
+        chain_sides.len() + getpid_sides.len() + enoent_sides.len()
     );
     crate::fastpath::boot_lab(&image, &initrd, &[userland], &results, &work, Duration::from_secs(3600))?;
     let console = work.join("console.log");
@@ -113,13 +150,13 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     let dir = work.join("results");
     let mut failed = Vec::new();
     for r in 1..=rounds {
-        for (tag, _) in CHAIN_SIDES.iter().chain(GETPID_SIDES).chain(ENOENT_SIDES) {
+        for (tag, _) in chain_sides.iter().chain(&getpid_sides).chain(&enoent_sides) {
             if result.code(&format!("rc_r{r}-{tag}")) != Some(0) {
                 failed.push(format!("r{r}-{tag}"));
             }
         }
     }
-    for (tag, _) in BUDGET_SIDES {
+    for (tag, _) in &budget_sides {
         if result.code(&format!("rc_{tag}")) != Some(0) {
             failed.push((*tag).to_owned());
         }
@@ -140,7 +177,8 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
             let v: serde_json::Value = serde_json::from_str(&text)?;
             let round = &v["rounds"][0];
             let ns = |k: &str| round[k].as_u64().with_context(|| format!("bench chain JSON without rounds[0].{k}"));
-            (ns("user_ns")? + ns("sys_ns")?, ns("wall_ns")?, None)
+            let enoent = if AGENT_SIDES.contains(&tag) { Some(enoent_mean(&dir.join(format!("r{r}-{tag}.agent.json")))?) } else { None };
+            (ns("user_ns")? + ns("sys_ns")?, ns("wall_ns")?, enoent)
         } else {
             let report: RunReport = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
             if !report.complete {
@@ -162,12 +200,12 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     };
     let all = |f: &dyn Fn(&str, u32) -> Result<f64>, tag: &str| -> Result<Vec<f64>> { (1..=rounds).map(|r| f(tag, r)).collect() };
     let chain: Vec<Vec<(f64, f64, Option<f64>)>> =
-        CHAIN_SIDES.iter().map(|(tag, _)| (1..=rounds).map(|r| per_step(tag, r)).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
+        chain_sides.iter().map(|(tag, _)| (1..=rounds).map(|r| per_step(tag, r)).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
     let (cpu0, wall0) = (median(chain[0].iter().map(|x| x.0).collect()), median(chain[0].iter().map(|x| x.1).collect()));
     println!(
         "\n| chain: side | instructions per step run by the chain (median) | per round | × untraced | wall per step, with the tracer's user space (one vCPU) | × untraced | failed attempt (ENOENT), mean as measured |\n|---|---|---|---|---|---|---|"
     );
-    for ((_, what), v) in CHAIN_SIDES.iter().zip(&chain) {
+    for ((_, what), v) in chain_sides.iter().zip(&chain) {
         let shown: Vec<String> = v.iter().map(|x| format!("{:.0}", x.0)).collect();
         let (cpu, wall) = (median(v.iter().map(|x| x.0).collect()), median(v.iter().map(|x| x.1).collect()));
         let enoent = v.iter().filter_map(|x| x.2).collect::<Vec<f64>>();
@@ -178,7 +216,7 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     println!(
         "\n| getpid of an untraced process, beside | instructions per call (median) | per round | added | × untraced |\n|---|---|---|---|---|"
     );
-    for (tag, what) in GETPID_SIDES {
+    for (tag, what) in &getpid_sides {
         let v = all(&getpid, tag)?;
         let shown: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();
         let m = median(v);
@@ -190,11 +228,12 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     println!(
         "\n| failed execve (ENOENT) in a loop, under | instructions per attempt (median) | per round | added by the tracer | tracer's share of the attempt | ENOENT as execprof measured it (mean) |\n|---|---|---|---|---|---|"
     );
-    for (tag, what) in ENOENT_SIDES {
+    for (tag, what) in &enoent_sides {
         let v = all(&getpid, tag)?;
         let shown: Vec<String> = v.iter().map(|x| format!("{x:.0}")).collect();
         let m = median(v);
-        let measured = if *tag == "enoent-untraced" {
+        // Only execprof measures the attempt itself.
+        let measured = if *tag == "enoent-untraced" || tag.contains("bpftrace") {
             "—".to_owned()
         } else {
             let means = (1..=rounds).map(|r| enoent_mean(&dir.join(format!("r{r}-{tag}.json")))).collect::<Result<Vec<f64>>>()?;
@@ -202,11 +241,19 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
         };
         println!("| {what} | {m:.0} | {} | {:+.0} | {:.1}% | {measured} |", shown.join(", "), m - base, 100.0 * (m - base) / m);
     }
-    for (tag, what) in BUDGET_SIDES {
+    for (tag, what) in &budget_sides {
+        if *tag == "budget-agent" {
+            let (programs, attempts) = agent_costs(&dir.join(format!("{tag}.agent.json")))?;
+            print_budget(what, &programs, attempts, steps);
+            continue;
+        }
         let path = dir.join(format!("{tag}.json"));
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         let report: RunReport = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
-        print_budget(what, &report, steps)?;
+        let Some(cost) = &report.probe_cost else {
+            bail!("{what}: the run kept no BPF run-time statistics (--probe-costs), so there is no budget to show");
+        };
+        print_budget(what, &cost.programs, report.analysis.attempts, steps);
     }
     println!(
         "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and a `rep movs` counts once."
@@ -214,9 +261,21 @@ pub fn overhead(steps: u32, rounds: u32, getpid_calls: u32, enoent_calls: u32) -
     Ok(())
 }
 
-/// The mean ENOENT latency in the execprof report at `path`.
+/// The mean ENOENT latency in the execprof report at `path`: `run`'s or `agent`'s (whose
+/// outcomes are errno names in lower case, `run`'s classes among them).
 fn enoent_mean(path: &Path) -> Result<f64> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    if v.get("series").is_some() {
+        if v["complete"] != serde_json::Value::Bool(true) {
+            bail!("{} is incomplete (the agent lost or folded calls): the figure would be wrong", path.display());
+        }
+        return v["analysis"]["outcomes"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["outcome"] == "enoent"))
+            .and_then(|o| o["latency"]["mean_ns"].as_f64())
+            .with_context(|| format!("{}: no failed attempt (ENOENT) counted", path.display()));
+    }
     let report: RunReport = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
     if !report.complete {
         bail!("{} is incomplete: the figure would be wrong", path.display());
@@ -231,19 +290,32 @@ fn enoent_mean(path: &Path) -> Result<f64> {
         .with_context(|| format!("{}: no failed attempt (ENOENT) measured", path.display()))
 }
 
+/// The agent's programs' runs and run time (`--probe-costs`) and the exec attempts it counted.
+fn agent_costs(path: &Path) -> Result<(Vec<ProgramCost>, u64)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    if v["complete"] != serde_json::Value::Bool(true) {
+        bail!("{} is incomplete (the agent lost or folded calls): the budget would be wrong", path.display());
+    }
+    let programs: Vec<ProgramCost> =
+        serde_json::from_value(v["programs"].clone()).with_context(|| format!("{}: no program costs", path.display()))?;
+    if programs.is_empty() {
+        bail!("{}: the agent kept no BPF run-time statistics (--probe-costs), so there is no budget to show", path.display());
+    }
+    let attempts = v["analysis"]["attempts"].as_u64().with_context(|| format!("{}: no attempts count", path.display()))?;
+    Ok((programs, attempts))
+}
+
 /// One side's instruction budget, hook by hook: each of execprof's programs' runs and
 /// instructions (the kernel's BPF run-time statistics, whose nanoseconds are instructions
 /// under icount: the program and the helpers it calls, and half a clock read of the
 /// statistics' own; not the dispatch into it, which is the rest of the chain's added
 /// instructions).
-fn print_budget(what: &str, report: &RunReport, steps: u32) -> Result<()> {
-    let Some(cost) = &report.probe_cost else {
-        bail!("{what}: the run kept no BPF run-time statistics (--probe-costs), so there is no budget to show");
-    };
-    let attempts = report.analysis.attempts.max(1) as f64;
+fn print_budget(what: &str, programs: &[ProgramCost], attempts: u64, steps: u32) {
+    let attempts = attempts.max(1) as f64;
     println!("\n| budget: {what} | runs per step | instructions per run | per step | per exec attempt |\n|---|---|---|---|---|");
     let mut total = 0.0;
-    for p in &cost.programs {
+    for p in programs {
         let per_step = p.run_ns as f64 / f64::from(steps);
         total += p.run_ns as f64;
         println!(
@@ -255,5 +327,4 @@ fn print_budget(what: &str, report: &RunReport, steps: u32) -> Result<()> {
         );
     }
     println!("| all programs | | | {:.0} | {:.0} |", total / f64::from(steps), total / attempts);
-    Ok(())
 }

@@ -8,7 +8,7 @@
 //! would remove one the user has (a fresh machine here ships `qemu-utils` 10 from backports,
 //! which breaks Debian 12's `qemu-system-common` 7.2) is not installed: its `.deb` is unpacked
 //! under [`UNPACKED`] instead, as the guests' kernels are, and its dependencies that remove
-//! nothing are installed as usual. Tools are then looked up with [`tool`].
+//! nothing are installed as usual. Tools are then looked up with [`crate::unpacked::tool`].
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -16,7 +16,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::run;
+use crate::{run, unpacked::UNPACKED};
 
 /// Debian packages for building and running the profiler: the rustc whose `core` sources match
 /// it (for `-Z build-std=core` on the bpfel target), the LLVM that bpf-linker links against, and
@@ -56,9 +56,6 @@ const CROSS_ARCH: &str = "arm64";
 /// all the cross-build needs, at [`CROSS_RUSTLIB`], where rustc-web (sysroot `/usr`) looks.
 const CROSS_STD: &str = "libstd-rust-web-dev:arm64";
 const CROSS_RUSTLIB: &str = "/usr/lib/rustlib/aarch64-unknown-linux-gnu";
-
-/// Where packages that could not be installed without removing another are unpacked.
-pub(crate) const UNPACKED: &str = "/var/cache/execprof/unpacked";
 
 const TOOLCHAIN_NAME: &str = "rustc-web";
 const TOOLCHAIN_DIR: &str = "/opt/rustc-web";
@@ -287,29 +284,6 @@ fn unpack_deb(pkg: &str) -> Result<()> {
     std::fs::write(stamp(pkg), deb.file_name().expect("a file").as_encoded_bytes())?;
     eprintln!("xtask: {pkg} unpacked into {UNPACKED}");
     Ok(())
-}
-
-/// A tool from the system's PATH, or from a package unpacked under [`UNPACKED`].
-pub(crate) fn tool(name: &str) -> PathBuf {
-    let unpacked = Path::new(UNPACKED).join("usr/bin").join(name);
-    if unpacked.exists() && !on_path(name) { unpacked } else { PathBuf::from(name) }
-}
-
-/// Where Debian's `seabios` and `qemu-system-data` keep the BIOS and option ROMs. The QEMU
-/// unpacked under [`UNPACKED`] has no package links to them in its data directory, so it is
-/// told where they are (`-L`; given any, QEMU searches only those).
-const QEMU_FIRMWARE: &[&str] = &["/usr/share/qemu", "/usr/share/seabios"];
-
-/// QEMU's arguments for finding its firmware: none for an installed QEMU.
-pub(crate) fn qemu_firmware_args(qemu: &str) -> Vec<String> {
-    if tool(qemu) == Path::new(qemu) {
-        return Vec::new();
-    }
-    QEMU_FIRMWARE.iter().filter(|d| Path::new(d).is_dir()).flat_map(|d| ["-L".to_owned(), (*d).to_owned()]).collect()
-}
-
-fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
 /// rustup names Debian's rustc-web so aya-build can select it; rustup refuses a toolchain dir

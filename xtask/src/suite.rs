@@ -96,7 +96,7 @@ fn repo_image(arch: Arch, bins: &[TestBinary], execprof: &Path, work: &Path) -> 
     exes.push(execprof.to_owned());
     for exe in exes {
         let to = place(&exe)?;
-        run(Command::new(crate::setup::tool(arch.objcopy())).arg("--strip-debug").arg(&exe).arg(&to))?;
+        run(Command::new(crate::unpacked::tool(arch.objcopy())).arg("--strip-debug").arg(&exe).arg(&to))?;
     }
     // Each test runs in its package's directory, as under cargo.
     for b in bins {

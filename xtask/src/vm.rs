@@ -334,12 +334,12 @@ pub(crate) struct Boot<'a> {
 pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     let started = Instant::now();
     let qemu = b.arch.qemu();
-    let mut cmd = Command::new(crate::setup::tool(qemu));
+    let mut cmd = Command::new(crate::unpacked::tool(qemu));
     // One vCPU: under multi-threaded TCG, the kernel's text patching (static keys flipped by
     // attaching and detaching tracepoints, int3-based text_poke_bp) raced the other vCPU and
     // crashed the 6.12 guest now and then ("Oops: int3" in __schedule, bpf_trace_run2).
     // No network: no guest needs one (and QEMU's default NIC wants an option ROM).
-    cmd.args(crate::setup::qemu_firmware_args(qemu))
+    cmd.args(crate::unpacked::qemu_firmware_args(qemu))
         .args(b.arch.machine())
         .args(["-accel", "tcg", "-cpu", b.arch.cpu(), "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
         .arg("-m")

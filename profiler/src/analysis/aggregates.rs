@@ -23,13 +23,25 @@ pub enum Call {
     Fork,
 }
 
-/// The outcome as reports name it: `success`, an errno's name (`ENOENT`), or `abandoned`
+/// The outcome as the agent's JSON names it, as `run --json` names its classes, in lower case:
+/// `success`, an errno's name (`enoent`, `e2big`), or `abandoned` ([`outcome_label`] on a
+/// terminal)
 /// (killed mid-exec, whatever its errno).
 pub fn outcome_name(outcome: u16) -> String {
     match outcome {
         OUTCOME_SUCCESS => "success".to_owned(),
         OUTCOME_ABANDONED => "abandoned".to_owned(),
-        e => errno_name(i64::from(e)),
+        e => errno_name(i64::from(e)).to_lowercase(),
+    }
+}
+
+/// An outcome's name as terminals show it (and `run`'s reports): errno names in capitals.
+pub fn outcome_label(name: &str) -> String {
+    match name {
+        "other" => "other errno".to_owned(),
+        "success" | "abandoned" | "failed" => name.to_owned(),
+        n if n.starts_with("errno ") => n.to_owned(),
+        n => n.to_uppercase(),
     }
 }
 
@@ -71,13 +83,28 @@ pub struct Totals {
     pub rss_pages_sum: u64,
     /// Fork-family calls: the parent's largest resident size, in pages.
     pub rss_pages_max: u64,
+    /// Successful execs that ended a PATH search of at least one miss.
+    pub searches: u64,
+    /// The misses of those searches.
+    pub search_misses: u64,
     /// Timed calls per latency bucket (`profiler_common::aggregate::bucket`).
     pub buckets: Vec<u64>,
 }
 
 impl Default for Totals {
     fn default() -> Self {
-        Self { count: 0, timed: 0, sum_ns: 0, min_flt: 0, maj_flt: 0, rss_pages_sum: 0, rss_pages_max: 0, buckets: vec![0; BUCKETS] }
+        Self {
+            count: 0,
+            timed: 0,
+            sum_ns: 0,
+            min_flt: 0,
+            maj_flt: 0,
+            rss_pages_sum: 0,
+            rss_pages_max: 0,
+            searches: 0,
+            search_misses: 0,
+            buckets: vec![0; BUCKETS],
+        }
     }
 }
 
@@ -92,6 +119,8 @@ impl Totals {
             maj_flt: v.maj_flt,
             rss_pages_sum: v.rss_pages_sum,
             rss_pages_max: v.rss_pages_max,
+            searches: v.searches,
+            search_misses: v.search_misses,
             buckets: v.buckets.to_vec(),
         }
     }
@@ -110,6 +139,8 @@ impl Totals {
             maj_flt: self.maj_flt.saturating_sub(before.maj_flt),
             rss_pages_sum: self.rss_pages_sum.saturating_sub(before.rss_pages_sum),
             rss_pages_max: self.rss_pages_max,
+            searches: self.searches.saturating_sub(before.searches),
+            search_misses: self.search_misses.saturating_sub(before.search_misses),
             buckets: self.buckets.iter().zip(&before.buckets).map(|(a, b)| a.saturating_sub(*b)).collect(),
         }
     }
@@ -123,6 +154,8 @@ impl Totals {
         self.maj_flt += d.maj_flt;
         self.rss_pages_sum = self.rss_pages_sum.saturating_add(d.rss_pages_sum);
         self.rss_pages_max = self.rss_pages_max.max(d.rss_pages_max);
+        self.searches += d.searches;
+        self.search_misses += d.search_misses;
         for (a, b) in self.buckets.iter_mut().zip(&d.buckets) {
             *a += b;
         }
@@ -307,7 +340,7 @@ impl SeriesTable {
                     row.attempts += t.count;
                     match k.outcome.as_str() {
                         "success" => {}
-                        "ENOENT" => row.enoent += t.count,
+                        "enoent" => row.enoent += t.count,
                         _ => row.failed_otherwise += t.count,
                     }
                     row.exec.add(t);
@@ -393,11 +426,11 @@ fn exec_outcome_named(name: &str) -> Option<Outcome> {
     Some(match name {
         "success" => Outcome::Success,
         "abandoned" => Outcome::Abandoned,
-        "ENOENT" => Outcome::Enoent,
-        "EACCES" => Outcome::Eacces,
-        "ENOEXEC" => Outcome::Enoexec,
-        "other errno" => Outcome::Other,
-        n if n.starts_with('E') || n.starts_with("errno ") => Outcome::Other,
+        "enoent" => Outcome::Enoent,
+        "eacces" => Outcome::Eacces,
+        "enoexec" => Outcome::Enoexec,
+        "other" => Outcome::Other,
+        n if n.starts_with('e') => Outcome::Other,
         _ => return None,
     })
 }
@@ -419,9 +452,31 @@ pub fn missed_directory(name: &[u8]) -> String {
 #[derive(Debug)]
 pub struct MissTable {
     capacity: usize,
-    dirs: HashMap<(String, String), (u64, u64)>,
+    dirs: HashMap<(String, String), MissCounts>,
     /// Attempts not kept per directory (the table full).
     pub folded: u64,
+}
+
+/// ENOENT attempts in one directory (of one cgroup, or all), and the repeated ones among them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MissCounts {
+    /// Attempts.
+    pub misses: u64,
+    /// Their kernel time, in ns.
+    pub ns: u64,
+    /// Of them, tries of a name their search had tried already.
+    pub repeated: u64,
+    /// Kernel time in those, in ns.
+    pub repeated_ns: u64,
+}
+
+impl MissCounts {
+    fn add(&mut self, d: &MissCounts) {
+        self.misses += d.misses;
+        self.ns += d.ns;
+        self.repeated += d.repeated;
+        self.repeated_ns += d.repeated_ns;
+    }
 }
 
 /// One missed directory.
@@ -433,6 +488,11 @@ pub struct MissedDirectory {
     pub misses: u64,
     /// Their kernel time, in ns.
     pub total_ns: u64,
+    /// Of the misses, those of a search that had tried the same name already (the directory
+    /// is listed in PATH more than once): pure waste.
+    pub repeated_misses: u64,
+    /// Kernel time in them, in ns.
+    pub repeated_miss_ns: u64,
     /// The cgroups whose processes missed there.
     pub cgroups: Vec<String>,
 }
@@ -443,28 +503,31 @@ impl MissTable {
         Self { capacity, dirs: HashMap::new(), folded: 0 }
     }
 
-    /// Adds `count` misses of `ns` in all to a cgroup's directory.
-    pub fn add(&mut self, cgroup: &str, directory: &str, count: u64, ns: u64) {
+    /// Adds misses to a cgroup's directory.
+    pub fn add(&mut self, cgroup: &str, directory: &str, counts: &MissCounts) {
         let key = (cgroup.to_owned(), directory.to_owned());
         if !self.dirs.contains_key(&key) && self.dirs.len() >= self.capacity {
-            self.folded += count;
+            self.folded += counts.misses;
             return;
         }
-        let e = self.dirs.entry(key).or_default();
-        e.0 += count;
-        e.1 += ns;
+        self.dirs.entry(key).or_default().add(counts);
+    }
+
+    /// Repeated misses and their kernel time, every directory.
+    pub fn repeated(&self) -> (u64, u64) {
+        self.dirs.values().fold((0, 0), |(n, ns), c| (n + c.repeated, ns + c.repeated_ns))
     }
 
     /// Per missed directory, as `top` rows: its misses are exec attempts that all failed
     /// with ENOENT (no latency buckets: their time only).
     pub fn groups(&self) -> HashMap<String, GroupRow> {
         let mut out: HashMap<String, GroupRow> = HashMap::new();
-        for ((_, dir), (count, ns)) in &self.dirs {
+        for ((_, dir), c) in &self.dirs {
             let row = out.entry(dir.clone()).or_insert_with(|| GroupRow { name: dir.clone(), ..GroupRow::default() });
-            row.attempts += count;
-            row.enoent += count;
-            row.exec.count += count;
-            row.exec.sum_ns += ns;
+            row.attempts += c.misses;
+            row.enoent += c.misses;
+            row.exec.count += c.misses;
+            row.exec.sum_ns += c.ns;
         }
         out
     }
@@ -472,15 +535,19 @@ impl MissTable {
     /// The missed directories, most misses first.
     pub fn directories(&self) -> Vec<MissedDirectory> {
         let mut by_dir: HashMap<&str, MissedDirectory> = HashMap::new();
-        for ((cgroup, dir), (count, ns)) in &self.dirs {
+        for ((cgroup, dir), c) in &self.dirs {
             let d = by_dir.entry(dir).or_insert_with(|| MissedDirectory {
                 directory: dir.clone(),
                 misses: 0,
                 total_ns: 0,
+                repeated_misses: 0,
+                repeated_miss_ns: 0,
                 cgroups: Vec::new(),
             });
-            d.misses += count;
-            d.total_ns += ns;
+            d.misses += c.misses;
+            d.total_ns += c.ns;
+            d.repeated_misses += c.repeated;
+            d.repeated_miss_ns += c.repeated_ns;
             d.cgroups.push(cgroup.clone());
         }
         let mut out: Vec<MissedDirectory> = by_dir.into_values().collect();
@@ -497,13 +564,13 @@ pub fn other_series(slot: u32) -> SeriesKey {
     use profiler_common::aggregate::*;
     let (call, outcome) = match slot {
         OTHER_SUCCESS => (Call::Exec, "success".to_owned()),
-        OTHER_ENOENT => (Call::Exec, errno_name(2)),
-        OTHER_EACCES => (Call::Exec, errno_name(13)),
-        OTHER_ENOEXEC => (Call::Exec, errno_name(8)),
+        OTHER_ENOENT => (Call::Exec, outcome_name(2)),
+        OTHER_EACCES => (Call::Exec, outcome_name(13)),
+        OTHER_ENOEXEC => (Call::Exec, outcome_name(8)),
         OTHER_ABANDONED => (Call::Exec, "abandoned".to_owned()),
         OTHER_FORK => (Call::Fork, "success".to_owned()),
         OTHER_FORK_FAILED => (Call::Fork, "failed".to_owned()),
-        _ => (Call::Exec, "other errno".to_owned()),
+        _ => (Call::Exec, "other".to_owned()),
     };
     SeriesKey { cgroup: OTHER.into(), program: OTHER.into(), call, outcome, compat: false }
 }
@@ -525,6 +592,25 @@ pub struct AgentAnalysis {
     pub callers: Vec<CallerRow>,
     /// Fork-family calls.
     pub fork_calls: ForkRow,
+    /// PATH searches, as far as the kernel follows them.
+    pub path_searches: AgentPathSearches,
+}
+
+/// PATH searches as the agent counts them in the kernel: a process's ENOENT attempts for one
+/// name (what follows the last `/`) form its search until an exec that does not fail with
+/// ENOENT; a search that ends in a successful exec was found after its misses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AgentPathSearches {
+    /// Searches that found their program after at least one miss.
+    pub found_after_misses: u64,
+    /// The misses of those searches.
+    pub misses_before_found: u64,
+    /// Misses of a name the same search had tried already (PATH lists the directory more
+    /// than once), found or not: pure waste. Exact while the first try is among the names
+    /// the kernel keeps for the searches in progress (8,192, least recently used first).
+    pub repeated_misses: u64,
+    /// Kernel time in them, in ns.
+    pub repeated_miss_ns: u64,
 }
 
 /// Exec attempts of one outcome.
@@ -565,6 +651,10 @@ pub struct CallerRow {
     pub fork_parent_rss_pages_mean: Option<f64>,
     /// Largest resident size of the parent at a fork-family call, in pages.
     pub fork_parent_rss_pages_max: u64,
+    /// PATH searches that found a program after at least one miss.
+    pub searches_found_after_misses: u64,
+    /// The misses of those searches.
+    pub search_misses: u64,
 }
 
 /// Fork-family calls, all programs.
@@ -591,6 +681,7 @@ fn summarize<'a>(series: impl Iterator<Item = (&'a SeriesKey, &'a Totals)>) -> A
     let mut callers: HashMap<String, CallerRow> = HashMap::new();
     let mut forks = Totals::default();
     let mut fork_failed = 0;
+    let mut path_searches = AgentPathSearches::default();
     for (k, t) in series {
         let c = callers.entry(k.program.clone()).or_insert_with(|| CallerRow {
             program: k.program.clone(),
@@ -603,11 +694,17 @@ fn summarize<'a>(series: impl Iterator<Item = (&'a SeriesKey, &'a Totals)>) -> A
             fork_ns: 0,
             fork_parent_rss_pages_mean: None,
             fork_parent_rss_pages_max: 0,
+            searches_found_after_misses: 0,
+            search_misses: 0,
         });
         match k.call {
             Call::Exec => {
                 outcomes.entry(k.outcome.clone()).or_default().add(t);
                 c.attempts += t.count;
+                c.searches_found_after_misses += t.searches;
+                c.search_misses += t.search_misses;
+                path_searches.found_after_misses += t.searches;
+                path_searches.misses_before_found += t.search_misses;
                 if k.outcome == "success" {
                     c.successes += t.count;
                     c.success_ns += t.sum_ns;
@@ -665,6 +762,7 @@ fn summarize<'a>(series: impl Iterator<Item = (&'a SeriesKey, &'a Totals)>) -> A
             parent_rss_pages_mean: per(forks.rss_pages_sum, forks.timed),
             parent_rss_pages_max: forks.rss_pages_max,
         },
+        path_searches,
     }
 }
 
@@ -717,7 +815,7 @@ mod tests {
     fn series_past_the_capacity_fold_into_other_and_are_counted() {
         let mut t = SeriesTable::new(3);
         for i in 0..10 {
-            t.add(key(&format!("/bin/p{i}"), Call::Exec, "ENOENT"), &totals(&[1_000, 2_000]));
+            t.add(key(&format!("/bin/p{i}"), Call::Exec, "enoent"), &totals(&[1_000, 2_000]));
         }
         // 3 kept, the 7 others in one `other` series (a fourth entry).
         assert_eq!(t.len(), 4);
@@ -727,7 +825,7 @@ mod tests {
         let other = s.callers.iter().find(|c| c.program == OTHER).unwrap();
         assert_eq!(other.attempts, 14);
         // An existing series keeps growing.
-        t.add(key("/bin/p0", Call::Exec, "ENOENT"), &totals(&[1_000]));
+        t.add(key("/bin/p0", Call::Exec, "enoent"), &totals(&[1_000]));
         assert_eq!(t.folded, 14);
         assert_eq!(t.summary().attempts, 21);
     }
@@ -736,7 +834,7 @@ mod tests {
     fn the_summary_splits_outcomes_callers_and_forks() {
         let mut t = SeriesTable::new(100);
         t.add(key("/bin/sh", Call::Exec, "success"), &totals(&[100_000, 200_000]));
-        t.add(key("/bin/sh", Call::Exec, "ENOENT"), &totals(&[10_000, 10_000, 10_000]));
+        t.add(key("/bin/sh", Call::Exec, "enoent"), &totals(&[10_000, 10_000, 10_000]));
         let mut fork = totals(&[50_000]);
         fork.rss_pages_sum = 1000;
         fork.rss_pages_max = 1000;
@@ -746,11 +844,11 @@ mod tests {
         assert_eq!(s.attempts, 6);
         assert_eq!(s.outcomes[0].outcome, "success");
         assert_eq!(s.outcomes[0].count, 3);
-        assert_eq!(s.outcomes[1].outcome, "ENOENT");
+        assert_eq!(s.outcomes[1].outcome, "enoent");
         let sh = &s.callers[0];
         assert_eq!(sh.program, "/bin/sh");
         assert_eq!((sh.attempts, sh.successes, sh.failed_ns, sh.success_ns), (5, 2, 30_000, 300_000));
-        assert_eq!(sh.failed, vec![("ENOENT".to_owned(), 3)]);
+        assert_eq!(sh.failed, vec![("enoent".to_owned(), 3)]);
         assert_eq!((sh.fork_calls, sh.fork_parent_rss_pages_mean, sh.fork_parent_rss_pages_max), (1, Some(1000.0), 1000));
         assert_eq!((s.fork_calls.count, s.fork_calls.parent_rss_pages_max), (1, 1000));
     }
@@ -759,7 +857,7 @@ mod tests {
     fn groups_sum_series_per_program_and_per_cgroup() {
         let mut t = SeriesTable::new(100);
         t.add(key("/bin/sh", Call::Exec, "success"), &totals(&[100_000]));
-        t.add(key("/bin/sh", Call::Exec, "ENOENT"), &totals(&[10_000, 10_000]));
+        t.add(key("/bin/sh", Call::Exec, "enoent"), &totals(&[10_000, 10_000]));
         t.add(key("/bin/sh", Call::Exec, "EACCES"), &totals(&[5_000]));
         let mut fork = totals(&[50_000]);
         fork.rss_pages_max = 300;
@@ -782,20 +880,22 @@ mod tests {
         assert_eq!(missed_directory(b"gcc"), ".");
         assert_eq!(missed_directory(b"./bin/x\x1b"), "./bin");
         let mut t = MissTable::new(2);
-        t.add("/a", "/usr/local/bin", 3, 300);
-        t.add("/b", "/usr/local/bin", 1, 100);
-        t.add("/a", "/usr/local/sbin", 5, 50);
+        let c = |misses, ns, repeated, repeated_ns| MissCounts { misses, ns, repeated, repeated_ns };
+        t.add("/a", "/usr/local/bin", &c(3, 300, 1, 100));
+        t.add("/b", "/usr/local/bin", &c(1, 100, 0, 0));
+        t.add("/a", "/usr/local/sbin", &c(5, 50, 2, 20));
         assert_eq!(t.folded, 5, "a third pair does not fit");
         let d = t.directories();
         assert_eq!(d.len(), 1);
-        assert_eq!((d[0].misses, d[0].total_ns), (4, 400));
+        assert_eq!((d[0].misses, d[0].total_ns, d[0].repeated_misses, d[0].repeated_miss_ns), (4, 400, 1, 100));
         assert_eq!(d[0].cgroups, ["/a", "/b"]);
+        assert_eq!(t.repeated(), (1, 100));
     }
 
     #[test]
     fn stacks_are_kept_per_exec_outcome_and_bounded() {
         let mut t = AgentTotals::new(2);
-        t.series.add(key("/bin/sh", Call::Exec, "ENOENT"), &totals(&[1_000, 3_000]));
+        t.series.add(key("/bin/sh", Call::Exec, "enoent"), &totals(&[1_000, 3_000]));
         t.add_stack(CALL_EXEC, 2, &[1, 2], 5);
         t.add_stack(CALL_EXEC, 2, &[1, 3], 1);
         t.add_stack(CALL_EXEC, 2, &[1, 4], 2);
@@ -810,7 +910,15 @@ mod tests {
     #[test]
     fn outcomes_are_named_by_errno() {
         assert_eq!(outcome_name(OUTCOME_SUCCESS), "success");
-        assert_eq!(outcome_name(2), "ENOENT");
+        assert_eq!(outcome_name(2), "enoent");
+        assert_eq!(outcome_name(7), "e2big");
         assert_eq!(outcome_name(OUTCOME_ABANDONED), "abandoned");
+        // As run's JSON names the same outcomes, and as terminals show them.
+        for o in Outcome::ALL {
+            let name = serde_json::to_value(o).unwrap();
+            assert!(["success", "enoent", "eacces", "enoexec", "other", "abandoned"].contains(&name.as_str().unwrap()));
+            assert_eq!(outcome_label(name.as_str().unwrap()), o.label());
+        }
+        assert_eq!((outcome_label("enoent"), outcome_label("errno 600")), ("ENOENT".to_owned(), "errno 600".to_owned()));
     }
 }

@@ -170,6 +170,7 @@ pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate:
         max_totals: args.max_totals,
         idle: seconds("idle", args.idle, 0.0)?,
         boundaries: boundary_request(args.boundaries),
+        probe_costs: args.probe_costs,
         verbose,
     })
 }

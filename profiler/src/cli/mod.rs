@@ -395,7 +395,9 @@ pub struct AgentArgs {
     /// the `other` series of its outcome, and counted.
     #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_SERIES)]
     pub max_series: u32,
-    /// Calls in flight (begun, not returned) the kernel can time at once.
+    /// Slots for calls in flight (begun, not returned) and for PATH searches in progress,
+    /// rounded up to a power of two: the tables are direct-mapped by thread or process id, so
+    /// two ids sharing a slot at the same moment push one out (counted).
     #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: u32,
     /// Kernel-stack sampling rate per CPU inside exec attempts (0 turns it off): where the
@@ -416,6 +418,10 @@ pub struct AgentArgs {
     /// Which hooks time the calls (as `run --boundaries`).
     #[arg(long, value_enum, default_value_t = BoundariesArg::Auto)]
     pub boundaries: BoundariesArg,
+    /// Keep the kernel's BPF run-time statistics on and report what each of the agent's eBPF
+    /// programs ran and cost (adds two clock reads to every run of each program).
+    #[arg(long)]
+    pub probe_costs: bool,
 }
 
 /// Options of `top`.

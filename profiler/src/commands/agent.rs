@@ -47,6 +47,8 @@ pub struct AgentConfig {
     pub idle: Duration,
     /// Which hooks time the calls.
     pub boundaries: crate::kernel::boundaries::BoundaryRequest,
+    /// Keep the kernel's BPF run-time statistics on (`--probe-costs`).
+    pub probe_costs: bool,
     /// Debug logs and eBPF-side diagnostics.
     pub verbose: bool,
 }
@@ -58,6 +60,8 @@ pub(crate) struct AgentSession {
     pub source: AggregateSource,
     /// The scope as reports name it.
     pub scope: Scope,
+    /// Holds the kernel's BPF run-time statistics on (`--probe-costs`).
+    pub run_stats: Option<std::os::fd::OwnedFd>,
 }
 
 impl AgentSession {
@@ -108,7 +112,17 @@ impl AgentSession {
         let maps = tracer.take_aggregates(cfg.max_series)?;
         let mount = crate::kernel::scope::cgroup2_mount().ok();
         let source = AggregateSource::new(maps, mount, cfg.idle);
-        Ok(Self { tracer, source, scope })
+        // No exact mode in the agent: the statistics are safe on every kernel it runs on.
+        let run_stats = if cfg.probe_costs {
+            let fd = Tracer::enable_run_stats();
+            if fd.is_none() {
+                eprintln!("execprof: warning: --probe-costs: this kernel refuses BPF run-time statistics; the report has no program costs");
+            }
+            fd
+        } else {
+            None
+        };
+        Ok(Self { tracer, source, scope, run_stats })
     }
 
     /// Whether the watched processes are all gone (`--pid`; never for the other scopes).
@@ -124,7 +138,7 @@ impl AgentSession {
 
 /// Runs the agent; returns the exit code.
 pub fn agent(cfg: AgentConfig) -> Result<i32> {
-    let AgentSession { tracer, mut source, scope } = AgentSession::start(&cfg, "agent")?;
+    let AgentSession { tracer, mut source, scope, run_stats } = AgentSession::start(&cfg, "agent")?;
     let mut totals = AgentTotals::new(cfg.max_totals);
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -148,7 +162,7 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
         (started_unix_s, started.elapsed()),
         Capacities {
             max_series: source.capacity(),
-            max_in_flight: cfg.max_in_flight,
+            max_in_flight: profiler_common::aggregate::slots(cfg.max_in_flight),
             max_totals: cfg.max_totals,
             series_in_kernel: last.entries,
             series_removed: last.removed,
@@ -156,7 +170,9 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
         &totals,
         AgentLosses::new(&last.counters, totals.series.folded),
         (cfg.sample_hz, sampled(&totals, cfg.sample_hz)?),
+        if run_stats.is_some() { tracer.program_costs() } else { Vec::new() },
     );
+    drop(run_stats);
     print!("{}", crate::report::agent::render(&report));
     if let Some(path) = &cfg.json {
         let text = serde_json::to_string_pretty(&report)?;
@@ -182,8 +198,8 @@ pub(crate) fn fold(poll: &Poll, totals: &mut AgentTotals) {
     for (key, delta) in &poll.deltas {
         totals.series.add(key.clone(), delta);
     }
-    for (cgroup, dir, count, ns) in &poll.misses {
-        totals.misses.add(cgroup, dir, *count, *ns);
+    for (cgroup, dir, counts) in &poll.misses {
+        totals.misses.add(cgroup, dir, counts);
     }
     for (call, outcome, frames, count) in &poll.stacks {
         totals.add_stack(*call, *outcome, frames, *count);

@@ -12,7 +12,7 @@ use profiler_common::{
     names,
 };
 
-use crate::kernel::tracer::take_map;
+use crate::kernel::maps::take_map;
 
 /// What one read of the kernel's aggregates found.
 pub(crate) struct KernelSnapshot {

@@ -65,6 +65,7 @@ pub(crate) struct AgentLayout {
     pub file_inode: u64,
     pub inode_ino: u64,
     pub inode_sb: u64,
+    pub inode_generation: u64,
     pub sb_dev: u64,
     /// `[file, anon, shmem]` counters inside `mm_struct`; all 0 when not found (the agent
     /// then reports no parent sizes).
@@ -87,6 +88,7 @@ impl AgentLayout {
             file_inode: member_offset(btf, "file", "f_inode")?,
             inode_ino: member_offset(btf, "inode", "i_ino")?,
             inode_sb: member_offset(btf, "inode", "i_sb")?,
+            inode_generation: member_offset(btf, "inode", "i_generation")?,
             sb_dev: member_offset(btf, "super_block", "s_dev")?,
             rss: rss_counters(btf).unwrap_or_default(),
             file_dentry: member_offset(btf, "file", "f_path")? + member_offset(btf, "path", "dentry")?,

@@ -7,6 +7,7 @@ pub(crate) mod exact_plan;
 pub(crate) mod facts;
 pub(crate) mod ksyms;
 pub(crate) mod layout;
+pub(crate) mod maps;
 pub(crate) mod privileges;
 pub(crate) mod probes;
 pub(crate) mod scope;

@@ -16,6 +16,7 @@ use profiler_common::{
     names,
 };
 
+use crate::kernel::maps::take_map;
 use crate::{
     kernel::layout::TaskLayout,
     kernel::probes::{self, AttachOutcome, ProbeSpec},
@@ -302,6 +303,9 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
     // sends no records: its ring buffer is one page.
     let agent = opts.agent.unwrap_or(AgentKernelOptions { layout: Default::default(), max_series: 1, max_in_flight: 1, max_misses: 1 });
+    // IN_FLIGHT and PROCESSES are direct-mapped: a power of two of slots.
+    let in_flight = profiler_common::aggregate::slots(agent.max_in_flight);
+    let in_flight_mask = u64::from(in_flight - 1);
     let ring_bytes = if opts.agent.is_some() { page_size() } else { opts.ring_bytes };
     let l = &agent.layout;
     let mut loader = EbpfLoader::new();
@@ -323,11 +327,13 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
         .override_global(names::GLOBAL_ARGV, &argv, true)
         .override_global(names::GLOBAL_AGGREGATE, &aggregate, true)
+        .override_global(names::GLOBAL_IN_FLIGHT_MASK, &in_flight_mask, true)
         .override_global(names::GLOBAL_TASK_MM, &l.task_mm, true)
         .override_global(names::GLOBAL_MM_EXE_FILE, &l.mm_exe_file, true)
         .override_global(names::GLOBAL_FILE_INODE, &l.file_inode, true)
         .override_global(names::GLOBAL_INODE_INO, &l.inode_ino, true)
         .override_global(names::GLOBAL_INODE_SB, &l.inode_sb, true)
+        .override_global(names::GLOBAL_INODE_GENERATION, &l.inode_generation, true)
         .override_global(names::GLOBAL_SB_DEV, &l.sb_dev, true)
         .override_global(names::GLOBAL_MM_RSS_FILE, &l.rss[0], true)
         .override_global(names::GLOBAL_MM_RSS_ANON, &l.rss[1], true)
@@ -336,19 +342,15 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_DENTRY_PARENT, &l.dentry_parent, true)
         .override_global(names::GLOBAL_DENTRY_NAME, &l.dentry_name, true)
         .map_max_entries(names::MAP_AGGREGATES, agent.max_series)
-        .map_max_entries(names::MAP_IN_FLIGHT, agent.max_in_flight)
+        .map_max_entries(names::MAP_IN_FLIGHT, in_flight)
         .map_max_entries(names::MAP_MISSES, agent.max_misses)
+        .map_max_entries(names::MAP_PROCESSES, in_flight)
         .map_max_entries(names::MAP_EVENTS, ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {
         loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
     }
     loader.load(EBPF_OBJECT).context("loading execprof's eBPF object into the kernel")
-}
-
-pub(crate) fn take_map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
-    let map = ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))?;
-    T::try_from(map).with_context(|| format!("map {name} has an unexpected type"))
 }
 
 fn page_size() -> u32 {

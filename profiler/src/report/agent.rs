@@ -5,10 +5,13 @@ use serde::Serialize;
 
 use crate::{
     analysis::{
-        aggregates::{AgentAnalysis, AgentTotals, BucketedLatency, MissedDirectory, SeriesKey},
+        aggregates::{AgentAnalysis, AgentTotals, BucketedLatency, MissedDirectory, SeriesKey, outcome_label},
         attribution::SampledAttribution,
     },
-    model::{meta::Boundaries, scope::Scope},
+    model::{
+        meta::{Boundaries, ProgramCost},
+        scope::Scope,
+    },
     report::human_ns,
 };
 
@@ -41,6 +44,8 @@ pub struct AgentReport {
     pub sampled: Option<SampledAttribution>,
     /// What did not go where it belonged, counted.
     pub losses: AgentLosses,
+    /// Each of the agent's eBPF programs: runs and run time (`--probe-costs`; empty without).
+    pub programs: Vec<ProgramCost>,
     /// False when some call is not in the series of its own program and cgroup (folded into
     /// `other`) or was counted without a latency.
     pub complete: bool,
@@ -51,7 +56,7 @@ pub struct AgentReport {
 pub struct Capacities {
     /// The kernel's series map (`--max-series`).
     pub max_series: u32,
-    /// Capacity of the kernel's in-flight map.
+    /// Slots of the kernel's in-flight and search tables (a power of two).
     pub max_in_flight: u32,
     /// The agent's own totals (`--max-totals`).
     pub max_totals: usize,
@@ -72,8 +77,14 @@ pub struct AgentLosses {
     pub folded_in_totals: u64,
     /// Calls counted without a latency (in their `other` series): their start was not seen.
     pub not_timed_start_not_seen: u64,
-    /// Calls counted without a latency: the in-flight map was full at their start.
-    pub not_timed_in_flight_full: u64,
+    /// In-flight slots taken from another call (the table is direct-mapped by id): that call,
+    /// if it returns, is among those whose start was not seen.
+    pub in_flight_slots_taken: u64,
+    /// PATH searches restarted because another process's search took their slot.
+    pub searches_restarted: u64,
+    /// ENOENT attempts for a name past their search's first `TRIED_PER_SEARCH` distinct ones:
+    /// a later repeat of it goes unseen.
+    pub miss_names_not_remembered: u64,
     /// ENOENT attempts counted in their series but not per missed directory: the misses
     /// maps were full, or the name was not readable from the caller's memory.
     pub misses_not_per_directory: u64,
@@ -88,7 +99,9 @@ impl AgentLosses {
             fork_folded_in_kernel: counters[FORK_FOLDED as usize],
             folded_in_totals,
             not_timed_start_not_seen: counters[START_NOT_SEEN as usize],
-            not_timed_in_flight_full: counters[IN_FLIGHT_FULL as usize],
+            in_flight_slots_taken: counters[IN_FLIGHT_FULL as usize],
+            searches_restarted: counters[SEARCH_PUSHED_OUT as usize],
+            miss_names_not_remembered: counters[REPEAT_NOT_CHECKED as usize],
             misses_not_per_directory: counters[MISS_FOLDED as usize] + counters[MISS_UNREADABLE as usize],
         }
     }
@@ -96,7 +109,7 @@ impl AgentLosses {
     /// What is lost, in a few words for a status line; None when nothing is.
     pub fn summary(&self) -> Option<String> {
         let folded = self.exec_folded_in_kernel + self.fork_folded_in_kernel + self.folded_in_totals;
-        let untimed = self.not_timed_start_not_seen + self.not_timed_in_flight_full;
+        let untimed = self.not_timed_start_not_seen;
         let mut parts = Vec::new();
         if folded > 0 {
             parts.push(format!("{folded} calls in other"));
@@ -107,6 +120,12 @@ impl AgentLosses {
         if self.misses_not_per_directory > 0 {
             parts.push(format!("{} misses not per directory", self.misses_not_per_directory));
         }
+        if self.searches_restarted > 0 {
+            parts.push(format!("{} searches restarted", self.searches_restarted));
+        }
+        if self.miss_names_not_remembered > 0 {
+            parts.push(format!("{} misses not remembered for repeats", self.miss_names_not_remembered));
+        }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 
@@ -115,8 +134,10 @@ impl AgentLosses {
             + self.fork_folded_in_kernel
             + self.folded_in_totals
             + self.not_timed_start_not_seen
-            + self.not_timed_in_flight_full
+            + self.in_flight_slots_taken
             + self.misses_not_per_directory
+            + self.searches_restarted
+            + self.miss_names_not_remembered
     }
 }
 
@@ -160,6 +181,7 @@ impl AgentReport {
         totals: &AgentTotals,
         mut losses: AgentLosses,
         (sample_hz, sampled): (u64, Option<SampledAttribution>),
+        programs: Vec<ProgramCost>,
     ) -> Self {
         let (series_totals, misses) = (&totals.series, &totals.misses);
         losses.misses_not_per_directory += misses.folded;
@@ -185,13 +207,18 @@ impl AgentReport {
             started_unix_s,
             duration_s: duration.as_secs_f64(),
             capacities,
-            analysis: series_totals.summary(),
+            analysis: {
+                let mut a = series_totals.summary();
+                (a.path_searches.repeated_misses, a.path_searches.repeated_miss_ns) = misses.repeated();
+                a
+            },
             series,
             missed_directories: misses.directories(),
             sample_hz,
             sampled,
             complete: losses.total() == 0,
             losses,
+            programs,
         }
     }
 }
@@ -224,7 +251,16 @@ pub fn render(r: &AgentReport) -> String {
             .as_ref()
             .map_or(("-".into(), "-".into(), "-".into()), |l| (human_ns(l.mean_ns), human_ns(l.p50.ns as f64), human_ns(l.p99.ns as f64)));
         let faults = row.minor_faults_per_attempt.map_or("-".to_owned(), |f| format!("{f:.1}"));
-        let _ = writeln!(o, "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10}", clip(&row.outcome, 12), row.count, mean, p50, p99, faults);
+        let _ = writeln!(
+            o,
+            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            clip(&outcome_label(&row.outcome), 12),
+            row.count,
+            mean,
+            p50,
+            p99,
+            faults
+        );
     }
     if a.fork_calls.count > 0 {
         let f = &a.fork_calls;
@@ -258,16 +294,47 @@ pub fn render(r: &AgentReport) -> String {
         }
     }
     if !r.missed_directories.is_empty() {
-        let _ = writeln!(o, "\n{:<52} {:>10} {:>14}", "missed directories (ENOENT attempts)", "misses", "kernel time");
+        let _ = writeln!(o, "\n{:<42} {:>10} {:>9} {:>14}", "missed directories (ENOENT attempts)", "misses", "repeated", "kernel time");
         for d in r.missed_directories.iter().take(MISSED_SHOWN) {
-            let _ = writeln!(o, "{:<52} {:>10} {:>14}", clip_left(&d.directory, 52), d.misses, human_ns(d.total_ns as f64));
+            let _ = writeln!(
+                o,
+                "{:<42} {:>10} {:>9} {:>14}",
+                clip_left(&d.directory, 42),
+                d.misses,
+                d.repeated_misses,
+                human_ns(d.total_ns as f64)
+            );
         }
         if r.missed_directories.len() > MISSED_SHOWN {
             let _ = writeln!(o, "({} more directories in --json)", r.missed_directories.len() - MISSED_SHOWN);
         }
     }
+    let p = &a.path_searches;
+    if p.found_after_misses > 0 || p.repeated_misses > 0 {
+        let _ = writeln!(
+            o,
+            "PATH searches found after misses: {}, with {} misses ({:.1} per search)",
+            p.found_after_misses,
+            p.misses_before_found,
+            p.misses_before_found as f64 / p.found_after_misses.max(1) as f64
+        );
+        if p.repeated_misses > 0 {
+            let _ = writeln!(
+                o,
+                "  {} misses tried a directory their search had tried already (PATH lists it twice):\n  {} of kernel time wasted; remove the duplicate from PATH",
+                p.repeated_misses,
+                human_ns(p.repeated_miss_ns as f64)
+            );
+        }
+    }
     if let Some(s) = &r.sampled {
         crate::report::render_sampled(&mut o, s, r.sample_hz);
+    }
+    if !r.programs.is_empty() {
+        let _ = writeln!(o, "\n{:<34} {:>12} {:>14} {:>12}", "execprof's eBPF programs", "runs", "run time", "per run");
+        for p in &r.programs {
+            let _ = writeln!(o, "{:<34} {:>12} {:>14} {:>12}", p.program, p.runs, human_ns(p.run_ns as f64), human_ns(p.ns_per_run()));
+        }
     }
     let l = &r.losses;
     if r.complete {
@@ -279,8 +346,10 @@ pub fn render(r: &AgentReport) -> String {
             (l.fork_folded_in_kernel, "fork-family calls folded into other in the kernel: raise --max-series"),
             (l.folded_in_totals, "calls folded into other in the agent's totals: raise --max-totals"),
             (l.not_timed_start_not_seen, "calls not timed: begun before the agent, or their start lost"),
-            (l.not_timed_in_flight_full, "calls not timed: in-flight table full: raise --max-in-flight"),
+            (l.in_flight_slots_taken, "in-flight slots taken from another call (it returns untimed): raise --max-in-flight"),
             (l.misses_not_per_directory, "ENOENT attempts not per directory: raise --max-misses (or names unreadable)"),
+            (l.searches_restarted, "PATH searches restarted (another process took their slot): raise --max-in-flight"),
+            (l.miss_names_not_remembered, "ENOENT names past their search's first 16 distinct ones: a repeat of them goes unseen"),
         ] {
             if n > 0 {
                 let _ = writeln!(o, "  {n:>10}  {what}");

@@ -16,7 +16,7 @@ use profiler_common::{
 };
 
 use crate::{
-    analysis::aggregates::{SeriesKey, Totals, call_of, missed_directory, other_series, outcome_name},
+    analysis::aggregates::{MissCounts, SeriesKey, Totals, call_of, missed_directory, other_series, outcome_name},
     kernel::aggregates::AggregateMaps,
     model::names::escape_name,
 };
@@ -30,8 +30,8 @@ pub(crate) struct Poll {
     pub entries: usize,
     /// Entries removed by this read (idle, or their cgroup gone).
     pub removed: usize,
-    /// ENOENT attempts since the last poll: (cgroup, missed directory, attempts, ns).
-    pub misses: Vec<(String, String, u64, u64)>,
+    /// ENOENT attempts since the last poll: (cgroup, missed directory, what they added).
+    pub misses: Vec<(String, String, MissCounts)>,
     /// Samples inside calls since the last poll: (call, outcome as in `AggKey`, frames
     /// innermost first, samples).
     pub stacks: Vec<(u16, u16, Vec<u64>, u64)>,
@@ -167,7 +167,7 @@ impl AggregateSource {
     }
 
     /// The growth of each `MISSES` entry, named; idle and gone entries removed after.
-    fn poll_misses(&mut self, entries: &[(MissKey, MissValue)], now: Instant) -> Vec<(String, String, u64, u64)> {
+    fn poll_misses(&mut self, entries: &[(MissKey, MissValue)], now: Instant) -> Vec<(String, String, MissCounts)> {
         let mut out = Vec::new();
         let mut present = std::collections::HashSet::with_capacity(entries.len());
         for (key, value) in entries {
@@ -175,7 +175,7 @@ impl AggregateSource {
             if !self.seen_misses.contains_key(key) {
                 let seen = SeenMiss {
                     cgroup: self.names.cgroup(key.cgroup_id),
-                    directory: missed_directory(&key.name),
+                    directory: missed_directory(&value.name),
                     last: MissValue::default(),
                     changed: now,
                 };
@@ -189,8 +189,12 @@ impl AggregateSource {
                 out.push((
                     seen.cgroup.clone(),
                     seen.directory.clone(),
-                    value.count - before.count,
-                    value.sum_ns.saturating_sub(before.sum_ns),
+                    MissCounts {
+                        misses: value.count - before.count,
+                        ns: value.sum_ns.saturating_sub(before.sum_ns),
+                        repeated: value.repeated.saturating_sub(before.repeated),
+                        repeated_ns: value.repeated_ns.saturating_sub(before.repeated_ns),
+                    },
                 ));
             }
             seen.last = *value;
@@ -216,7 +220,8 @@ struct Names {
     cgroups: HashMap<u64, String>,
     /// When the cgroup tree was last walked.
     walked: Option<Instant>,
-    programs: HashMap<(u32, u64), String>,
+    /// By the executable's (device, inode number, inode generation).
+    programs: HashMap<(u32, u64, u32), String>,
     mounts: Mounts,
 }
 
@@ -282,7 +287,7 @@ impl Names {
     /// `comm:NAME`, and keeps that name, so a series keeps one name.
     fn learn_programs(&mut self, entries: &[(AggKey, &AggValue)]) {
         for (key, value) in entries {
-            let id = (key.dev, key.ino);
+            let id = (key.dev, key.ino, key.generation);
             if key.flags & key_flags::NO_PROGRAM != 0 || self.programs.contains_key(&id) {
                 continue;
             }
@@ -310,7 +315,7 @@ impl Names {
         if self.programs.len() >= MAX_PROGRAM_NAMES {
             self.programs.clear();
         }
-        self.programs.entry((key.dev, key.ino)).or_insert(comm).clone()
+        self.programs.entry((key.dev, key.ino, key.generation)).or_insert(comm).clone()
     }
 }
 
