@@ -430,20 +430,47 @@ pub mod counter {
 /// folded into the `OTHER_AGGREGATES` slot of its [`other_slot`](aggregate::other_slot) and
 /// counted in `AGG_COUNTERS`, so every attempt is in some entry.
 pub mod aggregate {
-    /// Sub-buckets per power of two: bucket bounds are 2^(i/8) ns, each bucket ≤ 9.05% wide
-    /// (Prometheus's native histogram schema 3 has the same factor).
+    /// Bucket bounds per power of two: the bounds are Prometheus's native histogram schema 3
+    /// in seconds, 2^(i/8) s, so each bucket is ≤ 9.05% wide and is exactly one native bucket.
     pub const SUB_BUCKETS: u32 = 8;
-    /// The first power of two with its own sub-buckets: 2^6 = 64 ns (below it: bucket 0).
+    /// The first power of two (ns) holding bounds: 2^6 = 64 ns; the first bound is 65 ns
+    /// (2^(-191/8) s), below it the underflow bucket 0.
     pub const FIRST_OCTAVE: u32 = 6;
-    /// Powers of two covered: 64 ns up to 2^34 ns = 17.2 s (above: the last bucket).
+    /// Powers of two holding bounds: up to 2^34 ns; the last bound is 16 s (2^(32/8) s),
+    /// above it the overflow bucket.
     pub const OCTAVES: u32 = 28;
-    /// Buckets of one histogram: an underflow bucket, `OCTAVES × SUB_BUCKETS`, an overflow.
-    pub const BUCKETS: usize = (OCTAVES * SUB_BUCKETS) as usize + 2;
-    /// `2^15 · 2^(j/8)` rounded, j = 1..7: a value's top 16 bits against these give its
-    /// sub-bucket without floating point.
-    const THRESHOLDS: [u64; 7] = [35734, 38968, 42495, 46341, 50535, 55109, 60097];
+    /// Buckets of one histogram: an underflow bucket, one per bound above it (the last
+    /// holding everything past 16 s).
+    pub const BUCKETS: usize = (OCTAVES * SUB_BUCKETS) as usize + 1;
+    /// The native schema the bounds are (Prometheus: factor 2^(2^-3)).
+    pub const NATIVE_SCHEMA: i32 = 3;
+    /// The native bucket index of bucket 1: bucket k (1 ≤ k < BUCKETS) is the native bucket
+    /// `NATIVE_FIRST_INDEX + k - 1`, (2^((i-1)/8) s, 2^(i/8) s].
+    /// Bucket 1 lies past the first bound 2^(-191/8) s: its native index is -190.
+    pub const NATIVE_FIRST_INDEX: i32 = 8 * (FIRST_OCTAVE as i32 - 30) + 2;
+    /// 2^(f/8) · 2^63, rounded, for the 8 fractions f/8 of a power of two at which a bound
+    /// 10^9 · 2^(i/8) ns falls (log2(10^9) = 29.897…: 0.0224, 0.1474, … 0.8974, the last
+    /// exactly 10^9 / 2^29). A bound in the power of two 2^o is `(C >> (63 - o)) + 1`: the
+    /// first whole ns past 10^9 · 2^(i/8), so a latency is in bucket k exactly when it is
+    /// in the native bucket's (lower, upper].
+    const BOUND_FRACTIONS: [u64; 8] = [
+        9367390095664785123,
+        10215211334214395865,
+        11139766950770582417,
+        12148001999904198770,
+        13247490117328543392,
+        14446490411353358019,
+        15754009503455335899,
+        17179869184000000000,
+    ];
 
-    /// The histogram bucket of a latency of `ns` nanoseconds.
+    /// The `j`-th bound (0..8) in the power of two 2^`octave` ns.
+    #[inline(always)]
+    const fn bound_ns(octave: u32, j: usize) -> u64 {
+        (BOUND_FRACTIONS[j] >> (63 - octave)) + 1
+    }
+
+    /// The histogram bucket of a latency of `ns` nanoseconds: how many bounds it reaches.
     #[inline(always)]
     pub fn bucket(ns: u64) -> usize {
         if ns < 1 << FIRST_OCTAVE {
@@ -453,17 +480,15 @@ pub mod aggregate {
         if octave >= FIRST_OCTAVE + OCTAVES {
             return BUCKETS - 1;
         }
-        // The value's top 16 bits: 2^15 <= m < 2^16.
-        let m = if octave >= 15 { ns >> (octave - 15) } else { ns << (15 - octave) };
-        let mut sub = 0;
+        let mut reached = 0;
         let mut j = 0;
-        while j < THRESHOLDS.len() {
-            if m >= THRESHOLDS[j] {
-                sub += 1;
+        while j < BOUND_FRACTIONS.len() {
+            if ns >= bound_ns(octave, j) {
+                reached += 1;
             }
             j += 1;
         }
-        1 + ((octave - FIRST_OCTAVE) * SUB_BUCKETS) as usize + sub
+        ((octave - FIRST_OCTAVE) * SUB_BUCKETS) as usize + reached
     }
 
     /// The smallest latency (ns) in bucket `i` (0 for the underflow bucket).
@@ -472,15 +497,36 @@ pub mod aggregate {
             return 0;
         }
         let k = (i - 1) as u32;
-        let (octave, sub) = (FIRST_OCTAVE + k / SUB_BUCKETS, k % SUB_BUCKETS);
-        let m = if sub == 0 { 1 << 15 } else { THRESHOLDS[sub as usize - 1] };
-        // The smallest n whose top 16 bits reach m.
-        if octave >= 15 { m << (octave - 15) } else { (m + (1 << (15 - octave)) - 1) >> (15 - octave) }
+        bound_ns(FIRST_OCTAVE + k / SUB_BUCKETS, (k % SUB_BUCKETS) as usize)
     }
 
     /// The first latency (ns) past bucket `i` (`u64::MAX` for the overflow bucket).
     pub fn bucket_high_ns(i: usize) -> u64 {
         if i + 1 >= BUCKETS { u64::MAX } else { bucket_low_ns(i + 1) }
+    }
+
+    /// The upper bound in seconds of bucket `i` as Prometheus names it (`le`; the native
+    /// bucket's upper end): 2^((NATIVE_FIRST_INDEX + i - 1)/8); infinite for the overflow.
+    pub fn bucket_le_seconds(i: usize) -> f64 {
+        if i + 1 >= BUCKETS {
+            return f64::INFINITY;
+        }
+        let index = NATIVE_FIRST_INDEX + i as i32 - 1;
+        // 2^(index/8) from whole powers of two and the eighth roots, exactly as Prometheus
+        // computes its schema-3 bounds.
+        let (whole, eighth) = (index.div_euclid(8), index.rem_euclid(8));
+        const ROOTS: [f64; 8] = [
+            1.0,
+            1.0905077326652577,
+            1.189207115002721,
+            1.2968395546510096,
+            1.4142135623730951,
+            1.5422108254079407,
+            1.681792830507429,
+            1.8340080864093424,
+        ];
+        // 2^whole by its exponent bits (whole is -24 … 4: a normal number; no libm here).
+        ROOTS[eighth as usize] * f64::from_bits(((whole + 1023) as u64) << 52)
     }
 
     /// [`AggKey::call`](crate::AggKey::call): an exec attempt or a fork-family call.
@@ -1246,10 +1292,16 @@ mod tests {
     fn latency_buckets_are_log_linear_and_contiguous() {
         use super::aggregate::{BUCKETS, bucket, bucket_high_ns, bucket_low_ns};
         assert_eq!(bucket(0), 0);
-        assert_eq!(bucket(63), 0);
-        assert_eq!(bucket(64), 1);
+        // The first bound is 65 ns (2^(-191/8) s = 64.8 ns), the last 16 s.
+        assert_eq!(bucket(64), 0);
+        assert_eq!(bucket(65), 1);
         assert_eq!(bucket(u64::MAX), BUCKETS - 1);
-        assert_eq!(bucket(1 << 34), BUCKETS - 1);
+        assert_eq!(bucket(16_000_000_000), BUCKETS - 2);
+        assert_eq!(bucket(16_000_000_001), BUCKETS - 1);
+        // A bound that is a whole number of ns (1 s, 1/2^9 s) belongs to the bucket below it,
+        // as a native histogram's upper bound does.
+        assert_eq!(bucket_high_ns(bucket(1_000_000_000)), 1_000_000_001);
+        assert_eq!(bucket_high_ns(bucket(1_953_125)), 1_953_126);
         for i in 1..BUCKETS - 1 {
             let (low, high) = (bucket_low_ns(i), bucket_high_ns(i));
             assert!(low < high, "bucket {i}");
@@ -1269,6 +1321,25 @@ mod tests {
             assert!(bucket_low_ns(b) <= v && v < bucket_high_ns(b), "{v} in {b}");
             v = v * 17 / 16 + 1;
         }
+    }
+
+    /// Each bucket is the native schema-3 bucket it claims: its bounds in ns are the first
+    /// whole ns past 10^9 · 2^(i/8), for i = NATIVE_FIRST_INDEX - 1 … (the bucket's `le`).
+    #[test]
+    fn latency_buckets_are_native_schema_3_buckets_in_seconds() {
+        use super::aggregate::{BUCKETS, NATIVE_FIRST_INDEX, bucket_le_seconds, bucket_low_ns};
+        for i in 1..BUCKETS {
+            let lower = 2f64.powf((NATIVE_FIRST_INDEX + i as i32 - 2) as f64 / 8.0) * 1e9;
+            assert_eq!(bucket_low_ns(i), lower.floor() as u64 + 1, "bucket {i}'s lower bound {lower} ns");
+            if i + 1 < BUCKETS {
+                let le = bucket_le_seconds(i);
+                let want = 2f64.powf((NATIVE_FIRST_INDEX + i as i32 - 1) as f64 / 8.0);
+                assert!((le - want).abs() <= want * 1e-15, "bucket {i}: le {le} vs {want}");
+                assert_eq!(bucket_low_ns(i + 1), (le * 1e9).floor() as u64 + 1, "bucket {i}'s upper bound");
+            }
+        }
+        assert_eq!(bucket_le_seconds(BUCKETS - 2), 16.0);
+        assert_eq!(bucket_le_seconds(BUCKETS - 1), f64::INFINITY);
     }
 
     #[test]

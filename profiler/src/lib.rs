@@ -29,5 +29,7 @@ pub(crate) mod record;
 pub mod recording;
 pub(crate) mod render;
 pub mod report;
+#[cfg(feature = "tracer")]
+pub(crate) mod serve;
 pub mod source;
 pub mod testing;

@@ -7,7 +7,7 @@ use clap::Parser as _;
 use execprof::{
     cli::{
         self, Cli, Command,
-        config::{agent_config, chain_spec, check_repeatable, outputs, repeat_config, run_config, spawn_config, top_config},
+        config::{agent_command_config, chain_spec, check_repeatable, outputs, repeat_config, run_config, spawn_config, top_config},
     },
     commands::{agent, bench, doctor, repeat, run, top},
     model::failure::{Failure, code},
@@ -34,7 +34,7 @@ fn main() {
             let shown = execprof::report::diff::Shown { outcome: args.outcome, lines: args.lines };
             run::diff(&args.a, &args.b, args.json.as_deref(), args.folded.as_deref(), &shown)
         }
-        Command::Agent(args) => agent_config(args, cli.verbose).map_err(anyhow::Error::from).and_then(agent::agent),
+        Command::Agent(args) => agent_command_config(args, cli.verbose).map_err(anyhow::Error::from).and_then(agent::agent),
         Command::Top(args) => top_config(args, cli.verbose).map_err(anyhow::Error::from).and_then(top::top),
         Command::Doctor(args) => doctor::doctor(args.json.as_deref()).map(|()| 0),
         Command::Bench(cli::BenchCommand::Spawn(args)) => {

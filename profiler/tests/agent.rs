@@ -59,6 +59,11 @@ impl Drop for Cgroup {
 
 /// Starts the agent and waits until it counts (its start line on standard error).
 fn start_agent(args: &[&str], json: &Path) -> Child {
+    start_agent_serving(args, json).0
+}
+
+/// [`start_agent`], and the address of its metrics endpoint when it has one (`--listen`).
+fn start_agent_serving(args: &[&str], json: &Path) -> (Child, Option<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_execprof"))
         .arg("agent")
         .arg("--json")
@@ -72,15 +77,19 @@ fn start_agent(args: &[&str], json: &Path) -> Child {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut endpoint = None;
     loop {
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0 && Instant::now() < deadline, "the agent did not start: {line}");
+        if let Some(rest) = line.split("metrics at http://").nth(1) {
+            endpoint = rest.split('/').next().map(str::to_owned);
+        }
         if line.contains("agent counting") {
             break;
         }
     }
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::stderr()));
-    child
+    (child, endpoint)
 }
 
 /// Stops the agent with SIGTERM and reads its JSON.
@@ -550,4 +559,254 @@ fn path_searches_and_their_repeated_directories() {
     let row = |d: &Path| missed.iter().find(|m| m["directory"] == d.to_str().unwrap()).unwrap_or_else(|| panic!("{missed:?}"));
     assert_eq!((row(&a)["misses"].as_u64(), row(&a)["repeated_misses"].as_u64()), (Some(2 * runs), Some(runs)));
     assert_eq!((row(&b)["misses"].as_u64(), row(&b)["repeated_misses"].as_u64()), (Some(runs), Some(0)));
+}
+
+/// One HTTP/1.1 request written as given (`raw`) and the whole answer read back (the
+/// endpoint closes the connection: `Connection: close`, or an error).
+fn http_raw(addr: &str, raw: &[u8]) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `GET path` with an `Accept` header; (status line, body).
+fn http_get(addr: &str, path: &str, accept: &str) -> (String, String) {
+    let answer = http_raw(addr, format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n").as_bytes());
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+}
+
+/// A program of Debian's `prometheus` package, unpacked by `cargo xtask setup` (or installed).
+fn prometheus_tool(name: &str) -> PathBuf {
+    let unpacked = Path::new("/var/cache/execprof/unpacked/usr/bin").join(name);
+    let installed = Path::new("/usr/bin").join(name);
+    [unpacked, installed]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no {name}: run `cargo xtask setup` (it unpacks Debian's prometheus for the tests)"))
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Debian's Prometheus on loopback, scraping `target` every second, with its own data
+/// directory; killed on drop.
+struct Prometheus {
+    child: Child,
+    addr: String,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, name: &str, target: &str, native: bool) -> Self {
+        let home = dir.join(name);
+        std::fs::create_dir_all(&home).unwrap();
+        let config = home.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: execprof\n    static_configs:\n      - targets: ['{target}']\n"),
+        )
+        .unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut cmd = Command::new(prometheus_tool("prometheus"));
+        cmd.arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", home.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(home.join("log")).unwrap());
+        if native {
+            cmd.arg("--enable-feature=native-histograms");
+        }
+        let child = cmd.spawn().unwrap();
+        let p = Self { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while http_get_opt(&p.addr, "/-/ready").is_none_or(|(status, _)| !status.contains(" 200 ")) {
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus did not get ready: {}",
+                std::fs::read_to_string(home.join("log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// The value of an instant PromQL query with one result, None while it has none.
+    fn value(&self, query: &str) -> Option<f64> {
+        let mut q = String::new();
+        for b in query.bytes() {
+            match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => q.push(b as char),
+                _ => q += &format!("%{b:02X}"),
+            }
+        }
+        let (status, body) = http_get(&self.addr, &format!("/api/v1/query?query={q}"), "application/json");
+        assert!(status.contains(" 200 "), "{query}: {status} {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let result = v["data"]["result"].as_array()?;
+        assert!(result.len() <= 1, "{query} has {} results: {body}", result.len());
+        result.first()?["value"][1].as_str()?.parse().ok()
+    }
+
+    /// Waits until `query` is `want` (the scrapes catch up), or fails with what it was.
+    fn wait_for(&self, query: &str, want: f64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.value(query);
+            if got == Some(want) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{query} = {got:?}, not {want}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get_opt(addr: &str, path: &str) -> Option<(String, String)> {
+    std::net::TcpStream::connect(addr).ok()?;
+    Some(http_get(addr, path, "*/*"))
+}
+
+/// The endpoint against the real consumers: two Debian Prometheus servers scrape the agent
+/// every second, one asking for protobuf with native histograms, one for OpenMetrics text; a
+/// caller in a fresh cgroup makes N failing and M successful execs; PromQL returns exactly N
+/// and M for its program and outcome in both, the native histogram's count and the classic
+/// one's are N, and `promtool check metrics` finds nothing to say of the text. On the host
+/// only: Prometheus under TCG would take the guests' minutes.
+#[test]
+#[ignore = "needs root"]
+fn prometheus_scrapes_exact_counts_in_both_histogram_forms() {
+    require_root!();
+    if execprof::testing::slowdown() > 1 {
+        eprintln!("the metrics endpoint with Prometheus is checked on the host, not under emulation");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "metrics");
+    let json = dir.path().join("agent.json");
+    let (agent, addr) = start_agent_serving(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "0", "--listen", "127.0.0.1:0"], &json);
+    let addr = addr.expect("the agent names its endpoint");
+    let native = Prometheus::start(dir.path(), "native", &addr, true);
+    let classic = Prometheus::start(dir.path(), "classic", &addr, false);
+    let (n, m) = (9u64, 4u64);
+    sh_in(
+        Some(&cg.path),
+        &format!(
+            "i=0; while [ $i -lt {n} ]; do /nonexistent/execprof-missing; i=$((i+1)); done; i=0; while [ $i -lt {m} ]; do /bin/true; i=$((i+1)); done"
+        ),
+    );
+    let sh = sh_path();
+    let series = |metric: &str, outcome: &str| format!("{metric}{{job=\"execprof\",program=\"{sh}\",outcome=\"{outcome}\"}}");
+    for p in [&native, &classic] {
+        p.wait_for(&series("execprof_exec_attempts_total", "enoent"), n as f64);
+        p.wait_for(&series("execprof_exec_attempts_total", "success"), m as f64);
+        p.wait_for(&series("execprof_fork_calls_total", "success"), (n + m) as f64);
+        p.wait_for(&format!("execprof_path_misses_total{{directory=\"/nonexistent\"}}"), n as f64);
+    }
+    // The native histogram (protobuf) and the classic one (OpenMetrics text) hold every call.
+    native.wait_for(&format!("histogram_count({})", series("execprof_exec_duration_seconds", "enoent")), n as f64);
+    classic.wait_for(&series("execprof_exec_duration_seconds_count", "enoent"), n as f64);
+    classic.wait_for(&format!("{}", series("execprof_exec_duration_seconds_bucket", "enoent").replace("}", ",le=\"+Inf\"}")), n as f64);
+    // Both quantiles name the same bucket's upper bound (within the native bucket's width).
+    let native_p50 = native.value(&format!("histogram_quantile(0.5, {})", series("execprof_exec_duration_seconds", "enoent"))).unwrap();
+    assert!(native_p50 > 0.0 && native_p50 < 10.0, "{native_p50}");
+    // The agent's own truth: nothing lost, and its programs' cost.
+    classic.wait_for("sum(execprof_lost_total)", 0.0);
+    assert!(classic.value("sum(execprof_bpf_program_runs_total)").is_some_and(|v| v > 0.0), "no BPF program statistics");
+
+    // Every text form lints clean with promtool.
+    let (status, text) = http_get(&addr, "/metrics", "text/plain;version=0.0.4");
+    assert!(status.contains(" 200 "), "{status}");
+    let mut lint = Command::new(prometheus_tool("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    lint.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = lint.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics:\n{said}");
+    let (_, openmetrics) = http_get(&addr, "/metrics", "application/openmetrics-text;version=1.0.0");
+    assert!(openmetrics.ends_with("# EOF\n"), "{}", &openmetrics[openmetrics.len().saturating_sub(200)..]);
+    drop((native, classic));
+    let v = stop_agent(agent, &json);
+    assert_eq!(v["analysis"]["attempts"], n + m);
+}
+
+/// What a bad client can do to the endpoint: malformed request lines, oversized heads,
+/// unknown paths and methods, a client that never finishes its head, hundreds of connections
+/// at once. Each gets an HTTP error or is closed; none stops the agent, blocks a normal scrape
+/// for long, or loses a count.
+#[test]
+#[ignore = "needs root"]
+fn bad_clients_get_http_errors_and_cost_no_count() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "badhttp");
+    let json = dir.path().join("agent.json");
+    let (agent, addr) = start_agent_serving(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "0", "--listen", "127.0.0.1:0"], &json);
+    let addr = addr.expect("the agent names its endpoint");
+    let status = |raw: &[u8]| http_raw(&addr, raw).lines().next().unwrap_or_default().to_owned();
+    assert!(status(b"GARBAGE\r\n\r\n").contains(" 400 "));
+    assert!(status(b"GET /metrics HTTP/9.9\r\n\r\n").starts_with("HTTP/1.1 "), "an unknown version is refused");
+    let huge = format!("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(64 * 1024));
+    let answer = status(huge.as_bytes());
+    assert!(answer.contains(" 431 ") || answer.is_empty(), "an oversized head: {answer:?}");
+    assert!(status(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").contains(" 405 "));
+    assert!(status(b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").contains(" 404 "));
+    assert!(http_get(&addr, "/healthz", "*/*").0.contains(" 200 "));
+    assert!(http_get(&addr, "/readyz", "*/*").0.contains(" 200 "));
+    // A slow client that never finishes its head, and 300 idle connections at once: a normal
+    // scrape is still answered at once.
+    let slow = std::net::TcpStream::connect(&addr).unwrap();
+    use std::io::Write as _;
+    (&slow).write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let idle: Vec<_> = (0..300).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let started = Instant::now();
+    let (mut got, mut tries) = (String::new(), 0);
+    // The connections past the limit are answered 503 and closed: a scrape made while all
+    // 256 are held gets 503; retried after they are dropped, 200.
+    while !got.contains(" 200 ") && tries < 2 {
+        got = http_get(&addr, "/metrics", "*/*").0;
+        assert!(got.contains(" 200 ") || got.contains(" 503 "), "{got}");
+        tries += 1;
+        if !got.contains(" 200 ") {
+            for s in &idle {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    assert!(got.contains(" 200 "), "{got}");
+    assert!(started.elapsed() < Duration::from_secs(5), "a scrape waited {:?}", started.elapsed());
+    drop(idle);
+    // The slow client is cut off by the head timeout (10 s).
+    use std::io::Read as _;
+    (&slow).set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut rest = Vec::new();
+    let _ = (&slow).read_to_end(&mut rest);
+    let said = String::from_utf8_lossy(&rest);
+    assert!(said.is_empty() || said.contains(" 408 "), "{said}");
+    // Counting went on throughout.
+    sh_in(Some(&cg.path), "/bin/true; /bin/true; /nonexistent/x");
+    let v = stop_agent(agent, &json);
+    assert_eq!(v["analysis"]["attempts"], 3, "{}", v["series"]);
+    assert_eq!(v["complete"], true, "{}", v["losses"]);
 }

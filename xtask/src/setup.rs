@@ -41,6 +41,11 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "tmux",
 ];
 
+/// Programs the tests run against the real consumers of execprof's formats, unpacked under
+/// [`UNPACKED`], never installed: Debian's `prometheus` (with `promtool`) would start a
+/// Prometheus server on every interface from its maintainer scripts. Its binaries are static.
+pub(crate) const UNPACKED_TEST_PACKAGES: &[&str] = &["prometheus"];
+
 /// What the arm64 cross-build adds (`cargo build --target aarch64-unknown-linux-gnu`): the C
 /// cross toolchain whose `aarch64-linux-gnu-gcc` links the profiler and the built-in chain,
 /// and the arm64 glibc it links against (only recommended by the compiler). In Debian 12 the
@@ -80,6 +85,14 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
     }
     apt_packages(&pkgs)?;
     if needs == Needs::Test {
+        for pkg in UNPACKED_TEST_PACKAGES {
+            if !stamp(pkg).exists() {
+                if !crate::is_root() {
+                    bail!("the tests need {pkg}'s programs unpacked under {UNPACKED}; run this as root: cargo xtask setup");
+                }
+                unpack_deb(pkg)?;
+            }
+        }
         cross_build()?;
     }
     toolchain_link()?;

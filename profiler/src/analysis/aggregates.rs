@@ -471,7 +471,8 @@ pub struct MissCounts {
 }
 
 impl MissCounts {
-    fn add(&mut self, d: &MissCounts) {
+    /// Adds `d`.
+    pub fn add(&mut self, d: &MissCounts) {
         self.misses += d.misses;
         self.ns += d.ns;
         self.repeated += d.repeated;

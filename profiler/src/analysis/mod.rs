@@ -9,6 +9,7 @@ pub mod attribution;
 pub mod callers;
 pub mod chain;
 pub mod exact;
+pub mod exposition;
 pub mod fastpath;
 pub mod identity;
 pub mod modes;

@@ -141,6 +141,61 @@ pub fn top_config(args: crate::cli::TopArgs, verbose: bool) -> Result<crate::com
 
 /// `execprof agent`'s options, checked.
 pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate::commands::agent::AgentConfig, Failure> {
+    agent_config_with(args, None, verbose)
+}
+
+/// `execprof agent`'s options with its metrics endpoint's, checked.
+pub fn agent_command_config(args: crate::cli::AgentCommandArgs, verbose: bool) -> Result<crate::commands::agent::AgentConfig, Failure> {
+    let metrics = metrics_config(args.metrics)?;
+    agent_config_with(args.agent, metrics, verbose)
+}
+
+/// The metrics endpoint's options, checked (None without `--listen`).
+fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::commands::agent::MetricsConfig>, Failure> {
+    let Some(listen) = args.listen else {
+        let set = !args.metrics_program.is_empty();
+        return if set { Err(Failure::usage("--metrics-program needs --listen ADDR: there is no endpoint without it")) } else { Ok(None) };
+    };
+    let listen = parse_listen(&listen)?;
+    let allow = args
+        .metrics_program
+        .iter()
+        .map(|r| {
+            regex::Regex::new(&format!("^(?:{r})$"))
+                .map_err(|e| Failure::usage(format!("--metrics-program {r:?} is not a regular expression: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.metrics_max_series == 0 {
+        return Err(Failure::usage("--metrics-max-series must be at least 1"));
+    }
+    if !(args.metrics_idle.is_finite() && args.metrics_idle >= 1.0 && args.metrics_idle <= 1e9) {
+        return Err(Failure::usage(format!("--metrics-idle {}: give a number of seconds, at least 1", args.metrics_idle)));
+    }
+    Ok(Some(crate::commands::agent::MetricsConfig {
+        listen,
+        allow,
+        programs: args.metrics_programs,
+        max_series: args.metrics_max_series,
+        idle: std::time::Duration::from_secs_f64(args.metrics_idle),
+    }))
+}
+
+/// `--listen`: HOST:PORT, [V6]:PORT, or a port alone (127.0.0.1:PORT).
+pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, Failure> {
+    use std::net::ToSocketAddrs as _;
+    let bad = |why: &str| Failure::usage(format!("--listen {text:?}: {why}; give HOST:PORT (127.0.0.1:9435) or a port alone"));
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let mut addrs = text.to_socket_addrs().map_err(|e| bad(&e.to_string()))?;
+    addrs.next().ok_or_else(|| bad("it names no address"))
+}
+
+fn agent_config_with(
+    args: crate::cli::AgentArgs,
+    metrics: Option<crate::commands::agent::MetricsConfig>,
+    verbose: bool,
+) -> Result<crate::commands::agent::AgentConfig, Failure> {
     let seconds = |name: &str, v: f64, min: f64| {
         if v.is_finite() && v >= min && v <= 1e9 {
             Ok(std::time::Duration::from_secs_f64(v))
@@ -171,6 +226,7 @@ pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate:
         idle: seconds("idle", args.idle, 0.0)?,
         boundaries: boundary_request(args.boundaries),
         probe_costs: args.probe_costs,
+        metrics,
         verbose,
     })
 }

@@ -35,7 +35,7 @@ pub enum Command {
     /// processes) in the kernel, per cgroup, calling program and outcome, with latency
     /// histograms, at a cost low enough to leave running. Ends on SIGTERM, Ctrl-C or
     /// --duration.
-    Agent(AgentArgs),
+    Agent(AgentCommandArgs),
     /// The agent's counts live in the terminal: programs (or cgroups) by the exec kernel time
     /// they cost in the last second and in all, attempts, PATH misses, failures, p50/p99,
     /// forks and their parents' size. Keys: s sort, p programs, c cgroups, ↑↓, q quit.
@@ -422,6 +422,43 @@ pub struct AgentArgs {
     /// programs ran and cost (adds two clock reads to every run of each program).
     #[arg(long)]
     pub probe_costs: bool,
+}
+
+/// Options of `agent`: the agent's, and its metrics endpoint's.
+#[derive(Debug, Args)]
+pub struct AgentCommandArgs {
+    /// The agent's options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The metrics endpoint's options.
+    #[command(flatten, next_help_heading = "Metrics endpoint")]
+    pub metrics: MetricsArgs,
+}
+
+/// Options of the agent's metrics endpoint.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz, /readyz): HOST:PORT, or
+    /// a port alone for 127.0.0.1:PORT. Only the address named is listened on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// A program (executable path) that always gets a `program` label of its own: a regular
+    /// expression matched against the whole path; repeatable.
+    #[arg(long = "metrics-program", value_name = "REGEX")]
+    pub metrics_program: Vec<String>,
+    /// How many other programs get a `program` label of their own, the first ones seen; the
+    /// rest are counted under program="other" (a label once given stays, so counters only
+    /// grow).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub metrics_programs: usize,
+    /// Label sets the metrics keep; a new one past that is counted without its cgroup's names
+    /// and program (and in execprof_lost_total{reason="folded_in_metrics"}).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub metrics_max_series: usize,
+    /// Seconds a label set may stay unchanged before it leaves the metrics (a container that
+    /// is gone stops being exposed).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    pub metrics_idle: f64,
 }
 
 /// Options of `top`.

@@ -1,14 +1,23 @@
 //! `execprof agent`: the in-kernel aggregates source, folded into bounded totals, until a
 //! signal or `--duration`; then the summary on the terminal and `--json`.
 use std::{
+    net::SocketAddr,
     path::PathBuf,
-    time::{Duration, Instant},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context as _, Result};
 
 use crate::{
-    analysis::aggregates::AgentTotals,
+    analysis::{
+        aggregates::{AgentTotals, outcome_name},
+        exposition::{Exposition, ProgramLabels},
+        phases::PhaseModel,
+    },
     kernel::{
         layout::{AgentLayout, TaskLayout},
         privileges,
@@ -19,7 +28,9 @@ use crate::{
         failure::{Failure, code},
         scope::Scope,
     },
+    render::metrics::{MetricsState, OwnFigures},
     report::agent::{AgentLosses, AgentReport, Capacities},
+    serve::Shared,
     source::aggregates::{AggregateSource, Poll},
 };
 
@@ -49,8 +60,24 @@ pub struct AgentConfig {
     pub boundaries: crate::kernel::boundaries::BoundaryRequest,
     /// Keep the kernel's BPF run-time statistics on (`--probe-costs`).
     pub probe_costs: bool,
+    /// The metrics endpoint (`--listen`); None: no endpoint.
+    pub metrics: Option<MetricsConfig>,
     /// Debug logs and eBPF-side diagnostics.
     pub verbose: bool,
+}
+
+/// The agent's metrics endpoint.
+pub struct MetricsConfig {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// Programs that always get a label of their own (whole-path patterns).
+    pub allow: Vec<regex::Regex>,
+    /// How many other programs get one, the first seen.
+    pub programs: usize,
+    /// Label sets kept.
+    pub max_series: usize,
+    /// How long a label set may stay unchanged before it leaves the metrics.
+    pub idle: Duration,
 }
 
 /// The kernel side loaded and attached for the aggregates, and the source that reads them:
@@ -113,7 +140,8 @@ impl AgentSession {
         let mount = crate::kernel::scope::cgroup2_mount().ok();
         let source = AggregateSource::new(maps, mount, cfg.idle);
         // No exact mode in the agent: the statistics are safe on every kernel it runs on.
-        let run_stats = if cfg.probe_costs {
+        // The metrics show what the agent's programs cost on every dashboard.
+        let run_stats = if cfg.probe_costs || cfg.metrics.is_some() {
             let fd = Tracer::enable_run_stats();
             if fd.is_none() {
                 eprintln!("execprof: warning: --probe-costs: this kernel refuses BPF run-time statistics; the report has no program costs");
@@ -142,15 +170,19 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     let mut totals = AgentTotals::new(cfg.max_totals);
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
+    let endpoint = match &cfg.metrics {
+        Some(m) => Some(runtime.block_on(Endpoint::start(m, &cfg, run_stats.is_some()))?),
+        None => None,
+    };
     eprintln!(
         "execprof: agent counting the exec attempts and fork-family calls of {} ({}){}; SIGTERM or Ctrl-C stops it",
         scope.describe(),
         boundaries_name(tracer.boundaries),
         cfg.duration.map(|d| format!(" for {} s", d.as_secs_f64())).unwrap_or_default()
     );
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
     let tree = matches!(scope, Scope::Pids { .. });
-    let mut last = runtime.block_on(watch(&mut source, &mut totals, &cfg, &tracer, tree))?;
+    let mut last = runtime.block_on(watch(&mut source, &mut totals, &cfg, &tracer, tree, endpoint.as_ref()))?;
     // The last read, after the loop: nothing counted before the end is left out.
     let poll = source.poll(Instant::now())?;
     fold(&poll, &mut totals);
@@ -206,6 +238,76 @@ pub(crate) fn fold(poll: &Poll, totals: &mut AgentTotals) {
     }
 }
 
+/// The metrics endpoint: serving from what each read of the kernel's maps updates.
+struct Endpoint {
+    shared: Shared,
+    /// Names the samples' stacks once per distinct stack.
+    symbols: crate::kernel::symbolize::KernelSymbolizer,
+    model: PhaseModel,
+    /// The capacities the maps' gauges show.
+    max_series: u64,
+    max_totals: u64,
+    max_label_sets: u64,
+    program_stats: bool,
+}
+
+impl Endpoint {
+    /// Binds the address and starts serving (before the first read: `/readyz` says 503 until
+    /// then).
+    async fn start(m: &MetricsConfig, cfg: &AgentConfig, program_stats: bool) -> Result<Self> {
+        let listener = crate::serve::bind(m.listen).await.map_err(|e| Failure::new(code::ERROR, format!("{e:#}")))?;
+        let state = MetricsState {
+            exposition: Exposition::new(ProgramLabels::new(m.allow.clone(), m.programs), m.max_series, m.idle),
+            own: OwnFigures { sample_hz: cfg.sample_hz, started: Some(SystemTime::now()), program_stats, ..OwnFigures::default() },
+        };
+        let shared = Shared { metrics: Arc::new(Mutex::new(state)), ready: Arc::new(AtomicBool::new(false)) };
+        let local = listener.local_addr().context("reading the listening address")?;
+        tokio::spawn(crate::serve::serve(listener, shared.clone()));
+        eprintln!("execprof: metrics at http://{local}/metrics (and /healthz, /readyz)");
+        Ok(Self {
+            shared,
+            symbols: crate::kernel::symbolize::KernelSymbolizer::new(),
+            model: PhaseModel::builtin()?,
+            max_series: u64::from(cfg.max_series),
+            max_totals: cfg.max_totals as u64,
+            max_label_sets: m.max_series as u64,
+            program_stats,
+        })
+    }
+
+    /// Folds one read into the metrics.
+    fn update(&self, poll: &Poll, last: &Last, totals: &AgentTotals, tracer: &Tracer) {
+        let now = Instant::now();
+        let mut state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());
+        let MetricsState { exposition, own } = &mut *state;
+        for (key, delta) in &poll.deltas {
+            exposition.add(key, delta, now);
+        }
+        for (_, directory, counts) in &poll.misses {
+            exposition.add_misses(directory, counts, now);
+        }
+        for (call, outcome, frames, count) in &poll.stacks {
+            if *call == profiler_common::aggregate::CALL_EXEC {
+                exposition.add_samples(&outcome_name(*outcome), frames, *count, &self.symbols, &self.model);
+            }
+        }
+        exposition.age(now);
+        own.losses = AgentLosses::new(&poll.counters, totals.series.folded).pairs();
+        own.maps = vec![
+            ("kernel_series", poll.entries as u64, self.max_series),
+            ("agent_totals", totals.series.len() as u64, self.max_totals),
+            ("metric_label_sets", exposition.series.len() as u64, self.max_label_sets),
+        ];
+        own.removed = last.removed as u64;
+        if self.program_stats {
+            own.programs = tracer.program_costs();
+        }
+        own.reads += 1;
+        own.last_read_unix_s = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        self.shared.ready.store(true, Ordering::Release);
+    }
+}
+
 /// What the loop leaves for the report.
 struct Last {
     counters: [u64; profiler_common::aggregate::agg_counter::COUNT as usize],
@@ -215,7 +317,14 @@ struct Last {
 
 /// Reads the aggregates every interval until a signal, `--duration`, or (`--pid`) the
 /// processes are gone.
-async fn watch(source: &mut AggregateSource, totals: &mut AgentTotals, cfg: &AgentConfig, tracer: &Tracer, tree: bool) -> Result<Last> {
+async fn watch(
+    source: &mut AggregateSource,
+    totals: &mut AgentTotals,
+    cfg: &AgentConfig,
+    tracer: &Tracer,
+    tree: bool,
+    endpoint: Option<&Endpoint>,
+) -> Result<Last> {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut int, mut term, mut hup) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?, signal(SignalKind::hangup())?);
     let deadline = cfg.duration.map(|d| tokio::time::Instant::now() + d);
@@ -236,6 +345,9 @@ async fn watch(source: &mut AggregateSource, totals: &mut AgentTotals, cfg: &Age
                 last.counters = poll.counters;
                 last.entries = poll.entries;
                 last.removed += poll.removed;
+                if let Some(endpoint) = endpoint {
+                    endpoint.update(&poll, &last, totals, tracer);
+                }
                 if tree && tracer.traced_alive() == 0 {
                     eprintln!("execprof: the processes watched have all exited");
                     return Ok(last);

@@ -106,6 +106,20 @@ impl AgentLosses {
         }
     }
 
+    /// Each figure with its JSON name, for the metrics' `reason` label.
+    pub fn pairs(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("exec_folded_in_kernel", self.exec_folded_in_kernel),
+            ("fork_folded_in_kernel", self.fork_folded_in_kernel),
+            ("folded_in_totals", self.folded_in_totals),
+            ("not_timed_start_not_seen", self.not_timed_start_not_seen),
+            ("in_flight_slots_taken", self.in_flight_slots_taken),
+            ("searches_restarted", self.searches_restarted),
+            ("miss_names_not_remembered", self.miss_names_not_remembered),
+            ("misses_not_per_directory", self.misses_not_per_directory),
+        ]
+    }
+
     /// What is lost, in a few words for a status line; None when nothing is.
     pub fn summary(&self) -> Option<String> {
         let folded = self.exec_folded_in_kernel + self.fork_folded_in_kernel + self.folded_in_totals;

@@ -1,0 +1,138 @@
+//! The agent's HTTP endpoint (`execprof agent --listen`): `GET /metrics` in the format the
+//! scraper asks for, `/healthz`, `/readyz`. It routes to `render::metrics` and owns no
+//! figures. What a bad client can do is bounded: the request head must arrive within
+//! [`HEADER_TIMEOUT`] and fit in [`MAX_HEAD_BYTES`], at most [`MAX_CONNECTIONS`] are served at
+//! once (the next get a 503 and are closed), and each answer is encoded under a lock the
+//! agent's reads take only to fold a delta in, so no scrape stops the counting.
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result};
+use http_body_util::Full;
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    header,
+    server::conn::http1,
+    service::service_fn,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{net::TcpListener, sync::Semaphore};
+
+use crate::render::metrics::{Format, MetricsState, encode};
+
+/// How long a client may take to send its request head.
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request head read.
+pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Connections served at once.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+
+/// What the endpoint serves from.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// The figures a scrape encodes.
+    pub metrics: Arc<Mutex<MetricsState>>,
+    /// Set once the kernel's maps were read a first time.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// Binds `addr` (before the agent drops its privileges: a port below 1024 is allowed).
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr} failed: is another agent (or exporter) using it? choose another with --listen"))
+}
+
+/// Serves connections from `listener` until the task is dropped.
+pub(crate) async fn serve(listener: TcpListener, shared: Shared) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of file descriptors and the like: wait, and go on serving.
+                log::warn!("accepting a connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let io = TokioIo::new(stream);
+        let permit = permits.clone().try_acquire_owned();
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let busy = permit.is_err();
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(if busy { too_busy() } else { route(&req, &shared) }) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .keep_alive(!busy)
+                .serve_connection(io, service);
+            if let Err(e) = conn.await {
+                log::debug!("connection from {peer}: {e}");
+            }
+            drop(permit);
+        });
+    }
+}
+
+fn too_busy() -> Response<Full<Bytes>> {
+    let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "too many connections at once; retry\n");
+    r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    r
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_owned())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// The answer to one request.
+fn route(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD are served\n");
+        r.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let mut r = match req.uri().path() {
+        "/metrics" => metrics(req, shared),
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/readyz" if shared.ready.load(Ordering::Acquire) => text(StatusCode::OK, "ready\n"),
+        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready: the kernel's maps have not been read yet\n"),
+        "/" => text(
+            StatusCode::OK,
+            "execprof agent\n/metrics  Prometheus metrics (text, OpenMetrics, protobuf by Accept)\n/healthz  liveness\n/readyz   readiness\n",
+        ),
+        _ => text(StatusCode::NOT_FOUND, "not found: this endpoint serves /metrics, /healthz and /readyz\n"),
+    };
+    if req.method() == Method::HEAD {
+        *r.body_mut() = Full::new(Bytes::new());
+    }
+    r
+}
+
+fn metrics(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    match encode(&shared.metrics, format) {
+        Ok(body) => {
+            let mut r = Response::new(Full::new(Bytes::from(body)));
+            r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(format.content_type()));
+            r
+        }
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding the metrics failed: {e}\n")),
+    }
+}
