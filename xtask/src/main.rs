@@ -240,6 +240,7 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
             r.console.display(),
             r.logs.display()
         );
+        println!("vm-suite: {}: seconds per test binary: {}", r.kernel, r.durations());
         failures.extend(failed);
     }
     failures

@@ -173,6 +173,22 @@ impl SuiteRun {
         crash.into_iter().chain(self.failed_binaries()).collect()
     }
 
+    /// Each binary's wall time as its harness said it (`finished in 12.34s`), largest first,
+    /// by the binary's name without cargo's hash: where a suite's minutes go.
+    pub fn durations(&self) -> String {
+        let mut times: Vec<(String, f64)> = self
+            .results
+            .iter()
+            .map(|r| {
+                let name = r.exe.file_name().unwrap_or_default().to_string_lossy();
+                let name = name.rsplit_once('-').map_or(name.to_string(), |(stem, _)| stem.to_owned());
+                (name, harness_seconds(&std::fs::read_to_string(&r.log).unwrap_or_default()))
+            })
+            .collect();
+        times.sort_by(|a, b| b.1.total_cmp(&a.1));
+        times.iter().map(|(n, t)| format!("{n} {t:.0}")).collect::<Vec<_>>().join(", ")
+    }
+
     /// The last boot's kernel crash, if it crashed.
     fn crash(&self) -> Option<String> {
         vm::kernel_crash(&std::fs::read_to_string(&self.console).unwrap_or_default())
@@ -182,11 +198,38 @@ impl SuiteRun {
         self.results.iter().filter(|r| r.rc != Some(0)).map(|r| {
             let (exe, log) = (r.exe.display(), r.log.display());
             match r.rc {
-                Some(rc) => format!("{}: {exe} failed with exit code {rc} (output: {log})", self.kernel),
-                None => format!("{}: {exe} did not finish (output: {log})", self.kernel),
+                Some(rc) => format!("{}: {exe} failed with exit code {rc} (output: {log}){}", self.kernel, failure_excerpt(&r.log)),
+                None => format!("{}: {exe} did not finish (output: {log}){}", self.kernel, failure_excerpt(&r.log)),
             }
         })
     }
+}
+
+/// The sum of the `finished in N.NNs` times a test binary's harness printed (one per
+/// test group it ran).
+fn harness_seconds(log: &str) -> f64 {
+    log.lines().filter_map(|l| l.split("finished in ").nth(1)?.trim_end().strip_suffix('s')?.parse::<f64>().ok()).sum()
+}
+
+/// What a CI log needs to see of a failed test binary's output, which stays in the guest's
+/// results otherwise: each failed test's panic message (the lines from `---- NAME stdout ----`
+/// to the next blank line, at most 12 per test), else the output's last 20 lines.
+fn failure_excerpt(log: &Path) -> String {
+    let Ok(text) = std::fs::read_to_string(log) else { return String::new() };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut picked: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].starts_with("---- ") && lines[i].ends_with(" stdout ----") {
+            let block = lines[i..].iter().take_while(|l| !l.is_empty()).take(12);
+            picked.extend(block);
+        }
+        i += 1;
+    }
+    if picked.is_empty() {
+        picked = lines[lines.len().saturating_sub(20)..].to_vec();
+    }
+    picked.iter().map(|l| format!("\n      {}", l.chars().take(400).collect::<String>())).collect()
 }
 
 /// A guest ready to boot: its kernel, initramfs, disks and work directory, all built.
@@ -367,6 +410,26 @@ mod tests {
 
     fn result(exe: &str, rc: Option<i32>, boot: &str) -> BinaryResult {
         BinaryResult { exe: exe.into(), rc, log: format!("{boot}/{exe}.log").into() }
+    }
+
+    #[test]
+    fn a_failed_binarys_panics_reach_the_ci_log() {
+        let dir = tempfile_dir();
+        let log = dir.join("7.log");
+        let text = "running 3 tests\ntest a ... ok\ntest b ... FAILED\n\nfailures:\n\n---- b stdout ----\nthread 'b' panicked at x.rs:1:2:\nleft 3 right 4\n\nfailures:\n    b\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 61.50s\n";
+        std::fs::write(&log, text).unwrap();
+        assert_eq!(failure_excerpt(&log), "\n      ---- b stdout ----\n      thread 'b' panicked at x.rs:1:2:\n      left 3 right 4");
+        assert_eq!(harness_seconds(text), 61.5);
+        // No panic block (a binary killed by the time limit): the output's last lines.
+        std::fs::write(&log, "running 3 tests\ntest a ... ok\n").unwrap();
+        assert_eq!(failure_excerpt(&log), "\n      running 3 tests\n      test a ... ok");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-suite-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]
