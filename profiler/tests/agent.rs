@@ -81,8 +81,8 @@ fn start_agent_serving(args: &[&str], json: &Path) -> (Child, Option<String>) {
     loop {
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0 && Instant::now() < deadline, "the agent did not start: {line}");
-        if let Some(rest) = line.split("metrics at http://").nth(1) {
-            endpoint = rest.split('/').next().map(str::to_owned);
+        if let Some(rest) = line.split("metrics at ").nth(1).and_then(|r| r.split_once("://")) {
+            endpoint = rest.1.split('/').next().map(str::to_owned);
         }
         if line.contains("agent counting") {
             break;
@@ -603,15 +603,22 @@ struct Prometheus {
 }
 
 impl Prometheus {
+    /// Scrapes `target` as job `execprof`.
     fn start(dir: &Path, name: &str, target: &str, native: bool) -> Self {
+        Self::start_with(dir, name, &Self::job("execprof", target, ""), native)
+    }
+
+    /// One scrape job's YAML: `extra` holds its other settings, each line indented 4.
+    fn job(name: &str, target: &str, extra: &str) -> String {
+        format!("  - job_name: {name}\n    static_configs:\n      - targets: ['{target}']\n{extra}")
+    }
+
+    /// Scrapes as `jobs` (YAML items of `scrape_configs`) say.
+    fn start_with(dir: &Path, name: &str, jobs: &str, native: bool) -> Self {
         let home = dir.join(name);
         std::fs::create_dir_all(&home).unwrap();
         let config = home.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: execprof\n    static_configs:\n      - targets: ['{target}']\n"),
-        )
-        .unwrap();
+        std::fs::write(&config, format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{jobs}")).unwrap();
         let addr = format!("127.0.0.1:{}", free_port());
         let mut cmd = Command::new(prometheus_tool("prometheus"));
         cmd.arg(format!("--config.file={}", config.display()))
@@ -714,12 +721,12 @@ fn prometheus_scrapes_exact_counts_in_both_histogram_forms() {
         p.wait_for(&series("execprof_exec_attempts_total", "enoent"), n as f64);
         p.wait_for(&series("execprof_exec_attempts_total", "success"), m as f64);
         p.wait_for(&series("execprof_fork_calls_total", "success"), (n + m) as f64);
-        p.wait_for(&format!("execprof_path_misses_total{{directory=\"/nonexistent\"}}"), n as f64);
+        p.wait_for("execprof_path_misses_total{directory=\"/nonexistent\"}", n as f64);
     }
     // The native histogram (protobuf) and the classic one (OpenMetrics text) hold every call.
     native.wait_for(&format!("histogram_count({})", series("execprof_exec_duration_seconds", "enoent")), n as f64);
     classic.wait_for(&series("execprof_exec_duration_seconds_count", "enoent"), n as f64);
-    classic.wait_for(&format!("{}", series("execprof_exec_duration_seconds_bucket", "enoent").replace("}", ",le=\"+Inf\"}")), n as f64);
+    classic.wait_for(&series("execprof_exec_duration_seconds_bucket", "enoent").replace('}', ",le=\"+Inf\"}"), n as f64);
     // Both quantiles name the same bucket's upper bound (within the native bucket's width).
     let native_p50 = native.value(&format!("histogram_quantile(0.5, {})", series("execprof_exec_duration_seconds", "enoent"))).unwrap();
     assert!(native_p50 > 0.0 && native_p50 < 10.0, "{native_p50}");
@@ -799,7 +806,7 @@ fn bad_clients_get_http_errors_and_cost_no_count() {
     drop(idle);
     // The slow client is cut off by the head timeout (10 s).
     use std::io::Read as _;
-    (&slow).set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut rest = Vec::new();
     let _ = (&slow).read_to_end(&mut rest);
     let said = String::from_utf8_lossy(&rest);
@@ -809,4 +816,90 @@ fn bad_clients_get_http_errors_and_cost_no_count() {
     let v = stop_agent(agent, &json);
     assert_eq!(v["analysis"]["attempts"], 3, "{}", v["series"]);
     assert_eq!(v["complete"], true, "{}", v["losses"]);
+}
+
+/// TLS and basic auth from a web config file in the exporters' format, checked by
+/// Prometheus itself: the job with the CA and the right password gets exact counts; one with
+/// a wrong password is refused with 401, one speaking plain HTTP to the TLS port gets nothing;
+/// the agent counts on. On the host only (Prometheus).
+#[test]
+#[ignore = "needs root"]
+fn prometheus_scrapes_over_tls_with_basic_auth_and_nothing_else_gets_in() {
+    require_root!();
+    if execprof::testing::slowdown() > 1 {
+        eprintln!("the metrics endpoint with Prometheus is checked on the host, not under emulation");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=execprof-test",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(d.join("server.key"))
+        .arg("-out")
+        .arg(d.join("server.crt"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(ok.success(), "openssl could not make a certificate");
+    let hash = bcrypt::hash("scrape-pass", 4).unwrap();
+    let web = d.join("web.yml");
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  prom: '{hash}'\n"),
+    )
+    .unwrap();
+    let root = cgroup2_root(d);
+    let cg = Cgroup::new(&root, "tls");
+    let json = d.join("agent.json");
+    let (agent, addr) = start_agent_serving(
+        &["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "0", "--listen", "127.0.0.1:0", "--web-config", web.to_str().unwrap()],
+        &json,
+    );
+    let addr = addr.expect("the agent names its endpoint");
+    let tls = |password: &str| {
+        format!(
+            "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      username: prom\n      password: {password}\n",
+            d.join("server.crt").display()
+        )
+    };
+    let jobs = [
+        Prometheus::job("good", &addr, &tls("scrape-pass")),
+        Prometheus::job("wrong", &addr, &tls("nope")),
+        Prometheus::job("plain", &addr, ""),
+    ]
+    .concat();
+    let p = Prometheus::start_with(d, "prometheus", &jobs, false);
+    let n = 6u64;
+    sh_in(Some(&cg.path), &format!("i=0; while [ $i -lt {n} ]; do /nonexistent/execprof-missing; i=$((i+1)); done"));
+    p.wait_for(&format!("execprof_exec_attempts_total{{job=\"good\",outcome=\"enoent\",program=\"{}\"}}", sh_path()), n as f64);
+    p.wait_for("up{job=\"good\"}", 1.0);
+    p.wait_for("up{job=\"wrong\"}", 0.0);
+    p.wait_for("up{job=\"plain\"}", 0.0);
+    let (_, targets) = http_get(&p.addr, "/api/v1/targets", "application/json");
+    let targets: Value = serde_json::from_str(&targets).unwrap();
+    let error = |job: &str| {
+        targets["data"]["activeTargets"].as_array().unwrap().iter().find(|t| t["labels"]["job"] == job).unwrap()["lastError"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(error("wrong").contains("401"), "{}", error("wrong"));
+    assert!(!error("plain").is_empty());
+    assert_eq!(p.value("execprof_exec_attempts_total{job=\"wrong\"}"), None, "a refused scrape stores nothing");
+    drop(p);
+    let v = stop_agent(agent, &json);
+    assert_eq!(v["analysis"]["attempts"], n);
 }

@@ -153,8 +153,12 @@ pub fn agent_command_config(args: crate::cli::AgentCommandArgs, verbose: bool) -
 /// The metrics endpoint's options, checked (None without `--listen`).
 fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::commands::agent::MetricsConfig>, Failure> {
     let Some(listen) = args.listen else {
-        let set = !args.metrics_program.is_empty();
-        return if set { Err(Failure::usage("--metrics-program needs --listen ADDR: there is no endpoint without it")) } else { Ok(None) };
+        let set = !args.metrics_program.is_empty() || args.web_config.is_some();
+        return if set {
+            Err(Failure::usage("--metrics-program and --web-config need --listen ADDR: there is no endpoint without it"))
+        } else {
+            Ok(None)
+        };
     };
     let listen = parse_listen(&listen)?;
     let allow = args
@@ -177,6 +181,7 @@ fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::command
         programs: args.metrics_programs,
         max_series: args.metrics_max_series,
         idle: std::time::Duration::from_secs_f64(args.metrics_idle),
+        web_config: args.web_config,
     }))
 }
 

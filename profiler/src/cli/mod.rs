@@ -442,6 +442,11 @@ pub struct MetricsArgs {
     /// a port alone for 127.0.0.1:PORT. Only the address named is listened on.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// TLS and basic auth for the endpoint, from a file in the Prometheus exporters' format
+    /// (`tls_server_config` with `cert_file` and `key_file`, `basic_auth_users` with bcrypt
+    /// hashes).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
     /// A program (executable path) that always gets a `program` label of its own: a regular
     /// expression matched against the whole path; repeatable.
     #[arg(long = "metrics-program", value_name = "REGEX")]

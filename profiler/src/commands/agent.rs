@@ -30,7 +30,7 @@ use crate::{
     },
     render::metrics::{MetricsState, OwnFigures},
     report::agent::{AgentLosses, AgentReport, Capacities},
-    serve::Shared,
+    serve::{Shared, WebConfig},
     source::aggregates::{AggregateSource, Poll},
 };
 
@@ -78,6 +78,8 @@ pub struct MetricsConfig {
     pub max_series: usize,
     /// How long a label set may stay unchanged before it leaves the metrics.
     pub idle: Duration,
+    /// TLS and basic auth (`--web-config`).
+    pub web_config: Option<PathBuf>,
 }
 
 /// The kernel side loaded and attached for the aggregates, and the source that reads them:
@@ -166,13 +168,18 @@ impl AgentSession {
 
 /// Runs the agent; returns the exit code.
 pub fn agent(cfg: AgentConfig) -> Result<i32> {
+    // The endpoint's files are read before anything is loaded: a mistake in them is one message.
+    let web = match cfg.metrics.as_ref().and_then(|m| m.web_config.as_deref()) {
+        Some(path) => WebConfig::load(path).map_err(|e| Failure::usage(format!("{e:#}")))?,
+        None => WebConfig::default(),
+    };
     let AgentSession { tracer, mut source, scope, run_stats } = AgentSession::start(&cfg, "agent")?;
     let mut totals = AgentTotals::new(cfg.max_totals);
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
     let endpoint = match &cfg.metrics {
-        Some(m) => Some(runtime.block_on(Endpoint::start(m, &cfg, run_stats.is_some()))?),
+        Some(m) => Some(runtime.block_on(Endpoint::start(m, &cfg, run_stats.is_some(), web))?),
         None => None,
     };
     eprintln!(
@@ -254,16 +261,18 @@ struct Endpoint {
 impl Endpoint {
     /// Binds the address and starts serving (before the first read: `/readyz` says 503 until
     /// then).
-    async fn start(m: &MetricsConfig, cfg: &AgentConfig, program_stats: bool) -> Result<Self> {
+    async fn start(m: &MetricsConfig, cfg: &AgentConfig, program_stats: bool, web: WebConfig) -> Result<Self> {
         let listener = crate::serve::bind(m.listen).await.map_err(|e| Failure::new(code::ERROR, format!("{e:#}")))?;
         let state = MetricsState {
             exposition: Exposition::new(ProgramLabels::new(m.allow.clone(), m.programs), m.max_series, m.idle),
             own: OwnFigures { sample_hz: cfg.sample_hz, started: Some(SystemTime::now()), program_stats, ..OwnFigures::default() },
         };
-        let shared = Shared { metrics: Arc::new(Mutex::new(state)), ready: Arc::new(AtomicBool::new(false)) };
+        let scheme = if web.tls.is_some() { "https" } else { "http" };
+        let auth = if web.auth.is_some() { "; basic auth" } else { "" };
+        let shared = Shared { metrics: Arc::new(Mutex::new(state)), ready: Arc::new(AtomicBool::new(false)), web };
         let local = listener.local_addr().context("reading the listening address")?;
         tokio::spawn(crate::serve::serve(listener, shared.clone()));
-        eprintln!("execprof: metrics at http://{local}/metrics (and /healthz, /readyz)");
+        eprintln!("execprof: metrics at {scheme}://{local}/metrics (and /healthz, /readyz{auth})");
         Ok(Self {
             shared,
             symbols: crate::kernel::symbolize::KernelSymbolizer::new(),

@@ -313,8 +313,9 @@ impl HistogramParts {
 }
 
 fn encode_misses(encoder: &mut DescriptorEncoder, e: &Exposition) -> Result<(), std::fmt::Error> {
-    // Counts as integers, times as seconds.
-    let families: [(&str, &str, Option<Unit>, fn(&MissCounts) -> (u64, bool)); 4] = [
+    // Counts as integers, times (true) as seconds.
+    type Family = (&'static str, &'static str, Option<Unit>, fn(&MissCounts) -> (u64, bool));
+    let families: [Family; 4] = [
         ("path_misses", "ENOENT exec attempts for a name in this directory: PATH searching that missed.", None, |c| (c.misses, false)),
         ("path_miss_kernel", "Kernel time of those ENOENT attempts.", Some(Unit::Seconds), |c| (c.ns, true)),
         (

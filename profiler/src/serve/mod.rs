@@ -28,6 +28,10 @@ use tokio::{net::TcpListener, sync::Semaphore};
 
 use crate::render::metrics::{Format, MetricsState, encode};
 
+pub(crate) mod web_config;
+
+pub(crate) use web_config::WebConfig;
+
 /// How long a client may take to send its request head.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request head read.
@@ -42,6 +46,8 @@ pub(crate) struct Shared {
     pub metrics: Arc<Mutex<MetricsState>>,
     /// Set once the kernel's maps were read a first time.
     pub ready: Arc<AtomicBool>,
+    /// TLS and basic auth (`--web-config`).
+    pub web: WebConfig,
 }
 
 /// Binds `addr` (before the agent drops its privileges: a port below 1024 is allowed).
@@ -64,27 +70,57 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) {
                 continue;
             }
         };
-        let io = TokioIo::new(stream);
         let permit = permits.clone().try_acquire_owned();
         let shared = shared.clone();
         tokio::spawn(async move {
             let busy = permit.is_err();
-            let service = service_fn(move |req| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(if busy { too_busy() } else { route(&req, &shared) }) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .keep_alive(!busy)
-                .serve_connection(io, service);
-            if let Err(e) = conn.await {
-                log::debug!("connection from {peer}: {e}");
+            match shared.web.tls.clone() {
+                // The handshake, too, must end within the head's time.
+                Some(tls) => match tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => connection(TokioIo::new(stream), shared, busy, peer).await,
+                    Ok(Err(e)) => log::debug!("TLS handshake with {peer} failed: {e}"),
+                    Err(_) => log::debug!("TLS handshake with {peer} timed out"),
+                },
+                None => connection(TokioIo::new(stream), shared, busy, peer).await,
             }
             drop(permit);
         });
     }
+}
+
+/// Serves one connection's requests.
+async fn connection<I>(io: I, shared: Shared, busy: bool, peer: SocketAddr)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(if busy { too_busy() } else { answer(req, shared).await }) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(!busy)
+        .serve_connection(io, service);
+    if let Err(e) = conn.await {
+        log::debug!("connection from {peer}: {e}");
+    }
+}
+
+/// Checks the credentials (when basic auth is configured), then routes.
+async fn answer(req: Request<Incoming>, shared: Shared) -> Response<Full<Bytes>> {
+    if let Some(auth) = shared.web.auth.clone() {
+        let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        // bcrypt takes tens of ms: off the event loop that reads the kernel's maps.
+        let ok = tokio::task::spawn_blocking(move || auth.check(header.as_deref())).await.unwrap_or(false);
+        if !ok {
+            let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized: give the user and password of --web-config's basic_auth_users\n");
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Basic realm=\"execprof\""));
+            return r;
+        }
+    }
+    route(&req, &shared)
 }
 
 fn too_busy() -> Response<Full<Bytes>> {
