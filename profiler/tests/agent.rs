@@ -221,7 +221,8 @@ fn entries_of_removed_cgroups_age_out() {
     let root = cgroup2_root(dir.path());
     let parent = Cgroup::new(&root, "aging");
     let json = dir.path().join("agent.json");
-    let agent = start_agent(&["--cgroup", parent.path.to_str().unwrap()], &json);
+    let (agent, addr) = start_agent_serving(&["--cgroup", parent.path.to_str().unwrap(), "--listen", "127.0.0.1:0"], &json);
+    let addr = addr.expect("the agent names its endpoint");
     // 1,000 here; 200 under emulation (a guest under TCG).
     let cgroups = if execprof::testing::slowdown() > 1 { 200 } else { 1000u64 };
     let script = format!(
@@ -229,8 +230,17 @@ fn entries_of_removed_cgroups_age_out() {
         p = parent.path.display()
     );
     sh_in(None, &script);
-    // The cgroup tree is walked every 5 s: wait for a walk after the last removal.
-    std::thread::sleep(Duration::from_secs(7));
+    // The cgroup tree is walked every 5 s: wait, as long as emulation needs, until a walk
+    // after the last removal has emptied the kernel's map (the agent's own gauge says when).
+    let deadline = Instant::now() + Duration::from_secs(30 * u64::from(execprof::testing::slowdown()));
+    let entries = || {
+        let (_, text) = http_get(&addr, "/metrics", "text/plain");
+        text.lines().find_map(|l| l.strip_prefix("execprof_map_entries{map=\"kernel_series\"} ")?.trim().parse::<u64>().ok())
+    };
+    while entries() != Some(0) {
+        assert!(Instant::now() < deadline, "the kernel's series map still holds {:?} entries", entries());
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let v = stop_agent(agent, &json);
     assert_eq!(count(&v, |s| s["call"] == "exec" && s["outcome"] == "success"), cgroups, "{}", v["analysis"]["outcomes"]);
     assert!(v["capacities"]["series_removed"].as_u64().unwrap() >= cgroups, "{}", v["capacities"]);
