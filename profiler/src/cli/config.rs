@@ -185,7 +185,7 @@ fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::command
     }))
 }
 
-/// `--listen`: HOST:PORT, [V6]:PORT, or a port alone (127.0.0.1:PORT).
+/// `--listen`: `HOST:PORT`, `[V6]:PORT`, or a port alone (`127.0.0.1:PORT`).
 pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, Failure> {
     use std::net::ToSocketAddrs as _;
     let bad = |why: &str| Failure::usage(format!("--listen {text:?}: {why}; give HOST:PORT (127.0.0.1:9435) or a port alone"));
