@@ -24,6 +24,8 @@ for m in /modules/*.ko; do
   [ -f "$m" ] || continue
   $B insmod "$m" || note "insmod $m failed"
 done
+# Loopback up: the agent's metrics endpoint is tested on 127.0.0.1.
+$B ifconfig lo 127.0.0.1 up || $B ip link set lo up || note "no loopback"
 R=/results
 $B mkdir -p /userland /repo /rw /newroot $R
 if ! $B mount -t ext4 "$RESULTS_DEV" $R; then
