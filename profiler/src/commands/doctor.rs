@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
-    Btf, Ebpf,
+    Ebpf,
     maps::Array,
     programs::{
         FEntry, FExit, KProbe, PerfEvent, RawTracePoint, TracePoint, UProbe,
@@ -228,14 +228,14 @@ fn try_kprobe(ebpf: &mut Ebpf, prog: &str, function: Option<&str>) -> Result<Str
 }
 
 fn try_fentry(ebpf: &mut Ebpf, exit: bool) -> Result<String> {
-    let btf = Btf::from_sys_fs().context("reading kernel BTF")?;
+    let btf = crate::kernel::vmlinux::aya()?;
     if exit {
         let p: &mut FExit = program(ebpf, "doctor_fexit")?;
-        p.load(TRY_FUNCTION, &btf)?;
+        p.load(TRY_FUNCTION, btf)?;
         p.attach()?;
     } else {
         let p: &mut FEntry = program(ebpf, "doctor_fentry")?;
-        p.load(TRY_FUNCTION, &btf)?;
+        p.load(TRY_FUNCTION, btf)?;
         p.attach()?;
     }
     Ok(TRY_FUNCTION.to_owned())

@@ -61,14 +61,14 @@ pub(crate) fn attach_syscall_events(ebpf: &mut Ebpf) -> Result<()> {
 /// such emulation built in), never where it has one execprof cannot hook. On failure every
 /// program attached so far is unloaded, so the tracepoints can take over alone.
 pub(crate) fn attach_fentry(ebpf: &mut Ebpf) -> Result<()> {
-    let btf = Btf::from_sys_fs().context("reading the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
+    let btf = crate::kernel::vmlinux::aya()?;
     // Read only when a function has no BTF (an ABI the kernel may not have built in).
     let in_kernel =
         |f: &str| std::fs::read_to_string("/proc/kallsyms").is_ok_and(|k| k.lines().any(|l| l.split_whitespace().nth(2) == Some(f)));
     let mut loaded: Vec<&'static str> = Vec::new();
     let result = (|| {
         for b in BOUNDARIES {
-            match attach_pair(ebpf, b, &btf, &mut loaded) {
+            match attach_pair(ebpf, b, btf, &mut loaded) {
                 Ok(()) => {}
                 Err(ProgramError::Btf(_)) if !b.native && !in_kernel(b.function) => {}
                 Err(e) => bail!("{}: {e}", b.function),

@@ -14,7 +14,7 @@ impl KernelInfo {
         Self {
             release: field(&uts.release),
             machine: field(&uts.machine),
-            btf: std::path::Path::new(crate::kernel::layout::VMLINUX_BTF).exists(),
+            btf: std::path::Path::new(crate::kernel::vmlinux::VMLINUX_BTF).exists(),
             lockdown: std::fs::read_to_string("/sys/kernel/security/lockdown").ok().and_then(|s| active_lockdown(&s)),
         }
     }

@@ -21,9 +21,6 @@ use crate::analysis::phases::{self, PhaseModel};
 /// Where the kernel exposes its symbol table.
 pub(crate) const KALLSYMS_PATH: &str = "/proc/kallsyms";
 
-/// Where the kernel exposes its own BTF.
-pub(crate) const VMLINUX_BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
-
 /// kallsyms carries no symbol sizes, so a symbol is assumed to extend to the
 /// next symbol of the same module.  The last symbol of vmlinux or of a module
 /// has no such bound; beyond this distance an address is more likely to be in
@@ -159,12 +156,15 @@ impl KernelSymbols {
     /// in address order, `.cold` fragments included and flagged.
     ///
     /// A linear scan: this runs for a few dozen names at attach/doctor time,
-    /// which is cheaper than keeping a name index for 100k+ symbols alive.
+    /// which is cheaper than keeping a name index for 100k+ symbols alive. Only names that
+    /// start with the wanted one and go on with a dot are canonicalized (a clone's suffix
+    /// only ever follows the name): a byte comparison for the others.
     pub fn resolve(&self, name: &str) -> Vec<ResolvedFunction> {
         let wanted = phases::strip_suffix(name);
+        let may_be = |raw: &str| raw.strip_prefix(wanted).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
         self.symbols
             .iter()
-            .filter(|s| phases::strip_suffix(&s.name) == wanted)
+            .filter(|s| may_be(&s.name) && phases::strip_suffix(&s.name) == wanted)
             .map(|s| ResolvedFunction {
                 raw_name: s.name.to_string(),
                 address: s.address,
@@ -284,17 +284,12 @@ impl BtfFunctions for NoBtf {
 
 /// The running kernel's BTF.
 pub(crate) struct VmlinuxBtf {
-    btf: btf_rs::Btf,
+    btf: &'static btf_rs::Btf,
 }
 
 impl VmlinuxBtf {
     pub(crate) fn load() -> Result<VmlinuxBtf> {
-        Self::from_file(Path::new(VMLINUX_BTF_PATH))
-    }
-
-    pub(crate) fn from_file(path: &Path) -> Result<VmlinuxBtf> {
-        let btf = btf_rs::Btf::from_file(path).with_context(|| format!("cannot parse BTF from {}", path.display()))?;
-        Ok(VmlinuxBtf { btf })
+        Ok(VmlinuxBtf { btf: crate::kernel::vmlinux::types()? })
     }
 }
 

@@ -4,8 +4,6 @@
 use anyhow::{Context as _, Result, anyhow, bail};
 use btf_rs::{Btf, Type};
 
-pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
-
 /// Offsets (bytes) inside `struct task_struct`, `struct signal_struct`, `struct linux_binprm`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct TaskLayout {
@@ -32,7 +30,7 @@ pub(crate) struct TaskLayout {
 
 impl TaskLayout {
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        Self::from_btf(&running_btf()?)
+        Self::from_btf(crate::kernel::vmlinux::types()?)
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -78,7 +76,7 @@ pub(crate) struct AgentLayout {
 
 impl AgentLayout {
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        Self::from_btf(&running_btf()?)
+        Self::from_btf(crate::kernel::vmlinux::types()?)
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -116,13 +114,6 @@ fn rss_counters(btf: &Btf) -> Result<[u64; 3]> {
         (size, member_offset(btf, "percpu_counter", "count")?)
     };
     Ok([0u64, 1, 3].map(|i| base + i * size + count))
-}
-
-/// The running kernel's BTF.
-fn running_btf() -> Result<Btf> {
-    Btf::from_file(VMLINUX_BTF).map_err(|e| {
-        anyhow!("cannot read the kernel's BTF at {VMLINUX_BTF} ({e}); execprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")
-    })
 }
 
 /// Byte offset of `field` in `struct name`, looking through anonymous struct/union members
@@ -168,8 +159,8 @@ mod tests {
     /// plausible and distinct.
     #[test]
     fn finds_task_fields_in_running_kernel() {
-        let btf = Btf::from_file(VMLINUX_BTF).unwrap_or_else(|e| panic!("no kernel BTF at {VMLINUX_BTF}: {e}"));
-        let layout = TaskLayout::from_btf(&btf).expect("task_struct fields");
+        let btf = crate::kernel::vmlinux::types().unwrap_or_else(|e| panic!("{e:#}"));
+        let layout = TaskLayout::from_btf(btf).expect("task_struct fields");
         assert!(layout.pid > 0 && layout.tgid == layout.pid + 4, "{layout:?}");
         assert!(layout.min_flt > 0 && layout.maj_flt == layout.min_flt + 8, "{layout:?}");
         assert!(layout.signal > 0 && layout.real_parent > 0);
@@ -178,13 +169,13 @@ mod tests {
         // x86_64: flags, syscall_work, then status.
         #[cfg(target_arch = "x86_64")]
         assert_eq!(layout.thread_status, 16, "{layout:?}");
-        assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
+        assert!(member_offset(btf, "task_struct", "no_such_field").is_err());
     }
 
     #[test]
     fn finds_the_agents_fields_in_running_kernel() {
-        let btf = Btf::from_file(VMLINUX_BTF).unwrap_or_else(|e| panic!("no kernel BTF at {VMLINUX_BTF}: {e}"));
-        let layout = AgentLayout::from_btf(&btf).expect("the agent's fields");
+        let btf = crate::kernel::vmlinux::types().unwrap_or_else(|e| panic!("{e:#}"));
+        let layout = AgentLayout::from_btf(btf).expect("the agent's fields");
         assert!(layout.task_mm > 0 && layout.mm_exe_file > 0 && layout.file_inode > 0, "{layout:?}");
         assert!(layout.inode_ino > 0 && layout.inode_sb > 0, "{layout:?}");
         assert!(layout.file_dentry > 0 && layout.dentry_parent > 0 && layout.dentry_name > layout.dentry_parent, "{layout:?}");

@@ -13,3 +13,4 @@ pub(crate) mod probes;
 pub(crate) mod scope;
 pub(crate) mod symbolize;
 pub(crate) mod tracer;
+pub(crate) mod vmlinux;

@@ -162,7 +162,7 @@ impl Tracer {
     /// mechanism that times it; a function that attaches neither way is left out with a
     /// warning naming it and the kernel's answer. Fails when none attaches.
     pub(crate) fn attach_exact(&mut self, plan: &mut ExactPlan) -> Result<Vec<String>> {
-        let btf = aya::Btf::from_sys_fs().ok();
+        let btf = crate::kernel::vmlinux::aya().ok();
         // Set once trampolines prove unusable here (refused, or not built in): why.
         let mut no_trampolines: Option<String> = if btf.is_none() { Some("no kernel BTF".into()) } else { None };
         let (mut kept, mut warnings) = (Vec::new(), Vec::new());
