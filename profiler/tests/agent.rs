@@ -701,15 +701,11 @@ fn http_get_opt(addr: &str, path: &str) -> Option<(String, String)> {
 /// caller in a fresh cgroup makes N failing and M successful execs; PromQL returns exactly N
 /// and M for its program and outcome in both, the native histogram's count and the classic
 /// one's are N, and `promtool check metrics` finds nothing to say of the text. On the host
-/// only: Prometheus under TCG would take the guests' minutes.
+/// only (xtask's HOST_ONLY_TESTS): Prometheus under TCG would take the guests' minutes.
 #[test]
 #[ignore = "needs root"]
 fn prometheus_scrapes_exact_counts_in_both_histogram_forms() {
     require_root!();
-    if execprof::testing::slowdown() > 1 {
-        eprintln!("the metrics endpoint with Prometheus is checked on the host, not under emulation");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let root = cgroup2_root(dir.path());
     let cg = Cgroup::new(&root, "metrics");
@@ -831,15 +827,11 @@ fn bad_clients_get_http_errors_and_cost_no_count() {
 /// TLS and basic auth from a web config file in the exporters' format, checked by
 /// Prometheus itself: the job with the CA and the right password gets exact counts; one with
 /// a wrong password is refused with 401, one speaking plain HTTP to the TLS port gets nothing;
-/// the agent counts on. On the host only (Prometheus).
+/// the agent counts on. On the host only (Prometheus; xtask's HOST_ONLY_TESTS).
 #[test]
 #[ignore = "needs root"]
 fn prometheus_scrapes_over_tls_with_basic_auth_and_nothing_else_gets_in() {
     require_root!();
-    if execprof::testing::slowdown() > 1 {
-        eprintln!("the metrics endpoint with Prometheus is checked on the host, not under emulation");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ok = Command::new("openssl")

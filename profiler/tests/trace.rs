@@ -307,8 +307,10 @@ fn sampled_attribution_puts_failed_lookups_in_lookup_and_successes_in_image_work
     let reordered = execprof::testing::kernel_version() >= (6, 8);
     let dir = tempfile::tempdir().unwrap();
     // Sampled mode alone: exact mode's probes (where the kernel has kprobes) would add their
-    // own frames to what is sampled.
-    let (v, out) = run_json(&["--mode", "sampled", "--steps", "10000", "--sample-hz", "9999", "--folded", dir.path().to_str().unwrap()]);
+    // own frames to what is sampled. Under emulation an exec takes ~30 times longer, so a
+    // tenth of the steps still gives more samples than here.
+    let steps = if execprof::testing::slowdown() > 1 { "1500" } else { "10000" };
+    let (v, out) = run_json(&["--mode", "sampled", "--steps", steps, "--sample-hz", "9999", "--folded", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sampled = &v["analysis"]["sampled"];
     let outcome = |name: &str| sampled["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == name).cloned().unwrap();
@@ -447,8 +449,9 @@ fn extra_environment_costs_argument_copying() {
         // Under emulation (TCG) the published tiny `xN=N` variables add ~5% to a copying phase
         // dominated by the stack's page faults, inside the run-to-run noise: there each
         // variable carries 512 bytes (32 KiB more to copy), which stands out.
-        let size = if execprof::testing::slowdown() > 1 { "512" } else { "0" };
-        let (v, out) = run_json(&["--mode", "sampled", "--steps", "5000", "--env-vars", env, "--env-size", size, "--sample-hz", "4999"]);
+        // Each exec there is also ~30 times longer: fewer steps give as many samples.
+        let (size, steps) = if execprof::testing::slowdown() > 1 { ("512", "2000") } else { ("0", "5000") };
+        let (v, out) = run_json(&["--mode", "sampled", "--steps", steps, "--env-vars", env, "--env-size", size, "--sample-hz", "4999"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let success = v["analysis"]["sampled"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "success").cloned().unwrap();
         phase(&success, "args")["estimate"].clone()

@@ -241,56 +241,63 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
             r.logs.display()
         );
         println!("vm-suite: {}: seconds per test binary: {}", r.kernel, r.durations());
+        println!("vm-suite: {}: slowest tests (seconds): {}", r.kernel, r.slowest(8));
         failures.extend(failed);
     }
     failures
 }
 
 /// The guests' part of `cargo xtask ci`. Everything is built first, one build after another
-/// (each uses both cores): the x86_64 and the arm64 test binaries, the lab's kernel. Then the
-/// guests run on two lanes, one TCG guest per core:
-/// - the x86_64 6.12 suite, then the arm64 6.12 suite;
-/// - the x86_64 6.1 suite, then vm-test on x86_64, the fast-path lab, vm-test on arm64.
+/// (each uses both cores): the x86_64 and the arm64 test binaries, the lab's kernel. Then two
+/// workers, one TCG guest per core, take the guests' jobs from one queue, longest first, each
+/// the next job when it finishes its own (so neither core idles while the other has two jobs
+/// left): the arm64 6.12 suite, the x86_64 6.1 suite, the x86_64 6.12 suite, the fast-path
+/// lab, vm-test on arm64, vm-test on x86_64.
 ///
-/// The three suites take 12 to 16 minutes each, the 6.1 one the longest in every run
-/// measured (749 s vs 728 s, 955 s vs 858 s): it goes with the short checks.
-///
-/// The arm64 6.1 suite is left to `cargo xtask vm-suite --arch arm64` (~17 minutes on a
-/// lane would bring a cold run, which must stay under 60 minutes, to about an hour). Every lane runs to its end, and every
-/// failure is reported.
+/// The arm64 6.1 suite is left to `cargo xtask vm-suite --arch arm64` (it would add a fourth
+/// suite to a cold run, which must stay under 60 minutes). Every job runs to its end, and
+/// every failure is reported; each job's minutes are printed.
 fn ci_guests() -> Result<()> {
     use vm::Arch::{Arm64, X86_64};
     let (x86, x86_execprof) = suite::test_binaries(X86_64)?;
     let (arm64, arm64_execprof) = suite::test_binaries(Arm64)?;
     fastpath::lab_kernel()?;
-    let lane1 = [
-        suite::prepare_suite(X86_64, "6.12", (&x86, &x86_execprof), None)?,
-        suite::prepare_suite(Arm64, "6.12", (&arm64, &arm64_execprof), None)?,
+    type Job = Box<dyn FnOnce() -> Vec<String> + Send>;
+    let suite_job = |p: suite::PreparedSuite| -> Job { Box::new(move || suite_failures([suite::boot_suite(p, SUITE_TIMEOUT)])) };
+    let check_job = |f: fn() -> Result<()>| -> Job { Box::new(move || f().err().map(|e| format!("{e:#}")).into_iter().collect()) };
+    let jobs: Vec<(&str, Job)> = vec![
+        ("arm64 6.12 suite", suite_job(suite::prepare_suite(Arm64, "6.12", (&arm64, &arm64_execprof), None)?)),
+        ("x86_64 6.1 suite", suite_job(suite::prepare_suite(X86_64, "6.1", (&x86, &x86_execprof), None)?)),
+        ("x86_64 6.12 suite", suite_job(suite::prepare_suite(X86_64, "6.12", (&x86, &x86_execprof), None)?)),
+        ("fast-path lab", check_job(|| fastpath::lab(LAB_STEPS, LAB_REPEAT, false))),
+        // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes). 600 steps:
+        // under TCG, 6.1's kprobes (BRK exceptions) give failed attempts a tail of
+        // millisecond outliers, and at 200 steps copy_strings' drop to 0 once fell short of
+        // significance after Holm's correction (p = 6.5e-5).
+        ("vm-test arm64", check_job(|| vm_test(Arm64, None, ARM64_CHECK_STEPS, 900))),
+        ("vm-test x86_64", check_job(|| vm_test(X86_64, None, 200, 600))),
     ];
-    let lane2_suite = suite::prepare_suite(X86_64, "6.1", (&x86, &x86_execprof), None)?;
-    let (lane1, (lane2_run, lane2_checks)) = std::thread::scope(|s| {
-        let one = s.spawn(move || lane1.into_iter().map(|p| suite::boot_suite(p, SUITE_TIMEOUT)).collect::<Vec<_>>());
-        let two = s.spawn(move || {
-            let run = suite::boot_suite(lane2_suite, SUITE_TIMEOUT);
-            let checks: Vec<anyhow::Error> = [
-                vm_test(X86_64, None, 200, 600),
-                fastpath::lab(LAB_STEPS, LAB_REPEAT, false),
-                // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes). 600
-                // steps: under TCG, 6.1's kprobes (BRK exceptions) give failed attempts a tail
-                // of millisecond outliers, and at 200 steps copy_strings' drop to 0 once fell
-                // short of significance after Holm's correction (p = 6.5e-5).
-                vm_test(Arm64, None, ARM64_CHECK_STEPS, 900),
-            ]
-            .into_iter()
-            .filter_map(Result::err)
-            .collect();
-            (run, checks)
-        });
-        let panicked = || anyhow!("a guest lane's thread panicked");
-        (one.join().unwrap_or_else(|_| vec![Err(panicked())]), two.join().unwrap_or_else(|_| (Err(panicked()), vec![panicked()])))
+    let queue = std::sync::Mutex::new(jobs.into_iter());
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let worker = || {
+            let mut failures = Vec::new();
+            loop {
+                // The lock is held only to take the next job.
+                let next = queue.lock().map(|mut q| q.next()).unwrap_or(None);
+                let Some((name, job)) = next else { return failures };
+                let started = std::time::Instant::now();
+                let failed = job();
+                println!(
+                    "ci: {name}: {} in {:.1} min",
+                    if failed.is_empty() { "passed" } else { "FAILED" },
+                    started.elapsed().as_secs_f64() / 60.0
+                );
+                failures.extend(failed);
+            }
+        };
+        let workers: Vec<_> = (0..2).map(|_| s.spawn(worker)).collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|_| vec!["a guest worker's thread panicked".to_owned()])).collect()
     });
-    let mut failures = suite_failures(lane1.into_iter().chain([lane2_run]));
-    failures.extend(lane2_checks.iter().map(|e| format!("{e:#}")));
     if !failures.is_empty() {
         bail!("the guests' checks failed:\n  {}", failures.join("\n  "));
     }

@@ -10,8 +10,9 @@
 //! only loads the virtio block and overlay modules from the kernel package, mounts that, and
 //! runs every test binary in a chroot with `--include-ignored`, one test thread, its package
 //! directory as the working directory, as `cargo test` would (`xtask/guest/suite-init.sh` and
-//! `suite.sh`). Each binary's exit code and output come back on the results disk
-//! ([`crate::guest`]).
+//! `suite.sh`), except the tests and binaries whose answers do not depend on the kernel
+//! ([`HOST_ONLY_TESTS`], [`HOST_ONLY_BINARIES`]: the host runs them). Each binary's exit code
+//! and output, with each test's seconds, come back on the results disk ([`crate::guest`]).
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -31,6 +32,49 @@ use crate::{
 /// TCG runs a guest this many times slower than this machine (measured: ~30×): the tests
 /// scale their few wall-clock limits by it (`EXECPROF_TEST_SLOWDOWN`).
 const SLOWDOWN: u32 = 40;
+
+/// Tests the guests leave to the host: their answers come from execprof's own user space
+/// (output files, signals, recordings and replay, escaping, the HTTP server, statistics over
+/// recordings), the same on every kernel once the tracer loads, which every other test in the
+/// guests checks. Each guest test costs ~12 s of start-up under TCG (loading and verifying the
+/// eBPF programs, reading BTF and kallsyms), so these would add minutes per guest and check
+/// no kernel. Matched by name (libtest's `--skip`); a unit test keeps each name a real test's.
+pub const HOST_ONLY_TESTS: &[&str] = &[
+    // trace.rs: output, signals, recordings, escaping, the README's text.
+    "a_failing_output_is_named_and_the_others_are_written",
+    "a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete",
+    "a_recording_of_the_builtin_chain_replays_to_the_same_report",
+    "a_recording_of_the_seeds_chain_replays_to_the_same_report",
+    "a_second_sigint_stops_at_once",
+    "sighup_stops_the_tree_and_reports_what_ran",
+    "sigterm_ends_execprof_within_a_second_with_a_partial_report",
+    "sigkill_of_execprof_takes_the_command_with_it",
+    "the_chains_directory_is_removed_after_a_signal",
+    "file_names_are_escaped_on_the_terminal_and_kept_apart",
+    "hostile_names_reach_the_terminal_escaped_and_shell_quoted",
+    "the_readme_example_is_the_current_report",
+    "events_are_one_line_per_attempt_live_and_replayed",
+    "command_exit_status_becomes_execprofs",
+    "a_bimodal_exec_workload_is_flagged_with_its_modes",
+    // diff.rs: diff's statistics over two recordings; per kernel, vm-test's diff of 6.1 against
+    // 6.12 checks its known answer on each architecture.
+    "fewer_path_misses_show_as_fewer_enoent_lookups",
+    "extra_environment_shows_as_argument_copying_in_successful_execs",
+    "repeated_a_b_runs_make_one_recording_per_side",
+    // agent.rs: the HTTP server and Prometheus (which under TCG would take minutes).
+    "bad_clients_get_http_errors_and_cost_no_count",
+    "prometheus_scrapes_exact_counts_in_both_histogram_forms",
+    "prometheus_scrapes_over_tls_with_basic_auth_and_nothing_else_gets_in",
+];
+
+/// Test binaries (cargo's target names) the guests leave to the host: no test in them reads
+/// the kernel (recording.rs reads fixtures only).
+pub const HOST_ONLY_BINARIES: &[&str] = &["recording"];
+
+/// The arguments that leave [`HOST_ONLY_TESTS`] out of a guest's run.
+fn host_only_skips() -> String {
+    HOST_ONLY_TESTS.iter().map(|t| format!("--skip {t}")).collect::<Vec<_>>().join(" ")
+}
 
 /// A test executable and the directory `cargo test` runs it in.
 #[derive(Clone)]
@@ -70,6 +114,9 @@ pub fn test_binaries(arch: Arch) -> Result<(Vec<TestBinary>, PathBuf)> {
             continue;
         }
         let (Some(exe), Some(manifest)) = (m["executable"].as_str(), m["manifest_path"].as_str()) else { continue };
+        if m["target"]["name"].as_str().is_some_and(|n| HOST_ONLY_BINARIES.contains(&n)) {
+            continue;
+        }
         let dir = Path::new(manifest).parent().ok_or_else(|| anyhow!("manifest path {manifest} has no directory"))?;
         bins.push(TestBinary { exe: exe.into(), dir: dir.to_owned() });
     }
@@ -189,6 +236,15 @@ impl SuiteRun {
         times.iter().map(|(n, t)| format!("{n} {t:.0}")).collect::<Vec<_>>().join(", ")
     }
 
+    /// The `n` slowest tests of the whole suite, with their seconds (from libtest's
+    /// `--report-time`): where the next cut in the guests' minutes is.
+    pub fn slowest(&self, n: usize) -> String {
+        let logs: Vec<String> = self.results.iter().map(|r| std::fs::read_to_string(&r.log).unwrap_or_default()).collect();
+        let mut times: Vec<(&str, f64)> = logs.iter().flat_map(|l| test_seconds(l)).collect();
+        times.sort_by(|a, b| b.1.total_cmp(&a.1));
+        times.iter().take(n).map(|(t, s)| format!("{t} {s:.0}")).collect::<Vec<_>>().join(", ")
+    }
+
     /// The last boot's kernel crash, if it crashed.
     fn crash(&self) -> Option<String> {
         vm::kernel_crash(&std::fs::read_to_string(&self.console).unwrap_or_default())
@@ -209,6 +265,15 @@ impl SuiteRun {
 /// test group it ran).
 fn harness_seconds(log: &str) -> f64 {
     log.lines().filter_map(|l| l.split("finished in ").nth(1)?.trim_end().strip_suffix('s')?.parse::<f64>().ok()).sum()
+}
+
+/// Each test's name and seconds from libtest's `test NAME ... ok <1.234s>` lines.
+fn test_seconds(log: &str) -> impl Iterator<Item = (&str, f64)> {
+    log.lines().filter_map(|l| {
+        let (name, rest) = l.strip_prefix("test ")?.split_once(" ... ")?;
+        let time = rest.rsplit_once(" <")?.1.strip_suffix("s>")?.parse().ok()?;
+        Some((name, time))
+    })
 }
 
 /// What a CI log needs to see of a failed test binary's output, which stays in the guest's
@@ -297,7 +362,8 @@ fn prepare_in(
         .set("RESULTS_DEV", guest::virtio_disk(2))
         .set("INSTA_ROOT", std::env::current_dir()?.display())
         .set("SLOWDOWN", SLOWDOWN)
-        .set("TEST_FILTER", filter.unwrap_or(""));
+        .set("TEST_FILTER", filter.unwrap_or(""))
+        .set("HOST_ONLY", host_only_skips());
     c.file("guest.env", env.as_bytes(), 0o644);
     let initrd = work.join("initramfs.cpio");
     std::fs::write(&initrd, c.finish())?;
@@ -408,8 +474,50 @@ fn boot_once(p: &PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
 mod tests {
     use super::*;
 
+    /// Every test the guests leave to the host is a test of the repository's integration
+    /// tests, named once, and no other test's name contains it (`--skip` matches substrings);
+    /// every binary left to the host is one of them.
+    #[test]
+    fn the_host_only_names_are_real_tests_and_skip_nothing_else() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiler/tests");
+        let mut names = Vec::new();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+                let text = std::fs::read_to_string(&path).unwrap();
+                let mut lines = text.lines().peekable();
+                while let Some(line) = lines.next() {
+                    if line.trim() == "#[test]" {
+                        // The attribute lines that may follow, then the function.
+                        let f = lines.by_ref().find(|l| l.trim_start().starts_with("fn ")).unwrap();
+                        names.push(f.trim_start()["fn ".len()..].split('(').next().unwrap().to_owned());
+                    }
+                }
+            }
+        }
+        assert!(names.len() > 50, "found the integration tests: {names:?}");
+        for t in HOST_ONLY_TESTS {
+            assert_eq!(names.iter().filter(|n| n == t).count(), 1, "{t} is one integration test");
+            let others: Vec<&String> = names.iter().filter(|n| *n != t && n.contains(t)).collect();
+            assert!(others.is_empty(), "--skip {t} would skip {others:?} too");
+        }
+        for b in HOST_ONLY_BINARIES {
+            assert!(files.iter().any(|f| f == b), "{b} is an integration test binary: {files:?}");
+        }
+        assert_eq!(host_only_skips().matches("--skip ").count(), HOST_ONLY_TESTS.len());
+    }
+
     fn result(exe: &str, rc: Option<i32>, boot: &str) -> BinaryResult {
         BinaryResult { exe: exe.into(), rc, log: format!("{boot}/{exe}.log").into() }
+    }
+
+    #[test]
+    fn each_tests_seconds_are_read_from_its_line() {
+        let log =
+            "running 2 tests\ntest a ... ok <1.500s>\ntest b::c ... FAILED <12.250s>\ntest d ... ok\ntest result: ok. finished in 2.00s\n";
+        assert_eq!(test_seconds(log).collect::<Vec<_>>(), [("a", 1.5), ("b::c", 12.25)]);
     }
 
     #[test]
