@@ -19,6 +19,8 @@ fn main() -> anyhow::Result<()> {
     if env::var_os("CARGO_FEATURE_TRACER").is_none() {
         return Ok(());
     }
+    #[cfg(feature = "tracer")]
+    pprof_types().context("compiling proto/pprof.proto")?;
     println!("cargo:rerun-if-env-changed={EBPF_TOOLCHAIN_ENV}");
     let toolchain = env::var(EBPF_TOOLCHAIN_ENV).unwrap_or_else(|_| "rustc-web".to_owned());
     // aya-build passes -Z build-std=core only for nightly or RUSTC_BOOTSTRAP=1; the inner
@@ -33,4 +35,14 @@ fn main() -> anyhow::Result<()> {
     let package = aya_build::Package { name: "profiler-ebpf", root_dir: ebpf_dir, ..Default::default() };
     aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&toolchain))
         .with_context(|| format!("building the eBPF programs with toolchain `{toolchain}` failed; run `cargo xtask setup` first"))
+}
+
+/// prost's Rust types for pprof's profile format (`render::pprof`), compiled by protox: no
+/// protoc needed.
+#[cfg(feature = "tracer")]
+fn pprof_types() -> anyhow::Result<()> {
+    println!("cargo:rerun-if-changed=proto/pprof.proto");
+    let descriptors = protox::compile(["proto/pprof.proto"], ["proto"])?;
+    prost_build::Config::new().compile_fds(descriptors)?;
+    Ok(())
 }

@@ -39,6 +39,8 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "bc",
     // `execprof top`'s test runs it in a terminal.
     "tmux",
+    // `go tool pprof` reads the pprof profiles in the tests.
+    "golang-go",
 ];
 
 /// Programs the tests run against the real consumers of execprof's formats, unpacked under

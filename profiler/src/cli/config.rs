@@ -244,7 +244,16 @@ fn max_sample_rate() -> Option<u64> {
 
 /// What a report writes besides the terminal text, from its output options.
 pub fn outputs(a: OutputArgs) -> Outputs {
-    Outputs { json: a.json, trace: a.trace, folded: a.folded, tree: a.tree, fast_path: a.fast_path, events: a.events, argv: a.argv }
+    Outputs {
+        json: a.json,
+        trace: a.trace,
+        folded: a.folded,
+        pprof: a.pprof,
+        tree: a.tree,
+        fast_path: a.fast_path,
+        events: a.events,
+        argv: a.argv,
+    }
 }
 
 /// `--repeat`/`--vs` with a running-system scope: each run is the scope traced over its window

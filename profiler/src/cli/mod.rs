@@ -182,6 +182,11 @@ pub struct OutputArgs {
     /// Write folded stacks and a flame graph SVG per outcome into DIR.
     #[arg(long, value_name = "DIR")]
     pub folded: Option<PathBuf>,
+    /// Write the kernel stacks sampled inside exec attempts as a pprof profile (gzipped
+    /// profile.proto) to FILE, for `go tool pprof`, Parca or Pyroscope: sample types samples
+    /// and exec_time (nanoseconds), labels outcome and phase.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
     /// One line per exec attempt as attempts finish (time, pid, ppid, comm, outcome, latency,
     /// file), to FILE, or to standard output without one (or with `-`).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]

@@ -499,7 +499,16 @@ mod tests {
     }
 
     fn outs() -> crate::commands::run::Outputs {
-        crate::commands::run::Outputs { json: None, trace: None, folded: None, tree: false, fast_path: false, events: None, argv: false }
+        crate::commands::run::Outputs {
+            json: None,
+            trace: None,
+            folded: None,
+            pprof: None,
+            tree: false,
+            fast_path: false,
+            events: None,
+            argv: false,
+        }
     }
 
     #[test]

@@ -74,6 +74,8 @@ pub struct Outputs {
     pub trace: Option<PathBuf>,
     /// Folded stacks and flame graphs per outcome go here.
     pub folded: Option<PathBuf>,
+    /// The sampled stacks as a pprof profile go here.
+    pub pprof: Option<PathBuf>,
     /// Print the call trees.
     pub tree: bool,
     /// Print the fast-path estimate.
@@ -301,6 +303,7 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
         json: json.map(Path::to_path_buf),
         trace: None,
         folded: folded.map(Path::to_path_buf),
+        pprof: None,
         tree: false,
         fast_path: false,
         events: None,
@@ -377,6 +380,21 @@ fn deliver(meta: RunMeta, end: RunEnd, finished: Finished, source: Source, outpu
             None => errors.push(format!("no folded stacks written into {}: the run took no samples", dir.display())),
         }
     }
+    if let Some(path) = &outputs.pprof {
+        match &report.analysis.sampled {
+            Some(sampled) => {
+                let started_ns = report.meta.started_unix_s.saturating_mul(1_000_000_000) as i64;
+                let profile = crate::render::pprof::from_sampled(sampled, report.meta.sample_hz, started_ns, report.command_wall_ns as i64);
+                if let Err(e) = profile.gzipped().and_then(|bytes| std::fs::write(path, bytes).map_err(anyhow::Error::from)) {
+                    errors.push(format!("writing the pprof profile {} failed: {e:#}", path.display()));
+                }
+            }
+            None => errors.push(format!(
+                "no pprof profile written to {}: the run took no samples (--mode sampled or both, --sample-hz above 0)",
+                path.display()
+            )),
+        }
+    }
     if let Some(path) = &outputs.json {
         let written = serde_json::to_string_pretty(&report)
             .map_err(anyhow::Error::from)
@@ -447,7 +465,7 @@ fn check_outputs(outputs: &Outputs, recording: Option<&Path>) -> Result<()> {
         )
         .into());
     }
-    let files = [outputs.json.as_deref(), outputs.trace.as_deref(), recording].into_iter().flatten();
+    let files = [outputs.json.as_deref(), outputs.trace.as_deref(), outputs.pprof.as_deref(), recording].into_iter().flatten();
     for path in files {
         check_output_file(path)?;
     }

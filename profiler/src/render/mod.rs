@@ -4,4 +4,6 @@ pub(crate) mod events;
 pub(crate) mod metrics;
 pub(crate) mod perfetto;
 #[cfg(feature = "tracer")]
+pub(crate) mod pprof;
+#[cfg(feature = "tracer")]
 pub(crate) mod top;
