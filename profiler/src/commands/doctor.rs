@@ -231,11 +231,11 @@ fn try_fentry(ebpf: &mut Ebpf, exit: bool) -> Result<String> {
     let btf = crate::kernel::vmlinux::aya()?;
     if exit {
         let p: &mut FExit = program(ebpf, "doctor_fexit")?;
-        p.load(TRY_FUNCTION, btf)?;
+        p.load(TRY_FUNCTION, &btf)?;
         p.attach()?;
     } else {
         let p: &mut FEntry = program(ebpf, "doctor_fentry")?;
-        p.load(TRY_FUNCTION, btf)?;
+        p.load(TRY_FUNCTION, &btf)?;
         p.attach()?;
     }
     Ok(TRY_FUNCTION.to_owned())

@@ -68,7 +68,7 @@ pub(crate) fn attach_fentry(ebpf: &mut Ebpf) -> Result<()> {
     let mut loaded: Vec<&'static str> = Vec::new();
     let result = (|| {
         for b in BOUNDARIES {
-            match attach_pair(ebpf, b, btf, &mut loaded) {
+            match attach_pair(ebpf, b, &btf, &mut loaded) {
                 Ok(()) => {}
                 Err(ProgramError::Btf(_)) if !b.native && !in_kernel(b.function) => {}
                 Err(e) => bail!("{}: {e}", b.function),

@@ -284,7 +284,7 @@ impl BtfFunctions for NoBtf {
 
 /// The running kernel's BTF.
 pub(crate) struct VmlinuxBtf {
-    btf: &'static btf_rs::Btf,
+    btf: btf_rs::Btf,
 }
 
 impl VmlinuxBtf {

@@ -30,7 +30,7 @@ pub(crate) struct TaskLayout {
 
 impl TaskLayout {
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        Self::from_btf(crate::kernel::vmlinux::types()?)
+        Self::from_btf(&crate::kernel::vmlinux::types()?)
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -76,7 +76,7 @@ pub(crate) struct AgentLayout {
 
 impl AgentLayout {
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        Self::from_btf(crate::kernel::vmlinux::types()?)
+        Self::from_btf(&crate::kernel::vmlinux::types()?)
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn finds_task_fields_in_running_kernel() {
         let btf = crate::kernel::vmlinux::types().unwrap_or_else(|e| panic!("{e:#}"));
-        let layout = TaskLayout::from_btf(btf).expect("task_struct fields");
+        let layout = TaskLayout::from_btf(&btf).expect("task_struct fields");
         assert!(layout.pid > 0 && layout.tgid == layout.pid + 4, "{layout:?}");
         assert!(layout.min_flt > 0 && layout.maj_flt == layout.min_flt + 8, "{layout:?}");
         assert!(layout.signal > 0 && layout.real_parent > 0);
@@ -169,13 +169,13 @@ mod tests {
         // x86_64: flags, syscall_work, then status.
         #[cfg(target_arch = "x86_64")]
         assert_eq!(layout.thread_status, 16, "{layout:?}");
-        assert!(member_offset(btf, "task_struct", "no_such_field").is_err());
+        assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
     }
 
     #[test]
     fn finds_the_agents_fields_in_running_kernel() {
         let btf = crate::kernel::vmlinux::types().unwrap_or_else(|e| panic!("{e:#}"));
-        let layout = AgentLayout::from_btf(btf).expect("the agent's fields");
+        let layout = AgentLayout::from_btf(&btf).expect("the agent's fields");
         assert!(layout.task_mm > 0 && layout.mm_exe_file > 0 && layout.file_inode > 0, "{layout:?}");
         assert!(layout.inode_ino > 0 && layout.inode_sb > 0, "{layout:?}");
         assert!(layout.file_dentry > 0 && layout.dentry_parent > 0 && layout.dentry_name > layout.dentry_parent, "{layout:?}");
