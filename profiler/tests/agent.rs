@@ -467,8 +467,9 @@ fn pid_scope_counts_the_tree_and_ends_with_it() {
     assert_eq!(v["complete"], true, "{}", v["losses"]);
     let sh = sh_path();
     let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_execprof")).unwrap().display().to_string();
-    let by =
-        |program: &str, call: &str, outcome: &str| count(&v, |s| s["program"] == program && s["call"] == call && s["outcome"] == outcome);
+    let by = |program: &str, call: &str, outcome: &str| {
+        count(&v, |s| names(&s["program"], program) && s["call"] == call && s["outcome"] == outcome)
+    };
     assert_eq!(by(&sh, "exec", "enoent"), n, "{}", v["series"]);
     // The shell's M execs of /bin/true and its last exec into the benchmark.
     assert_eq!(by(&sh, "exec", "success"), m + 1, "{}", v["series"]);

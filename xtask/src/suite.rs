@@ -269,18 +269,32 @@ fn harness_seconds(log: &str) -> f64 {
     log.lines().filter_map(|l| l.split("finished in ").nth(1)?.trim_end().strip_suffix('s')?.parse::<f64>().ok()).sum()
 }
 
-/// Each test's name and seconds from libtest's `test NAME ... ok <1.234s>` lines.
-fn test_seconds(log: &str) -> impl Iterator<Item = (&str, f64)> {
-    log.lines().filter_map(|l| {
-        let (name, rest) = l.strip_prefix("test ")?.split_once(" ... ")?;
-        let time = rest.rsplit_once(" <")?.1.strip_suffix("s>")?.parse().ok()?;
-        Some((name, time))
-    })
+/// Each test's name and seconds from libtest's `test NAME ... ok <1.234s>` lines; the result
+/// may come on a later line when the test's child wrote to the shared stderr meanwhile.
+fn test_seconds(log: &str) -> Vec<(&str, f64)> {
+    let mut out = Vec::new();
+    let mut pending = None;
+    for line in log.lines() {
+        let rest = match line.strip_prefix("test ").and_then(|l| l.split_once(" ... ")) {
+            Some((name, rest)) => {
+                pending = Some(name);
+                rest
+            }
+            None => line,
+        };
+        let seconds = rest.rsplit_once(" <").and_then(|(_, t)| t.strip_suffix("s>")?.parse().ok());
+        if let (Some(name), Some(seconds)) = (pending, seconds) {
+            out.push((name, seconds));
+            pending = None;
+        }
+    }
+    out
 }
 
 /// What a CI log needs to see of a failed test binary's output, which stays in the guest's
-/// results otherwise: each failed test's panic message (the lines from `---- NAME stdout ----`
-/// to the next blank line, at most 12 per test), else the output's last 20 lines.
+/// results otherwise: each failed test's block (the lines from `---- NAME stdout ----` to the
+/// next block or the `failures:` list, blank lines dropped, at most 30 per test: a test's own
+/// output may come before its panic message), else the output's last 20 lines.
 fn failure_excerpt(log: &Path) -> String {
     let Ok(text) = std::fs::read_to_string(log) else { return String::new() };
     let lines: Vec<&str> = text.lines().collect();
@@ -288,8 +302,10 @@ fn failure_excerpt(log: &Path) -> String {
     let mut i = 0;
     while i < lines.len() {
         if lines[i].starts_with("---- ") && lines[i].ends_with(" stdout ----") {
-            let block = lines[i..].iter().take_while(|l| !l.is_empty()).take(12);
-            picked.extend(block);
+            let rest = &lines[i + 1..];
+            let end = rest.iter().position(|l| l.starts_with("---- ") || *l == "failures:").unwrap_or(rest.len());
+            picked.push(lines[i]);
+            picked.extend(rest[..end].iter().filter(|l| !l.trim().is_empty()).take(30));
         }
         i += 1;
     }
@@ -520,18 +536,20 @@ mod tests {
 
     #[test]
     fn each_tests_seconds_are_read_from_its_line() {
-        let log =
-            "running 2 tests\ntest a ... ok <1.500s>\ntest b::c ... FAILED <12.250s>\ntest d ... ok\ntest result: ok. finished in 2.00s\n";
-        assert_eq!(test_seconds(log).collect::<Vec<_>>(), [("a", 1.5), ("b::c", 12.25)]);
+        let log = "running 2 tests\ntest a ... ok <1.500s>\ntest b::c ... FAILED <12.250s>\ntest d ... ok\ntest e ... the agent's line\nok <18.488s>\ntest result: ok. finished in 2.00s\n";
+        assert_eq!(test_seconds(log), [("a", 1.5), ("b::c", 12.25), ("e", 18.488)]);
     }
 
     #[test]
     fn a_failed_binarys_panics_reach_the_ci_log() {
         let dir = tempfile_dir();
         let log = dir.join("7.log");
-        let text = "running 3 tests\ntest a ... ok\ntest b ... FAILED\n\nfailures:\n\n---- b stdout ----\nthread 'b' panicked at x.rs:1:2:\nleft 3 right 4\n\nfailures:\n    b\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 61.50s\n";
+        let text = "running 3 tests\ntest a ... ok\ntest b ... FAILED\n\nfailures:\n\n---- b stdout ----\nthe test's own line\n\nthread 'b' panicked at x.rs:1:2:\nleft 3 right 4\n\nfailures:\n    b\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 61.50s\n";
         std::fs::write(&log, text).unwrap();
-        assert_eq!(failure_excerpt(&log), "\n      ---- b stdout ----\n      thread 'b' panicked at x.rs:1:2:\n      left 3 right 4");
+        assert_eq!(
+            failure_excerpt(&log),
+            "\n      ---- b stdout ----\n      the test's own line\n      thread 'b' panicked at x.rs:1:2:\n      left 3 right 4"
+        );
         assert_eq!(harness_seconds(text), 61.5);
         // No panic block (a binary killed by the time limit): the output's last lines.
         std::fs::write(&log, "running 3 tests\ntest a ... ok\n").unwrap();
