@@ -867,15 +867,16 @@ pub struct InFlight {
     pub _reserved2: u32,
 }
 
-/// A `STACK_COUNTS` key: samples of one kernel stack inside calls of one kind and outcome.
+/// A `STACK_COUNTS` key: samples of one kernel stack inside the calls of one series (the
+/// [`AggKey`] the calls were counted under: cgroup, program, call and outcome), so that user
+/// space names a profile's samples as it names the series.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct StackKey {
     /// The stack's id in `STACKS`.
     pub stack_id: u32,
-    /// As in [`AggKey`].
-    pub call: u16,
-    pub outcome: u16,
+    pub _reserved: u32,
+    pub series: AggKey,
 }
 
 /// Slots of the doctor's hit counters (`DOCTOR_HITS`), one per attach mechanism tried.
@@ -1166,7 +1167,7 @@ const _: () = assert!(aggregate::TRIED_PER_SEARCH.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH_DEPTH * aggregate::PATH_COMPONENT);
 const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 9 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
 const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16 + 4 * aggregate::SAMPLES_PER_CALL + 16);
-const _: () = assert!(core::mem::size_of::<StackKey>() == 8);
+const _: () = assert!(core::mem::size_of::<StackKey>() == 8 + core::mem::size_of::<AggKey>());
 
 #[cfg(feature = "user")]
 mod pod {

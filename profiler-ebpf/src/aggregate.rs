@@ -45,7 +45,7 @@ pub static PROCESSES: Array<ProcessState> = Array::with_max_entries(aggregate::D
 #[map]
 pub static STACKS: StackTrace = StackTrace::with_max_entries(aggregate::DEFAULT_MAX_STACKS, 0);
 
-/// Samples per (stack, call, outcome), counted when the call returns.
+/// Samples per (stack, series), counted when the call returns.
 #[map]
 pub static STACK_COUNTS: HashMap<StackKey, u64> = HashMap::with_max_entries(aggregate::DEFAULT_MAX_STACKS, 0);
 
@@ -253,7 +253,7 @@ fn finish<M: Kmem>((pid, tgid): (u32, u32), current: u64, syscall: u32, ret: i64
     }
     let agg_key =
         AggKey { cgroup_id: f.cgroup_id, ino: f.ino, dev: f.dev, call, outcome, flags: f.flags, _reserved: 0, generation: f.generation };
-    count_stacks(f, call, outcome);
+    count_stacks(f, &agg_key);
     let faults = match (f.min_flt, task::faults_with::<M>(current)) {
         (u64::MAX, _) | (_, None) => None,
         (min0, Some((min, maj))) => Some((min.saturating_sub(min0), maj.saturating_sub(f.maj_flt))),
@@ -314,15 +314,15 @@ pub fn sample(ctx: &PerfEventContext, pid: u32, tgid: u32) {
     }
 }
 
-/// The samples kept in call `f`, counted per stack now that its outcome is known.
+/// The samples kept in call `f`, counted per stack and series now that its outcome is known.
 #[inline(always)]
-fn count_stacks(f: &InFlight, call: u16, outcome: u16) {
+fn count_stacks(f: &InFlight, series: &AggKey) {
     let mut i = 0;
     while i < aggregate::SAMPLES_PER_CALL {
         if i >= f.nr_stacks as usize {
             return;
         }
-        let key = StackKey { stack_id: f.stacks[i], call, outcome };
+        let key = StackKey { stack_id: f.stacks[i], _reserved: 0, series: *series };
         let slot = match STACK_COUNTS.get_ptr_mut(&key) {
             Some(v) => Some(v),
             None => {

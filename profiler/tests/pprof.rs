@@ -81,3 +81,110 @@ fn a_runs_profile_reads_in_go_tool_pprof_with_its_samples_labels_and_lookups() {
     let got = total(&time);
     assert!((got - measured).abs() <= 0.01 * measured, "exec_time {got} ns vs measured {measured} ns:\n{time}");
 }
+
+/// One HTTP/1.0 GET to `addr`: the status line and the body.
+fn http_get(addr: &str, path: &str) -> (String, Vec<u8>) {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_string();
+    (head.lines().next().unwrap_or_default().to_owned(), raw[head_end + 4..].to_vec())
+}
+
+/// The agent's `/debug/pprof/exec`, fetched by `go tool pprof` from the URL as an operator
+/// would: the window's samples are the agent's own report's, labelled with outcome, program
+/// and phase; its ENOENT samples lie under the path lookup, and exec_time adds up to the
+/// sampled series' measured time. A bad `seconds` is a 400.
+#[test]
+#[ignore = "needs root"]
+fn the_agents_profile_endpoint_reads_in_go_tool_pprof() {
+    use std::io::{BufRead as _, Write as _};
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("d/".repeat(500));
+    std::fs::create_dir_all(&deep).unwrap();
+    let json = dir.path().join("agent.json");
+    // The workload waits for the agent, says when it is done, and stays until told (the agent
+    // watching its tree ends with it).
+    let script = format!(
+        "read go; i=0; while [ $i -lt 1000 ]; do {deep}missing 2>/dev/null; i=$((i+1)); done; i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; echo done; read end",
+        deep = deep.display()
+    );
+    let mut caller = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_execprof"))
+        .args(["agent", "--pid", &caller.id().to_string(), "--sample-hz", "4999", "--interval", "0.2", "--listen", "127.0.0.1:0", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(agent.stderr.take().unwrap());
+    let mut addr = None;
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("agent counting") {
+        if let Some(rest) = line.split("metrics at http://").nth(1) {
+            addr = rest.split('/').next().map(str::to_owned);
+        }
+        line.clear();
+    }
+    let addr = addr.unwrap_or_else(|| panic!("the agent named no endpoint; it said: {line}"));
+    let mut stdin = caller.stdin.take().unwrap();
+    writeln!(stdin, "go").unwrap();
+    let mut done = String::new();
+    std::io::BufReader::new(caller.stdout.take().unwrap()).read_line(&mut done).unwrap();
+    assert_eq!(done.trim(), "done");
+    // Three reads of the kernel's maps after the last exec.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+
+    let url = format!("http://{addr}/debug/pprof/exec?seconds=120");
+    let file = dir.path().join("agent.pb.gz");
+    let (status, body) = http_get(&addr, "/debug/pprof/exec?seconds=120");
+    assert!(status.contains(" 200 "), "{status}");
+    std::fs::write(&file, body).unwrap();
+    let (status, body) = http_get(&addr, "/debug/pprof/exec?seconds=0");
+    assert!(status.contains(" 400 ") && String::from_utf8_lossy(&body).contains("--profile-window"), "{status}");
+    // go tool pprof fetches the URL itself, as it would from an operator's shell.
+    let fetched = go_pprof(dir.path(), &["-top", "-sample_index=samples"], Path::new(&url));
+
+    writeln!(stdin, "end").unwrap();
+    assert!(caller.wait().unwrap().success());
+    assert!(agent.wait().unwrap().success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let outcomes = v["sampled"]["outcomes"].as_array().unwrap_or_else(|| panic!("no sampled outcomes: {}", v["sampled"]));
+    let samples: u64 = outcomes.iter().map(|o| o["samples"].as_u64().unwrap()).sum();
+    assert!(samples > 100, "too few samples to judge: {samples}");
+    assert_eq!(total(&fetched) as u64, samples, "the window's samples are the agent's report's:\n{fetched}");
+
+    let tags = go_pprof(dir.path(), &["-tags", "-sample_index=samples"], &file);
+    let sh = std::fs::canonicalize("/bin/sh").unwrap().display().to_string();
+    for want in ["outcome", "enoent", "success", "program", sh.as_str(), "phase", "lookup"] {
+        assert!(tags.contains(want), "{want} in the tags:\n{tags}");
+    }
+    let enoent = go_pprof(dir.path(), &["-top", "-cum", "-sample_index=samples", "-tagfocus=outcome=enoent"], &file);
+    let enoent_samples = outcomes.iter().find(|o| o["outcome"] == "enoent").unwrap()["samples"].as_u64().unwrap();
+    let under_lookup = enoent.lines().find(|l| l.ends_with(" do_open_execat")).unwrap_or_else(|| panic!("do_open_execat in:\n{enoent}"));
+    let cum: f64 = under_lookup.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(cum >= 0.5 * enoent_samples as f64, "most ENOENT samples under do_open_execat ({cum} of {enoent_samples}):\n{enoent}");
+
+    // exec_time adds up to the measured time of the exec series that were sampled (the
+    // shell's ENOENT and successful execs: both long and many enough to be).
+    let measured: f64 = v["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["call"] == "exec" && s["program"] == sh.as_str())
+        .map(|s| s["total_ns"].as_f64().unwrap())
+        .sum();
+    let time = go_pprof(dir.path(), &["-top", "-unit=ns"], &file);
+    let got = total(&time);
+    assert!((got - measured).abs() <= 0.01 * measured, "exec_time {got} ns vs measured {measured} ns:\n{time}");
+}

@@ -16,6 +16,7 @@ pub mod modes;
 pub mod outcome;
 pub mod phases;
 pub mod probe_cost;
+pub mod profile_window;
 pub mod searches;
 pub mod stats;
 pub mod tree;

@@ -175,6 +175,9 @@ fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::command
     if !(args.metrics_idle.is_finite() && args.metrics_idle >= 1.0 && args.metrics_idle <= 1e9) {
         return Err(Failure::usage(format!("--metrics-idle {}: give a number of seconds, at least 1", args.metrics_idle)));
     }
+    if !(1..=86_400).contains(&args.profile_window) {
+        return Err(Failure::usage(format!("--profile-window {}: give a number of seconds from 1 to 86400", args.profile_window)));
+    }
     Ok(Some(crate::commands::agent::MetricsConfig {
         listen,
         allow,
@@ -182,6 +185,7 @@ fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::command
         max_series: args.metrics_max_series,
         idle: std::time::Duration::from_secs_f64(args.metrics_idle),
         web_config: args.web_config,
+        profile_window: std::time::Duration::from_secs(args.profile_window),
     }))
 }
 

@@ -443,8 +443,9 @@ pub struct AgentCommandArgs {
 /// Options of the agent's metrics endpoint.
 #[derive(Debug, Args)]
 pub struct MetricsArgs {
-    /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz, /readyz): HOST:PORT, or
-    /// a port alone for 127.0.0.1:PORT. Only the address named is listened on.
+    /// Serve Prometheus metrics at http://ADDR/metrics (and /debug/pprof/exec, /healthz,
+    /// /readyz): HOST:PORT, or a port alone for 127.0.0.1:PORT. Only the address named is
+    /// listened on.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// TLS and basic auth for the endpoint, from a file in the Prometheus exporters' format
@@ -469,6 +470,10 @@ pub struct MetricsArgs {
     /// is gone stops being exposed).
     #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub metrics_idle: f64,
+    /// Seconds of sampled exec stacks the endpoint keeps for /debug/pprof/exec?seconds=N (a
+    /// pprof profile of the last N seconds, N at most this).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub profile_window: u64,
 }
 
 /// Options of `top`.

@@ -17,6 +17,7 @@ use crate::{
         aggregates::{AgentTotals, outcome_name},
         exposition::{Exposition, ProgramLabels},
         phases::PhaseModel,
+        profile_window::ProfileWindow,
     },
     kernel::{
         layout::{AgentLayout, TaskLayout},
@@ -80,6 +81,8 @@ pub struct MetricsConfig {
     pub idle: Duration,
     /// TLS and basic auth (`--web-config`).
     pub web_config: Option<PathBuf>,
+    /// The sampled stacks kept for `/debug/pprof/exec` (`--profile-window`).
+    pub profile_window: Duration,
 }
 
 /// The kernel side loaded and attached for the aggregates, and the source that reads them:
@@ -240,8 +243,8 @@ pub(crate) fn fold(poll: &Poll, totals: &mut AgentTotals) {
     for (cgroup, dir, counts) in &poll.misses {
         totals.misses.add(cgroup, dir, counts);
     }
-    for (call, outcome, frames, count) in &poll.stacks {
-        totals.add_stack(*call, *outcome, frames, *count);
+    for s in &poll.stacks {
+        totals.add_stack(s.call, s.outcome, &s.frames, s.samples);
     }
 }
 
@@ -269,7 +272,20 @@ impl Endpoint {
         };
         let scheme = if web.tls.is_some() { "https" } else { "http" };
         let auth = if web.auth.is_some() { "; basic auth" } else { "" };
-        let shared = Shared { metrics: Arc::new(Mutex::new(state)), ready: Arc::new(AtomicBool::new(false)), web };
+        // Sampled stacks kept for /debug/pprof/exec, at most 64 rows per second of the span
+        // on average beyond the first 100,000.
+        let profiles = (cfg.sample_hz > 0).then(|| {
+            let rows = 100_000 + 64 * m.profile_window.as_secs() as usize;
+            Arc::new(Mutex::new(ProfileWindow::new(m.profile_window, rows, Instant::now())))
+        });
+        let shared = Shared {
+            metrics: Arc::new(Mutex::new(state)),
+            ready: Arc::new(AtomicBool::new(false)),
+            web,
+            profiles,
+            sample_hz: cfg.sample_hz,
+            started: SystemTime::now(),
+        };
         let local = listener.local_addr().context("reading the listening address")?;
         tokio::spawn(crate::serve::serve(listener, shared.clone()));
         eprintln!("execprof: metrics at {scheme}://{local}/metrics (and /healthz, /readyz{auth})");
@@ -295,9 +311,9 @@ impl Endpoint {
         for (_, directory, counts) in &poll.misses {
             exposition.add_misses(directory, counts, now);
         }
-        for (call, outcome, frames, count) in &poll.stacks {
-            if *call == profiler_common::aggregate::CALL_EXEC {
-                exposition.add_samples(&outcome_name(*outcome), frames, *count, &self.symbols, &self.model);
+        for s in &poll.stacks {
+            if s.call == profiler_common::aggregate::CALL_EXEC {
+                exposition.add_samples(&outcome_name(s.outcome), &s.frames, s.samples, &self.symbols, &self.model);
             }
         }
         exposition.age(now);
@@ -310,6 +326,18 @@ impl Endpoint {
         own.removed = last.removed as u64;
         if self.program_stats {
             own.programs = tracer.program_costs();
+        }
+        drop(state);
+        let window_dropped = self.shared.profiles.as_ref().map(|window| {
+            let samples = poll.stacks.iter().map(|s| (&s.series, s.frames.as_slice(), s.samples));
+            let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
+            window.push(now, samples, &poll.deltas, &self.symbols, &self.model);
+            window.dropped_samples
+        });
+        let mut state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());
+        let own = &mut state.own;
+        if let Some(dropped) = window_dropped {
+            own.losses.push(("samples_dropped_from_profile_window", dropped));
         }
         own.reads += 1;
         own.last_read_unix_s = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());

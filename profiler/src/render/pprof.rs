@@ -10,7 +10,7 @@ use std::{collections::HashMap, io::Write as _};
 use anyhow::{Context as _, Result};
 use prost::Message as _;
 
-use crate::analysis::{attribution::SampledAttribution, outcome::Outcome};
+use crate::analysis::{attribution::SampledAttribution, exposition::CgroupNames, outcome::Outcome, profile_window::WindowProfile};
 
 /// prost's types for `proto/pprof.proto`.
 #[allow(clippy::all, missing_docs, unreachable_pub)]
@@ -134,6 +134,25 @@ pub(crate) fn from_sampled(sampled: &SampledAttribution, hz: u64, time_ns: i64, 
             let frames: Vec<&str> = parts.collect();
             b.add(frames.into_iter(), *n, (*n as f64 * ns_per_sample).round() as i64, &[("outcome", outcome), ("phase", phase)]);
         }
+    }
+    b
+}
+
+/// The agent's last N seconds of exec samples as a profile: each stack with its series'
+/// labels (`outcome`, `program`, and `unit`, `container`, `pod` where the cgroup's path names
+/// them) and its phase, its series' measured attempt time shared by its samples.
+pub(crate) fn from_window(window: &WindowProfile, hz: u64, time_ns: i64) -> ProfileBuilder {
+    let mut b = ProfileBuilder::new(hz, time_ns, window.covered.as_nanos() as i64);
+    for s in &window.stacks {
+        let cgroup = CgroupNames::parse(&s.series.cgroup);
+        let mut labels =
+            vec![("outcome", s.series.outcome.as_str()), ("program", s.series.program.as_str()), ("phase", s.stack.phase.as_str())];
+        for (key, value) in [("unit", &cgroup.unit), ("container", &cgroup.container), ("pod", &cgroup.pod)] {
+            if !value.is_empty() {
+                labels.push((key, value.as_str()));
+            }
+        }
+        b.add(s.stack.frames.iter().map(String::as_str), s.samples, s.exec_ns as i64, &labels);
     }
     b
 }

@@ -1,5 +1,6 @@
 //! The agent's HTTP endpoint (`execprof agent --listen`): `GET /metrics` in the format the
-//! scraper asks for, `/healthz`, `/readyz`. It routes to `render::metrics` and owns no
+//! scraper asks for, `/debug/pprof/exec` (a pprof profile of the last N seconds' exec
+//! samples), `/healthz`, `/readyz`. It routes to `render::metrics` and owns no
 //! figures. What a bad client can do is bounded: the request head must arrive within
 //! [`HEADER_TIMEOUT`] and fit in [`MAX_HEAD_BYTES`], at most [`MAX_CONNECTIONS`] are served at
 //! once (the next get a 503 and are closed), and each answer is encoded under a lock the
@@ -11,7 +12,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
-    time::Duration,
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, Result};
@@ -26,7 +27,13 @@ use hyper::{
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpListener, sync::Semaphore};
 
-use crate::render::metrics::{Format, MetricsState, encode};
+use crate::{
+    analysis::profile_window::ProfileWindow,
+    render::{
+        metrics::{Format, MetricsState, encode},
+        pprof,
+    },
+};
 
 pub(crate) mod web_config;
 
@@ -48,6 +55,12 @@ pub(crate) struct Shared {
     pub ready: Arc<AtomicBool>,
     /// TLS and basic auth (`--web-config`).
     pub web: WebConfig,
+    /// The sampled exec stacks of the last `--profile-window` seconds (None: not sampling).
+    pub profiles: Option<Arc<Mutex<ProfileWindow>>>,
+    /// The sampling rate, for the profiles' period.
+    pub sample_hz: u64,
+    /// When the agent started, for a profile's time.
+    pub started: SystemTime,
 }
 
 /// Binds `addr` (before the agent drops its privileges: a port below 1024 is allowed).
@@ -145,14 +158,15 @@ fn route(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
     }
     let mut r = match req.uri().path() {
         "/metrics" => metrics(req, shared),
+        "/debug/pprof/exec" => profile(req, shared),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if shared.ready.load(Ordering::Acquire) => text(StatusCode::OK, "ready\n"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready: the kernel's maps have not been read yet\n"),
         "/" => text(
             StatusCode::OK,
-            "execprof agent\n/metrics  Prometheus metrics (text, OpenMetrics, protobuf by Accept)\n/healthz  liveness\n/readyz   readiness\n",
+            "execprof agent\n/metrics                      Prometheus metrics (text, OpenMetrics, protobuf by Accept)\n/debug/pprof/exec?seconds=N   the kernel stacks sampled inside exec attempts in the last N seconds (pprof)\n/healthz                      liveness\n/readyz                       readiness\n",
         ),
-        _ => text(StatusCode::NOT_FOUND, "not found: this endpoint serves /metrics, /healthz and /readyz\n"),
+        _ => text(StatusCode::NOT_FOUND, "not found: this endpoint serves /metrics, /debug/pprof/exec, /healthz and /readyz\n"),
     };
     if req.method() == Method::HEAD {
         *r.body_mut() = Full::new(Bytes::new());
@@ -170,5 +184,71 @@ fn metrics(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
             r
         }
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding the metrics failed: {e}\n")),
+    }
+}
+
+/// The seconds a profile covers when the request names none (as Go's /debug/pprof/profile).
+pub(crate) const DEFAULT_PROFILE_SECONDS: u64 = 30;
+
+/// `GET /debug/pprof/exec?seconds=N`: the kernel stacks sampled inside exec attempts in the
+/// last N seconds, as a gzipped pprof profile, at once (the window is kept as the agent reads
+/// the kernel's maps; nothing waits N seconds).
+fn profile(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let Some(window) = &shared.profiles else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "no profiles: this agent samples no kernel stacks (--sample-hz 0); start it with --sample-hz N\n",
+        );
+    };
+    let span = window.lock().unwrap_or_else(|p| p.into_inner()).span();
+    let seconds = match profile_seconds(req.uri().query(), span.as_secs()) {
+        Ok(s) => s,
+        Err(why) => return text(StatusCode::BAD_REQUEST, &format!("{why}\n")),
+    };
+    let now = std::time::Instant::now();
+    let period_ns = 1_000_000_000u64.checked_div(shared.sample_hz).unwrap_or(0);
+    let last = window.lock().unwrap_or_else(|p| p.into_inner()).last(Duration::from_secs(seconds), now, period_ns);
+    let end = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let start = end.saturating_sub(last.covered).max(shared.started.duration_since(UNIX_EPOCH).unwrap_or_default());
+    match pprof::from_window(&last, shared.sample_hz, start.as_nanos() as i64).gzipped() {
+        Ok(body) => {
+            let mut r = Response::new(Full::new(Bytes::from(body)));
+            r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/octet-stream"));
+            r.headers_mut().insert(header::CONTENT_DISPOSITION, header::HeaderValue::from_static("attachment; filename=\"exec.pb.gz\""));
+            r
+        }
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding the profile failed: {e}\n")),
+    }
+}
+
+/// The `seconds` of a profile request's query: a whole number from 1 to the window's span
+/// (`DEFAULT_PROFILE_SECONDS`, or the span if shorter, when absent); other parameters are
+/// ignored.
+fn profile_seconds(query: Option<&str>, span: u64) -> Result<u64, String> {
+    let given = query.unwrap_or_default().split('&').filter_map(|p| p.split_once('=')).find(|(k, _)| *k == "seconds").map(|(_, v)| v);
+    let Some(v) = given else { return Ok(DEFAULT_PROFILE_SECONDS.min(span)) };
+    match v.parse::<u64>() {
+        Ok(n) if (1..=span).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "bad request: seconds={} is not a whole number from 1 to {span}, the seconds this agent keeps (--profile-window)",
+            crate::model::names::escape_name(v.as_bytes())
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profiles_seconds_are_checked_against_the_window() {
+        assert_eq!(profile_seconds(None, 300), Ok(30));
+        assert_eq!(profile_seconds(Some("seconds=5"), 300), Ok(5));
+        assert_eq!(profile_seconds(Some("debug=0&seconds=300"), 300), Ok(300));
+        assert_eq!(profile_seconds(Some("gc=1"), 10), Ok(10), "the default, within a short window");
+        for bad in ["seconds=0", "seconds=301", "seconds=-1", "seconds=1.5", "seconds=", "seconds=%1b[31m"] {
+            let e = profile_seconds(Some(bad), 300).unwrap_err();
+            assert!(e.contains("from 1 to 300") && !e.contains('\x1b'), "{bad}: {e}");
+        }
     }
 }

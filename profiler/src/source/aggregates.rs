@@ -32,9 +32,21 @@ pub(crate) struct Poll {
     pub removed: usize,
     /// ENOENT attempts since the last poll: (cgroup, missed directory, what they added).
     pub misses: Vec<(String, String, MissCounts)>,
-    /// Samples inside calls since the last poll: (call, outcome as in `AggKey`, frames
-    /// innermost first, samples).
-    pub stacks: Vec<(u16, u16, Vec<u64>, u64)>,
+    /// Samples inside calls since the last poll, per stack and series.
+    pub stacks: Vec<StackDelta>,
+}
+
+/// Samples of one kernel stack inside the calls of one series, since the last poll.
+pub(crate) struct StackDelta {
+    /// The call and outcome as in `AggKey`.
+    pub call: u16,
+    pub outcome: u16,
+    /// The series the calls were counted under, named; `other`'s when that series did not
+    /// fit in the kernel's map (its calls were folded).
+    pub series: SeriesKey,
+    /// Innermost first.
+    pub frames: std::rc::Rc<Vec<u64>>,
+    pub samples: u64,
 }
 
 /// What the source keeps of a `MISSES` entry between reads.
@@ -122,6 +134,8 @@ impl AggregateSource {
             }
             self.other_last[slot] = totals;
         }
+        // Named by their series, before a series read for the last time is forgotten.
+        let stacks = self.poll_stacks(&snapshot.stack_counts, now);
         // Read for the last time: idle for `idle`, or of a cgroup that is gone.
         let gone: Vec<AggKey> = self
             .seen
@@ -134,13 +148,12 @@ impl AggregateSource {
             self.seen.remove(key);
         }
         let misses = self.poll_misses(&snapshot.misses, now);
-        let stacks = self.poll_stacks(&snapshot.stack_counts, now);
         Ok(Poll { deltas, counters: snapshot.counters, entries: self.seen.len(), removed: gone.len(), misses, stacks })
     }
 
     /// The growth of each `STACK_COUNTS` entry, with its frames (read once per stack); idle
     /// entries removed after, and a stack no entry counts any more with them.
-    fn poll_stacks(&mut self, entries: &[(StackKey, u64)], now: Instant) -> Vec<(u16, u16, Vec<u64>, u64)> {
+    fn poll_stacks(&mut self, entries: &[(StackKey, u64)], now: Instant) -> Vec<StackDelta> {
         let mut out = Vec::new();
         let mut present = std::collections::HashSet::with_capacity(entries.len());
         let mut frames_of: HashMap<u32, std::rc::Rc<Vec<u64>>> =
@@ -152,7 +165,12 @@ impl AggregateSource {
             let before = if *count < seen.0 { 0 } else { seen.0 };
             if *count > before {
                 seen.1 = now;
-                out.push((key.call, key.outcome, seen.2.to_vec(), count - before));
+                let (call, outcome) = (key.series.call, key.series.outcome);
+                let series = match self.seen.get(&key.series) {
+                    Some(s) => s.series.clone(),
+                    None => SeriesKey { call: call_of(call), outcome: outcome_name(outcome), ..other_series(u32::MAX) },
+                };
+                out.push(StackDelta { call, outcome, series, frames: seen.2.clone(), samples: count - before });
             }
             seen.0 = *count;
         }
