@@ -34,7 +34,7 @@ fn total(top: &str) -> f64 {
 }
 
 /// `run --pprof`: the profile's samples are the run's (their total equals the report's), every
-/// sample carries the outcome and phase labels, ENOENT samples lie under the exec's path lookup
+/// sample carries the outcome, calling program and phase labels, ENOENT samples lie under the exec's path lookup
 /// (`do_open_execat` on every kernel), and exec_time, the default sample type, adds up to the
 /// attempts' measured time.
 #[test]
@@ -60,7 +60,8 @@ fn a_runs_profile_reads_in_go_tool_pprof_with_its_samples_labels_and_lookups() {
     assert_eq!(total(&top) as u64, samples, "the profile's samples are the report's:\n{top}");
 
     let tags = go_pprof(dir.path(), &["-tags", "-sample_index=samples"], &file);
-    for want in ["outcome", "enoent", "success", "phase", "lookup"] {
+    // The calling program: the chain's own binary, and execprof's child launching it.
+    for want in ["outcome", "enoent", "success", "phase", "lookup", "program", "/execprof-chain\n", "execprof (launching the command)"] {
         assert!(tags.contains(want), "{want} in the tags:\n{tags}");
     }
     let enoent = go_pprof(dir.path(), &["-top", "-cum", "-sample_index=samples", "-tagfocus=outcome=enoent"], &file);

@@ -136,6 +136,7 @@ mod tests {
             samples_without_stack: 0,
             unknown_addresses: 0,
             delivered_hz: None,
+            by_program: Vec::new(),
             outcomes: vec![OutcomeAttribution {
                 outcome: Outcome::Success,
                 attempts: 1,

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::{
     fastpath::{OpenPart, PartTally},
+    identity::{Program, ProgramId},
     outcome::Outcome,
     stats::wilson,
     tree::{SampledTree, TreeNode},
@@ -216,6 +217,24 @@ pub struct SampledAttribution {
     pub delivered_hz: Option<f64>,
     /// One attribution per outcome that had samples.
     pub outcomes: Vec<OutcomeAttribution>,
+    /// The samples per outcome, calling program and stack (a run's or a recording's; the
+    /// agent's carry no program): what a pprof profile labels by program. Not in the JSON,
+    /// whose per-program figures are the callers table.
+    #[serde(skip)]
+    pub by_program: Vec<ProgramStack>,
+}
+
+/// Samples of one stack inside the calls of one outcome made by one program.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProgramStack {
+    /// The calls' outcome.
+    pub outcome: Outcome,
+    /// The calling program, as the report names it.
+    pub program: String,
+    /// `phase;outermost;…;innermost`, as [`OutcomeAttribution::folded`]'s lines.
+    pub folded: String,
+    /// Samples.
+    pub samples: u64,
 }
 
 /// The outcomes' measured exec-attempt time, in seconds.
@@ -237,6 +256,9 @@ pub fn delivered_hz(outcomes: &[OutcomeAttribution]) -> Option<f64> {
 pub struct SampleTally {
     stacks: HashMap<Vec<u64>, usize>,
     per_outcome: BTreeMap<Outcome, HashMap<usize, u64>>,
+    /// Per (outcome, calling program, stack id): samples (calls made through
+    /// [`SampleTally::call`] only).
+    per_program: HashMap<(Outcome, ProgramId, usize), u64>,
     samples: u64,
     without_call: u64,
     before_enter: u64,
@@ -244,8 +266,9 @@ pub struct SampleTally {
 }
 
 impl SampleTally {
-    /// The samples taken inside one completed call that ended at `exit_ns` with `outcome`.
-    pub fn call(&mut self, outcome: Outcome, exit_ns: u64, samples: &[Sample]) {
+    /// The samples taken inside one completed call by `program` that ended at `exit_ns` with
+    /// `outcome`.
+    pub(crate) fn call(&mut self, outcome: Outcome, program: ProgramId, exit_ns: u64, samples: &[Sample]) {
         for s in samples {
             self.samples += 1;
             // Taken in the probes' own work after the exit timestamp: outside the measured time.
@@ -256,6 +279,7 @@ impl SampleTally {
             let next = self.stacks.len();
             let id = *self.stacks.entry(s.frames.clone()).or_insert(next);
             *self.per_outcome.entry(outcome).or_default().entry(id).or_default() += 1;
+            *self.per_program.entry((outcome, program, id)).or_default() += 1;
         }
     }
 
@@ -298,8 +322,15 @@ impl SampleTally {
         addrs
     }
 
-    /// `outcome_stats(outcome)` gives the outcome's (attempts, exact mean latency).
-    pub fn finish(self, symbols: &dyn Symbolizer, model: &PhaseModel, outcome_stats: impl Fn(Outcome) -> (u64, f64)) -> SampledAttribution {
+    /// `outcome_stats(outcome)` gives the outcome's (attempts, exact mean latency);
+    /// `programs` names the program ids calls were made by.
+    pub(crate) fn finish(
+        self,
+        symbols: &dyn Symbolizer,
+        model: &PhaseModel,
+        outcome_stats: impl Fn(Outcome) -> (u64, f64),
+        programs: &[Program],
+    ) -> SampledAttribution {
         let addrs = self.addresses();
         let names: HashMap<u64, String> = addrs
             .iter()
@@ -417,7 +448,19 @@ impl SampleTally {
                 on_stack,
             });
         }
+        let mut by_program: Vec<ProgramStack> = self
+            .per_program
+            .iter()
+            .map(|(&(outcome, program, id), &samples)| ProgramStack {
+                outcome,
+                program: programs.get(program as usize).map_or_else(|| format!("program {program}"), ToString::to_string),
+                folded: by_id[id].2.clone(),
+                samples,
+            })
+            .collect();
+        by_program.sort();
         SampledAttribution {
+            by_program,
             samples: self.samples,
             samples_without_attempt: self.without_call,
             samples_after_exit: self.after_exit,
@@ -468,6 +511,7 @@ mod tests {
         // A failed attempt 100..1100 and a success 2000..42000.
         tally.call(
             Outcome::Enoent,
+            0,
             1_100,
             &[
                 sample(101, &[PATH_OPENAT, DO_OPEN_EXECAT, SYSCALL]),
@@ -478,12 +522,14 @@ mod tests {
         );
         tally.call(
             Outcome::Success,
+            1,
             42_000,
             &[sample(2_001, &[MM_ALLOC, SYSCALL]), sample(2_002, &[IRQ, MM_ALLOC, SYSCALL]), sample(2_003, &[])],
         );
         tally.orphan(); // its attempt was lost
         let table = SymbolTable::build(&tally.addresses(), &symbols());
-        let a = tally.finish(&table, &model, |o| if o == Outcome::Enoent { (1, 1_000.0) } else { (1, 40_000.0) });
+        let programs = [Program::Exe { exe: "/bin/sh".into(), comm: None }, Program::Launcher];
+        let a = tally.finish(&table, &model, |o| if o == Outcome::Enoent { (1, 1_000.0) } else { (1, 40_000.0) }, &programs);
         assert_eq!((a.samples, a.samples_without_attempt, a.samples_without_stack, a.unknown_addresses), (8, 1, 1, 1));
         assert_eq!(a.samples_after_exit, 1);
         let enoent = a.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();
@@ -506,5 +552,15 @@ mod tests {
         let other = success.phases.iter().find(|p| p.phase == "other").unwrap();
         assert_eq!(other.estimate.samples, 2, "the interrupt and the stackless sample");
         assert!(success.folded.iter().any(|(s, n)| s == "bprm_mm;__x64_sys_execve;mm_alloc" && *n == 1), "{:?}", success.folded);
+        // Each sample once more under its caller's program, by the same folded lines.
+        let of = |o: Outcome| a.by_program.iter().filter(move |p| p.outcome == o);
+        assert!(of(Outcome::Enoent).all(|p| p.program == "/bin/sh"));
+        assert!(of(Outcome::Success).all(|p| p.program == "execprof (launching the command)"));
+        assert_eq!(of(Outcome::Enoent).map(|p| p.samples).sum::<u64>(), enoent.samples);
+        assert_eq!(of(Outcome::Success).map(|p| p.samples).sum::<u64>(), success.samples);
+        for p in &a.by_program {
+            let line = a.outcomes.iter().find(|o| o.outcome == p.outcome).unwrap().folded.iter().find(|(l, _)| *l == p.folded);
+            assert!(line.is_some_and(|(_, n)| *n >= p.samples), "{p:?}");
+        }
     }
 }

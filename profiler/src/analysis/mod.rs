@@ -295,7 +295,7 @@ impl<'a> Analyzer<'a> {
         let outcome = outcome::Outcome::of_attempt(a);
         self.outcomes.add(a);
         self.chain.attempt(a);
-        self.samples.call(outcome, a.exit_ns, &a.inside.samples);
+        self.samples.call(outcome, caller.program, a.exit_ns, &a.inside.samples);
         if let Some(plan) = self.ctx.exact {
             self.exact.attempt(outcome, &a.inside.probed, plan, self.ctx.model);
         }
@@ -331,7 +331,7 @@ impl<'a> Analyzer<'a> {
             t.minor_faults = (t.minor_faults.0 + n, t.minor_faults.1 + 1);
         }
         self.compat.fork_calls += u64::from(f.abi == Abi::Compat);
-        self.samples.call(outcome::Outcome::Fork(f.syscall), f.exit_ns, &f.inside.samples);
+        self.samples.call(outcome::Outcome::Fork(f.syscall), caller.program, f.exit_ns, &f.inside.samples);
         for _ in &f.inside.probed {
             self.exact.orphan();
         }
@@ -386,10 +386,15 @@ impl<'a> Analyzer<'a> {
         enoent_existing.sort_by(|a, b| b.attempts.cmp(&a.attempts).then_with(|| a.filename.cmp(&b.filename)));
         let fork_stats = |s: ForkSyscall| fork_calls.get(&s).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()));
         let sampled = ctx.sampled.then(|| {
-            samples.finish(symbols, ctx.model, |o| match o {
-                outcome::Outcome::Fork(s) => fork_stats(s),
-                o => outcomes.count_and_mean(o),
-            })
+            samples.finish(
+                symbols,
+                ctx.model,
+                |o| match o {
+                    outcome::Outcome::Fork(s) => fork_stats(s),
+                    o => outcomes.count_and_mean(o),
+                },
+                &programs,
+            )
         });
         let exact = ctx.exact.map(|plan| exact.finish(&outcomes, plan, ctx.model));
         let agreement = match (&exact, &sampled) {

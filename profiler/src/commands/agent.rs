@@ -232,7 +232,7 @@ fn sampled(totals: &AgentTotals, sample_hz: u64) -> Result<Option<crate::analysi
     }
     let model = crate::analysis::phases::PhaseModel::builtin()?;
     let symbols = crate::kernel::symbolize::KernelSymbolizer::new();
-    Ok(Some(totals.stacks.clone().finish(&symbols, &model, |o| totals.outcome_stats(o))))
+    Ok(Some(totals.stacks.clone().finish(&symbols, &model, |o| totals.outcome_stats(o), &[])))
 }
 
 /// A poll's deltas into the totals.

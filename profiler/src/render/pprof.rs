@@ -120,19 +120,35 @@ pub(crate) fn outcome_label(o: Outcome) -> &'static str {
     }
 }
 
-/// A run's or a recording's sampled stacks as a profile: per outcome, each folded stack
-/// (`phase;outermost;...;innermost`) with the phase as a label, the outcome's measured attempt
-/// time shared by its samples.
+/// A run's or a recording's sampled stacks as a profile: per outcome and calling program,
+/// each folded stack (`phase;outermost;...;innermost`) with the outcome, the program and the
+/// phase as labels, the outcome's measured attempt time shared by its samples.
 pub(crate) fn from_sampled(sampled: &SampledAttribution, hz: u64, time_ns: i64, duration_ns: i64) -> ProfileBuilder {
     let mut b = ProfileBuilder::new(hz, time_ns, duration_ns);
     for oc in sampled.outcomes.iter().filter(|o| o.samples > 0) {
         let ns_per_sample = oc.attempts as f64 * oc.mean_ns / oc.samples as f64;
         let outcome = outcome_label(oc.outcome);
-        for (stack, n) in &oc.folded {
+        // The stacks by program where the samples name their callers (a run's, a
+        // recording's), else by outcome alone.
+        let by_program: Vec<(&str, &str, u64)> = sampled
+            .by_program
+            .iter()
+            .filter(|p| p.outcome == oc.outcome)
+            .map(|p| (p.folded.as_str(), p.program.as_str(), p.samples))
+            .collect();
+        let stacks: Vec<(&str, Option<&str>, u64)> = if by_program.is_empty() {
+            oc.folded.iter().map(|(stack, n)| (stack.as_str(), None, *n)).collect()
+        } else {
+            by_program.into_iter().map(|(stack, program, n)| (stack, Some(program), n)).collect()
+        };
+        for (stack, program, n) in stacks {
             let mut parts = stack.split(';');
             let phase = parts.next().unwrap_or_default();
             let frames: Vec<&str> = parts.collect();
-            b.add(frames.into_iter(), *n, (*n as f64 * ns_per_sample).round() as i64, &[("outcome", outcome), ("phase", phase)]);
+            let mut labels = vec![("outcome", outcome)];
+            labels.extend(program.map(|p| ("program", p)));
+            labels.push(("phase", phase));
+            b.add(frames.into_iter(), n, (n as f64 * ns_per_sample).round() as i64, &labels);
         }
     }
     b

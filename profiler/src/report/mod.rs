@@ -988,6 +988,7 @@ mod tests {
                 unknown_addresses: 0,
                 delivered_hz: delivered_hz(&outcomes),
                 outcomes,
+                by_program: Vec::new(),
             }
         };
         // The tick's 250 Hz: flagged, with the rate delivered.
