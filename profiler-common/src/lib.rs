@@ -646,6 +646,9 @@ pub mod aggregate {
     pub const DEFAULT_MAX_SERIES: u32 = 4096;
     pub const DEFAULT_MAX_MISSES: u32 = 4096;
     pub const DEFAULT_MAX_STACKS: u32 = 4096;
+    /// `STACK_COUNTS`: a stack counts once per series it was sampled in (the same lookup
+    /// under many programs and cgroups), so four entries a stack.
+    pub const DEFAULT_MAX_STACK_COUNTS: u32 = 4 * DEFAULT_MAX_STACKS;
     /// Slots of `IN_FLIGHT` and `PROCESSES` (rounded up to a power of two: both are
     /// direct-mapped by id).
     pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8192;

@@ -47,7 +47,7 @@ pub static STACKS: StackTrace = StackTrace::with_max_entries(aggregate::DEFAULT_
 
 /// Samples per (stack, series), counted when the call returns.
 #[map]
-pub static STACK_COUNTS: HashMap<StackKey, u64> = HashMap::with_max_entries(aggregate::DEFAULT_MAX_STACKS, 0);
+pub static STACK_COUNTS: HashMap<StackKey, u64> = HashMap::with_max_entries(aggregate::DEFAULT_MAX_STACK_COUNTS, 0);
 
 #[map]
 pub static AGG_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(agg_counter::COUNT, 0);

@@ -346,7 +346,7 @@ fn encode_own(encoder: &mut DescriptorEncoder, e: &Exposition, own: &OwnFigures)
 
     let mut metric = encoder.encode_descriptor(
         "lost",
-        "Calls or names not counted where they belong, by reason; nonzero makes the figures incomplete (the agent's JSON report: losses).",
+        "Calls, names or samples not counted where they belong, by reason; nonzero makes the figures incomplete (the agent's JSON report: losses; samples_* reasons: the profiles and phase figures only).",
         None,
         MetricType::Counter,
     )?;

@@ -88,6 +88,10 @@ pub struct AgentLosses {
     /// ENOENT attempts counted in their series but not per missed directory: the misses
     /// maps were full, or the name was not readable from the caller's memory.
     pub misses_not_per_directory: u64,
+    /// cpu-clock samples inside calls not counted per stack (more than the kernel keeps in
+    /// one call, or its stack maps full): the sampled attribution and the profiles are short
+    /// of them; the counts are whole, so `complete` does not depend on them.
+    pub samples_not_kept: u64,
 }
 
 impl AgentLosses {
@@ -103,6 +107,7 @@ impl AgentLosses {
             searches_restarted: counters[SEARCH_PUSHED_OUT as usize],
             miss_names_not_remembered: counters[REPEAT_NOT_CHECKED as usize],
             misses_not_per_directory: counters[MISS_FOLDED as usize] + counters[MISS_UNREADABLE as usize],
+            samples_not_kept: counters[SAMPLES_NOT_KEPT as usize] + counters[STACK_COUNTS_FULL as usize],
         }
     }
 
@@ -117,6 +122,7 @@ impl AgentLosses {
             ("searches_restarted", self.searches_restarted),
             ("miss_names_not_remembered", self.miss_names_not_remembered),
             ("misses_not_per_directory", self.misses_not_per_directory),
+            ("samples_not_kept", self.samples_not_kept),
         ]
     }
 
@@ -382,4 +388,23 @@ fn clip(s: &str, n: usize) -> String {
 fn clip_left(s: &str, n: usize) -> String {
     let len = s.chars().count();
     if len <= n { s.to_owned() } else { ['…'].into_iter().chain(s.chars().skip(len - n + 1)).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profiler_common::aggregate::agg_counter;
+
+    #[test]
+    fn samples_not_kept_are_counted_and_leave_the_counts_complete() {
+        let mut counters = [0; agg_counter::COUNT as usize];
+        counters[agg_counter::SAMPLES_NOT_KEPT as usize] = 3;
+        counters[agg_counter::STACK_COUNTS_FULL as usize] = 2;
+        let l = AgentLosses::new(&counters, 0);
+        assert_eq!(l.samples_not_kept, 5);
+        assert!(l.pairs().contains(&("samples_not_kept", 5)));
+        assert_eq!(l.total(), 0, "the counts are whole");
+        counters[agg_counter::START_NOT_SEEN as usize] = 1;
+        assert_eq!(AgentLosses::new(&counters, 0).total(), 1);
+    }
 }
