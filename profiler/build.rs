@@ -20,7 +20,7 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     #[cfg(feature = "tracer")]
-    pprof_types().context("compiling proto/pprof.proto")?;
+    proto_types().context("compiling proto/pprof.proto and proto/perfetto_trace.proto")?;
     println!("cargo:rerun-if-env-changed={EBPF_TOOLCHAIN_ENV}");
     let toolchain = env::var(EBPF_TOOLCHAIN_ENV).unwrap_or_else(|_| "rustc-web".to_owned());
     // aya-build passes -Z build-std=core only for nightly or RUSTC_BOOTSTRAP=1; the inner
@@ -37,12 +37,13 @@ fn main() -> anyhow::Result<()> {
         .with_context(|| format!("building the eBPF programs with toolchain `{toolchain}` failed; run `cargo xtask setup` first"))
 }
 
-/// prost's Rust types for pprof's profile format (`render::pprof`), compiled by protox: no
-/// protoc needed.
+/// prost's Rust types for pprof's profile format (`render::pprof`) and Perfetto's trace format
+/// (`render::perfetto`), compiled by protox: no protoc needed.
 #[cfg(feature = "tracer")]
-fn pprof_types() -> anyhow::Result<()> {
+fn proto_types() -> anyhow::Result<()> {
     println!("cargo:rerun-if-changed=proto/pprof.proto");
-    let descriptors = protox::compile(["proto/pprof.proto"], ["proto"])?;
+    println!("cargo:rerun-if-changed=proto/perfetto_trace.proto");
+    let descriptors = protox::compile(["proto/pprof.proto", "proto/perfetto_trace.proto"], ["proto"])?;
     prost_build::Config::new().compile_fds(descriptors)?;
     Ok(())
 }

@@ -27,7 +27,7 @@ pub mod model;
 pub(crate) mod pipeline;
 pub(crate) mod record;
 pub mod recording;
-pub(crate) mod render;
+pub mod render;
 pub mod report;
 #[cfg(feature = "tracer")]
 pub(crate) mod serve;

@@ -22,7 +22,7 @@ use crate::{
     model::meta::{MissingInterpreter, RunMeta, Unjoined},
     record::{self, Record},
     recording::{RecordingWriter, WriteStats},
-    render::{events::EventLines, perfetto::TraceWriter},
+    render::{TraceFormat, chrome_trace::ChromeTraceWriter, events::EventLines},
 };
 
 /// An output file written as the run goes on, remembered with its path so an error can name it.
@@ -33,6 +33,34 @@ pub(crate) struct OutputFile<T> {
 
 pub(crate) type Recorder = OutputFile<RecordingWriter<BufWriter<File>>>;
 pub(crate) type TraceOutput = OutputFile<TraceWriter<BufWriter<File>>>;
+/// `--trace`'s writer, in the format asked for.
+pub(crate) enum TraceWriter<W: std::io::Write> {
+    #[cfg(feature = "tracer")]
+    Perfetto(Box<crate::render::perfetto::PerfettoWriter<W>>),
+    Json(ChromeTraceWriter<W>),
+}
+
+impl<W: std::io::Write> TraceWriter<W> {
+    /// Ends the file; returns the first write error.
+    pub(crate) fn finish(self) -> std::io::Result<W> {
+        match self {
+            #[cfg(feature = "tracer")]
+            Self::Perfetto(w) => w.finish(),
+            Self::Json(w) => w.finish(),
+        }
+    }
+}
+
+impl<W: std::io::Write> EventSink for TraceWriter<W> {
+    fn event(&mut self, event: &Event) {
+        match self {
+            #[cfg(feature = "tracer")]
+            Self::Perfetto(w) => w.event(event),
+            Self::Json(w) => w.event(event),
+        }
+    }
+}
+
 /// `--events`: a file, or standard output (path `-`).
 pub(crate) type EventsOutput = OutputFile<EventLines<Box<dyn std::io::Write>>>;
 
@@ -252,12 +280,20 @@ pub(crate) fn events_output(path: Option<&Path>, meta: &RunMeta, argv: bool) -> 
 }
 
 impl TraceOutput {
-    /// The Perfetto trace file at `path`, when one was asked for.
-    pub(crate) fn create(path: Option<&Path>, meta: &RunMeta) -> anyhow::Result<Option<Self>> {
+    /// The trace file at `path` in `format`, when one was asked for.
+    pub(crate) fn create(path: Option<&Path>, format: TraceFormat, meta: &RunMeta) -> anyhow::Result<Option<Self>> {
         use anyhow::Context as _;
         let Some(path) = path else { return Ok(None) };
         let file = File::create(path).with_context(|| format!("creating the trace {}", path.display()))?;
-        let writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, file), meta.started_mono_ns, meta.exact_plan.clone());
+        let out = BufWriter::with_capacity(1 << 20, file);
+        let (t0, plan) = (meta.started_mono_ns, meta.exact_plan.clone());
+        let writer = match format {
+            #[cfg(feature = "tracer")]
+            TraceFormat::Perfetto => TraceWriter::Perfetto(Box::new(crate::render::perfetto::PerfettoWriter::new(out, t0, plan))),
+            #[cfg(not(feature = "tracer"))]
+            TraceFormat::Perfetto => anyhow::bail!("Perfetto's protobuf trace needs execprof built with its `tracer` feature"),
+            TraceFormat::Json => TraceWriter::Json(ChromeTraceWriter::new(out, t0, plan)),
+        };
         Ok(Some(OutputFile { path: path.to_owned(), writer }))
     }
 }

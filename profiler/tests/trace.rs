@@ -363,14 +363,15 @@ fn sampled_attribution_puts_failed_lookups_in_lookup_and_successes_in_image_work
     assert!(folded.lines().all(|l| l.rsplit_once(' ').is_some_and(|(_, n)| n.parse::<u64>().is_ok())));
 }
 
-/// The Perfetto trace parses as JSON and has one exec slice per recorded attempt.
+/// The legacy trace (`--trace-format json`) parses as JSON and has one exec slice per recorded
+/// attempt. (Perfetto's own format is read by Perfetto's protos in perfetto.rs.)
 #[test]
 #[ignore = "needs root"]
 fn trace_file_has_one_exec_slice_per_attempt() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
-    let (v, out) = run_json(&["--steps", "100", "--misses", "2", "--trace", trace.to_str().unwrap()]);
+    let (v, out) = run_json(&["--steps", "100", "--misses", "2", "--trace-format", "json", "--trace", trace.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let t: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let evs = t["traceEvents"].as_array().unwrap();
@@ -830,7 +831,8 @@ fn a_failing_output_is_named_and_the_others_are_written() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
-    let out = execprof().args(["run", "--steps", "20", "--json", "/dev/full", "--trace"]).arg(&trace).output().unwrap();
+    let out =
+        execprof().args(["run", "--steps", "20", "--json", "/dev/full", "--trace-format", "json", "--trace"]).arg(&trace).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("writing the JSON report /dev/full failed"),

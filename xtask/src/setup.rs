@@ -41,7 +41,15 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "tmux",
     // `go tool pprof` reads the pprof profiles in the tests.
     "golang-go",
+    // The virtual environment for Perfetto's published protos ([`PYTHON_READERS`]).
+    "python3-venv",
 ];
+
+/// Where the tests' Python readers live: a virtual environment (not the system's Python) with
+/// PyPI's `perfetto`, whose `perfetto_trace_pb2` is Perfetto's own trace format, parsed by
+/// PyPI's `protobuf`, offline. Pinned, so a test reads with the same protos every time.
+pub(crate) const PYTHON_READERS: &str = "/var/cache/execprof/python";
+const PYTHON_READER_PACKAGES: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2"];
 
 /// Programs the tests run against the real consumers of execprof's formats, unpacked under
 /// [`UNPACKED`], never installed: Debian's `prometheus` (with `promtool`) would start a
@@ -96,9 +104,29 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
             }
         }
         cross_build()?;
+        python_readers()?;
     }
     toolchain_link()?;
     bpf_linker()
+}
+
+/// [`PYTHON_READERS`], made once: its stamp names the pinned packages it holds.
+fn python_readers() -> Result<()> {
+    let venv = Path::new(PYTHON_READERS);
+    let stamp = venv.join(".execprof-packages");
+    let want = PYTHON_READER_PACKAGES.join(" ");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want) {
+        return Ok(());
+    }
+    if !crate::is_root() {
+        bail!("the tests read Perfetto traces with Python packages in {PYTHON_READERS}; run this as root: cargo xtask setup");
+    }
+    eprintln!("xtask: installing {want} into {PYTHON_READERS}");
+    run(Command::new("python3").args(["-m", "venv", "--clear"]).arg(venv))?;
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "--no-input"])
+        .args(PYTHON_READER_PACKAGES))?;
+    std::fs::write(&stamp, format!("{want}\n")).with_context(|| format!("writing {}", stamp.display()))
 }
 
 /// What the arm64 cross-build needs: dpkg's arm64 architecture (for `apt-get`'s arm64 package

@@ -70,8 +70,8 @@ pub const HOST_ONLY_TESTS: &[&str] = &[
 /// Test binaries (cargo's target names) the guests leave to the host: no test in them reads
 /// the kernel (recording.rs reads fixtures only; xtask's own unit tests check xtask, and read
 /// the repository's sources, which the guests do not carry), or need a reader only the host
-/// has (pprof.rs: `go tool pprof`).
-pub const HOST_ONLY_BINARIES: &[&str] = &["recording", "xtask", "pprof"];
+/// has (pprof.rs: `go tool pprof`; perfetto.rs: PyPI's `perfetto` protos).
+pub const HOST_ONLY_BINARIES: &[&str] = &["recording", "xtask", "pprof", "perfetto"];
 
 /// The arguments that leave [`HOST_ONLY_TESTS`] out of a guest's run.
 fn host_only_skips() -> String {

@@ -251,6 +251,7 @@ pub fn outputs(a: OutputArgs) -> Outputs {
     Outputs {
         json: a.json,
         trace: a.trace,
+        trace_format: a.trace_format,
         folded: a.folded,
         pprof: a.pprof,
         tree: a.tree,

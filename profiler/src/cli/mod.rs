@@ -175,10 +175,14 @@ pub struct OutputArgs {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write a Perfetto-loadable trace (Chrome trace-event JSON) to FILE: a track per thread,
-    /// a slice per exec attempt with its parts, user-space gaps, forks, faults.
+    /// Write a Perfetto trace to FILE (open it in ui.perfetto.dev): a track per thread, a slice
+    /// per exec attempt named by its outcome with its file and faults, its parts, kernel
+    /// functions (exact mode), user-space gaps, fork calls, off-CPU time.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// --trace's format: Perfetto's own protobuf, or the legacy Chrome trace-event JSON.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t, requires = "trace")]
+    pub trace_format: crate::render::TraceFormat,
     /// Write folded stacks and a flame graph SVG per outcome into DIR.
     #[arg(long, value_name = "DIR")]
     pub folded: Option<PathBuf>,

@@ -502,6 +502,7 @@ mod tests {
         crate::commands::run::Outputs {
             json: None,
             trace: None,
+            trace_format: Default::default(),
             folded: None,
             pprof: None,
             tree: false,

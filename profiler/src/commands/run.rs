@@ -72,6 +72,8 @@ pub struct Outputs {
     pub json: Option<PathBuf>,
     /// Perfetto-loadable trace file.
     pub trace: Option<PathBuf>,
+    /// Its format.
+    pub trace_format: crate::render::TraceFormat,
     /// Folded stacks and flame graphs per outcome go here.
     pub folded: Option<PathBuf>,
     /// The sampled stacks as a pprof profile go here.
@@ -195,7 +197,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         Some(path) => Some(create_recording(path, &meta)?),
         None => None,
     };
-    let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), &meta)?;
+    let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), cfg.outputs.trace_format, &meta)?;
     // Only the launched tree's processes are signalled when execprof is.
     let events = crate::pipeline::events_output(cfg.outputs.events.as_deref(), &meta, cfg.outputs.argv)?;
     let mut pipeline = RunPipeline::new(ctx, (trace, events), recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
@@ -286,7 +288,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
 pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     check_outputs(outputs, None)?;
     let started = Instant::now();
-    let loaded = load(path, outputs.trace.as_deref(), outputs.events.as_deref(), outputs.argv)?;
+    let loaded = load(path, (outputs.trace.as_deref(), outputs.trace_format), outputs.events.as_deref(), outputs.argv)?;
     let source = Source::Replay { recording: loaded.facts, ready_ms: started.elapsed().as_millis() as u64 };
     let mut finished = loaded.finished;
     let mut errors = std::mem::take(&mut finished.output_errors);
@@ -302,6 +304,7 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
     let outputs = Outputs {
         json: json.map(Path::to_path_buf),
         trace: None,
+        trace_format: Default::default(),
         folded: folded.map(Path::to_path_buf),
         pprof: None,
         tree: false,

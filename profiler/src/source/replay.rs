@@ -22,6 +22,7 @@ use crate::{
     },
     pipeline::{Finished, Pipeline, RunPipeline, TraceOutput},
     recording::{Ending, ReadErrorKind, RecordingReader},
+    render::TraceFormat,
     report::{RecordingCut, RecordingFacts, RunReport, Source},
 };
 
@@ -44,7 +45,7 @@ pub(crate) struct Loaded {
 /// Reads a recording through the same pipeline as a live run, writing a Perfetto trace to
 /// `trace` if given.
 /// `events`: `--events`' destination, if any; `argv`: with each attempt's arguments.
-pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>, argv: bool) -> Result<Loaded> {
+pub(crate) fn load(path: &Path, trace: (Option<&Path>, TraceFormat), events: Option<&Path>, argv: bool) -> Result<Loaded> {
     let replay = Replay::open(path)?;
     let meta = replay.meta().clone();
     if argv && !meta.argv_read {
@@ -62,7 +63,7 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>, arg
         preexisting: &meta.preexisting,
         launched: meta.launched(),
     };
-    let trace = TraceOutput::create(trace, &meta)?;
+    let trace = TraceOutput::create(trace.0, trace.1, &meta)?;
     let events = crate::pipeline::events_output(events, &meta, argv)?;
     let mut pipeline = RunPipeline::new(ctx, (trace, events), None, None);
     let replayed = replay.feed(&mut pipeline)?;
@@ -75,7 +76,7 @@ pub(crate) fn load(path: &Path, trace: Option<&Path>, events: Option<&Path>, arg
 /// xtask, read a run back.
 pub fn report(path: &Path) -> Result<RunReport> {
     let started = Instant::now();
-    let l = load(path, None, None, false)?;
+    let l = load(path, (None, TraceFormat::default()), None, false)?;
     let source = Source::Replay { recording: l.facts, ready_ms: started.elapsed().as_millis() as u64 };
     Ok(RunReport::new(l.meta, l.end, l.finished.analysis, &l.finished.unjoined, source))
 }
