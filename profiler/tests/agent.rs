@@ -373,6 +373,64 @@ fn samples_inside_exec_attempts_are_attributed_per_outcome() {
     assert_eq!(in_phases, samples, "every sample is in a phase: {success}");
 }
 
+/// A status line's value from /proc/PID/status (`CapEff`, `Uid`, …).
+fn status_field(pid: u32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap_or_else(|| panic!("no {field} in {status}"));
+    line[field.len() + 1..].trim().to_owned()
+}
+
+/// `--user nobody`: once attached and listening the agent runs as nobody, with no
+/// capabilities (CAP_BPF alone where the kernel checks it on every bpf() call: before 6.5,
+/// with kernel.unprivileged_bpf_disabled set, as Debian 12's 6.1), an empty bounding set and
+/// no_new_privs; and it still counts exactly, names cgroups and programs, symbolizes its
+/// samples, serves its metrics and profile, and writes its JSON where only root could.
+#[test]
+#[ignore = "needs root"]
+fn the_agent_gives_up_root_once_attached_and_still_counts_exactly() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "user");
+    let json = dir.path().join("agent.json");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let args = ["--cgroup", cg.path.to_str().unwrap(), "--user", "nobody", "--sample-hz", "999", "--listen", &listen];
+    let (agent, addr) = start_agent_serving(&args, &json);
+    let addr = addr.expect("the metrics endpoint's address");
+    let pid = agent.id();
+    // SAFETY: a static name; the entry is read before any other lookup.
+    let uid = unsafe { libc::getpwnam(c"nobody".as_ptr()).as_ref() }.expect("a user nobody").pw_uid.to_string();
+    assert_eq!(status_field(pid, "Uid").split_whitespace().collect::<Vec<_>>(), vec![uid.as_str(); 4]);
+    assert_eq!(status_field(pid, "Groups"), "");
+    let bpf_checked = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled").is_ok_and(|s| s.trim() != "0");
+    let caps = if execprof::testing::kernel_version() < (6, 5) && bpf_checked { format!("{:016x}", 1u64 << 39) } else { "0".repeat(16) };
+    for field in ["CapEff", "CapPrm"] {
+        assert_eq!(status_field(pid, field), caps, "{field}");
+    }
+    assert_eq!(status_field(pid, "CapBnd"), "0".repeat(16));
+    assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+
+    let (n, m) = (7u64, 300u64);
+    let script = format!(
+        "i=0; while [ $i -lt {n} ]; do /nonexistent/execprof-missing; i=$((i+1)); done; i=0; while [ $i -lt {m} ]; do /bin/true; i=$((i+1)); done"
+    );
+    sh_in(Some(&cg.path), &script);
+    std::thread::sleep(Duration::from_millis(600));
+    let (status, metrics) = http_get(&addr, "/metrics", "text/plain");
+    assert!(status.contains(" 200 ") && metrics.contains("execprof_exec_attempts_total{"), "{status}\n{metrics}");
+    let (status, _) = http_get(&addr, "/debug/pprof/exec?seconds=30", "*/*");
+    assert!(status.contains(" 200 "), "{status}");
+    let v = stop_agent(agent, &json);
+    let sh = sh_path();
+    let mine = |s: &Value| s["cgroup"] == cg.shown.as_str() && names(&s["program"], &sh);
+    assert_eq!(count(&v, |s| mine(s) && s["call"] == "exec" && s["outcome"] == "enoent"), n, "{}", v["series"]);
+    assert_eq!(count(&v, |s| mine(s) && s["call"] == "exec" && s["outcome"] == "success"), m, "{}", v["series"]);
+    assert_eq!(v["complete"], true, "{}", v["losses"]);
+    let sampled = &v["sampled"];
+    assert!(sampled["samples"].as_u64().unwrap() > 0, "{sampled}");
+    assert_eq!(sampled["unknown_addresses"], 0, "the symbols read before giving up root name every frame");
+}
+
 /// Whether the run report's exact quantile `exact` (ns) lies in the agent's bucket for it or
 /// in a neighbouring one (the two tracers' boundary programs run inside each other's
 /// intervals: a few hundred instructions, well under a bucket of these attempts).

@@ -147,7 +147,8 @@ pub fn agent_config(args: crate::cli::AgentArgs, verbose: bool) -> Result<crate:
 /// `execprof agent`'s options with its metrics endpoint's, checked.
 pub fn agent_command_config(args: crate::cli::AgentCommandArgs, verbose: bool) -> Result<crate::commands::agent::AgentConfig, Failure> {
     let metrics = metrics_config(args.metrics)?;
-    agent_config_with(args.agent, metrics, verbose)
+    let user = args.user.as_deref().map(crate::kernel::privileges::RunAs::lookup).transpose()?;
+    Ok(crate::commands::agent::AgentConfig { user, ..agent_config_with(args.agent, metrics, verbose)? })
 }
 
 /// The metrics endpoint's options, checked (None without `--listen`).
@@ -237,6 +238,7 @@ fn agent_config_with(
         probe_costs: args.probe_costs,
         metrics,
         verbose,
+        user: None,
     })
 }
 

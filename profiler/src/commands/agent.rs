@@ -3,6 +3,7 @@
 use std::{
     net::SocketAddr,
     path::PathBuf,
+    rc::Rc,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -21,12 +22,14 @@ use crate::{
     },
     kernel::{
         layout::{AgentLayout, TaskLayout},
-        privileges,
+        privileges::{self, Kept},
         probes::{AGENT_PROBES, AGENT_TREE_PROBES},
+        symbolize::KernelSymbolizer,
         tracer::{AgentKernelOptions, Tracer, TracerOptions},
     },
     model::{
         failure::{Failure, code},
+        names::escape_name,
         scope::Scope,
     },
     render::metrics::{MetricsState, OwnFigures},
@@ -65,6 +68,8 @@ pub struct AgentConfig {
     pub metrics: Option<MetricsConfig>,
     /// Debug logs and eBPF-side diagnostics.
     pub verbose: bool,
+    /// Run as this user once attached (`--user`).
+    pub user: Option<crate::kernel::privileges::RunAs>,
 }
 
 /// The agent's metrics endpoint.
@@ -181,10 +186,36 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
+    // Read while root can: the symbols' addresses, the JSON file's directory.
+    let symbols = Rc::new(if cfg.user.is_some() {
+        KernelSymbolizer::snapshot().map_err(|e| Failure::new(code::ERROR, format!("--user: reading the kernel's symbols first: {e:#}")))?
+    } else {
+        KernelSymbolizer::new()
+    });
+    let mut json_file = match (&cfg.user, &cfg.json) {
+        (Some(_), Some(path)) => Some(
+            std::fs::File::create(path)
+                .map_err(|e| Failure::new(code::ERROR, format!("creating the JSON report {} failed: {e}", path.display())))?,
+        ),
+        _ => None,
+    };
     let endpoint = match &cfg.metrics {
-        Some(m) => Some(runtime.block_on(Endpoint::start(m, &cfg, run_stats.is_some(), web))?),
+        Some(m) => Some(runtime.block_on(Endpoint::start(m, &cfg, run_stats.is_some(), web, symbols.clone()))?),
         None => None,
     };
+    if let Some(user) = &cfg.user {
+        let kept = privileges::drop_privileges(user, || tracer.bpf_works())?;
+        eprintln!(
+            "execprof: agent now runs as {} (uid {}, gid {}) with {}",
+            escape_name(user.name.as_bytes()),
+            user.uid,
+            user.gid,
+            match kept {
+                Kept::Nothing => "no capabilities".to_owned(),
+                Kept::Bpf => "only CAP_BPF: this kernel checks it on every bpf() call (kernel.unprivileged_bpf_disabled is set; 6.5 dropped that check)".to_owned(),
+            }
+        );
+    }
     eprintln!(
         "execprof: agent counting the exec attempts and fork-family calls of {} ({}){}; SIGTERM or Ctrl-C stops it",
         scope.describe(),
@@ -211,28 +242,34 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
         },
         &totals,
         AgentLosses::new(&last.counters, totals.series.folded),
-        (cfg.sample_hz, sampled(&totals, cfg.sample_hz)?),
+        (cfg.sample_hz, sampled(&totals, cfg.sample_hz, &symbols)?),
         if run_stats.is_some() { tracer.program_costs() } else { Vec::new() },
     );
     drop(run_stats);
     print!("{}", crate::report::agent::render(&report));
     if let Some(path) = &cfg.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| Failure::new(code::ERROR, format!("writing the JSON report {} failed: {e}", path.display())))?;
+        let text = serde_json::to_string_pretty(&report)? + "\n";
+        let written = match json_file.as_mut() {
+            Some(f) => std::io::Write::write_all(f, text.as_bytes()),
+            None => std::fs::write(path, text),
+        };
+        written.map_err(|e| Failure::new(code::ERROR, format!("writing the JSON report {} failed: {e}", path.display())))?;
     }
     Ok(0)
 }
 
 /// Where the kernel time goes per exec outcome, from the samples' stacks (None without
 /// sampling): symbolized and attributed to phases and functions as `run` does.
-fn sampled(totals: &AgentTotals, sample_hz: u64) -> Result<Option<crate::analysis::attribution::SampledAttribution>> {
+fn sampled(
+    totals: &AgentTotals,
+    sample_hz: u64,
+    symbols: &KernelSymbolizer,
+) -> Result<Option<crate::analysis::attribution::SampledAttribution>> {
     if sample_hz == 0 {
         return Ok(None);
     }
     let model = crate::analysis::phases::PhaseModel::builtin()?;
-    let symbols = crate::kernel::symbolize::KernelSymbolizer::new();
-    Ok(Some(totals.stacks.clone().finish(&symbols, &model, |o| totals.outcome_stats(o), &[])))
+    Ok(Some(totals.stacks.clone().finish(symbols, &model, |o| totals.outcome_stats(o), &[])))
 }
 
 /// A poll's deltas into the totals.
@@ -252,7 +289,7 @@ pub(crate) fn fold(poll: &Poll, totals: &mut AgentTotals) {
 struct Endpoint {
     shared: Shared,
     /// Names the samples' stacks once per distinct stack.
-    symbols: crate::kernel::symbolize::KernelSymbolizer,
+    symbols: Rc<KernelSymbolizer>,
     model: PhaseModel,
     /// The capacities the maps' gauges show.
     max_series: u64,
@@ -264,7 +301,13 @@ struct Endpoint {
 impl Endpoint {
     /// Binds the address and starts serving (before the first read: `/readyz` says 503 until
     /// then).
-    async fn start(m: &MetricsConfig, cfg: &AgentConfig, program_stats: bool, web: WebConfig) -> Result<Self> {
+    async fn start(
+        m: &MetricsConfig,
+        cfg: &AgentConfig,
+        program_stats: bool,
+        web: WebConfig,
+        symbols: Rc<KernelSymbolizer>,
+    ) -> Result<Self> {
         let listener = crate::serve::bind(m.listen).await.map_err(|e| Failure::new(code::ERROR, format!("{e:#}")))?;
         let state = MetricsState {
             exposition: Exposition::new(ProgramLabels::new(m.allow.clone(), m.programs), m.max_series, m.idle),
@@ -291,7 +334,7 @@ impl Endpoint {
         eprintln!("execprof: metrics at {scheme}://{local}/metrics (and /healthz, /readyz{auth})");
         Ok(Self {
             shared,
-            symbols: crate::kernel::symbolize::KernelSymbolizer::new(),
+            symbols,
             model: PhaseModel::builtin()?,
             max_series: u64::from(cfg.max_series),
             max_totals: cfg.max_totals as u64,
@@ -313,7 +356,7 @@ impl Endpoint {
         }
         for s in &poll.stacks {
             if s.call == profiler_common::aggregate::CALL_EXEC {
-                exposition.add_samples(&outcome_name(s.outcome), &s.frames, s.samples, &self.symbols, &self.model);
+                exposition.add_samples(&outcome_name(s.outcome), &s.frames, s.samples, &*self.symbols, &self.model);
             }
         }
         exposition.age(now);
@@ -331,7 +374,7 @@ impl Endpoint {
         let window_dropped = self.shared.profiles.as_ref().map(|window| {
             let samples = poll.stacks.iter().map(|s| (&s.series, s.frames.as_slice(), s.samples));
             let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
-            window.push(now, samples, &poll.deltas, &self.symbols, &self.model);
+            window.push(now, samples, &poll.deltas, &*self.symbols, &self.model);
             window.dropped_samples
         });
         let mut state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());

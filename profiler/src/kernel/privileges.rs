@@ -1,5 +1,6 @@
 //! Whether this process may trace: checked before anything is spawned, so a missing
-//! privilege is one clear message instead of a half-started run.
+//! privilege is one clear message instead of a half-started run. And, for the agent, giving
+//! root up once its programs are attached (`agent --user`).
 use crate::model::failure::{Failure, code};
 
 const CAP_SYS_ADMIN: u32 = 21;
@@ -46,6 +47,163 @@ pub(crate) fn require_tracing_privileges(what: &str) -> Result<(), Failure> {
     ))
 }
 
+/// The user a process switches to once it no longer needs root (`agent --user`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    /// As given: a name, or a numeric uid.
+    pub name: String,
+    pub uid: u32,
+    /// The user's primary group.
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// `spec` (a user name or a numeric uid) from the password database.
+    pub(crate) fn lookup(spec: &str) -> Result<RunAs, Failure> {
+        let unknown =
+            || Failure::usage(format!("--user {spec:?}: no such user here; give a user name or uid from /etc/passwd (e.g. nobody)"));
+        let c_name = std::ffi::CString::new(spec).map_err(|_| unknown())?;
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut buf: Vec<libc::c_char> = vec![0; 16 * 1024];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call; `found` points into `pwd` or is null.
+        let rc = match spec.parse::<u32>() {
+            Ok(uid) => unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) },
+            Err(_) => unsafe { libc::getpwnam_r(c_name.as_ptr(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) },
+        };
+        if rc != 0 || found.is_null() {
+            return Err(unknown());
+        }
+        if pwd.pw_uid == 0 {
+            return Err(Failure::usage(format!("--user {spec:?} is root: name the unprivileged user the agent should run as")));
+        }
+        Ok(RunAs { name: spec.to_owned(), uid: pwd.pw_uid, gid: pwd.pw_gid })
+    }
+}
+
+/// What the process kept after [`drop_privileges`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// No capability at all.
+    Nothing,
+    /// CAP_BPF only: the kernel checks it on every bpf() call (before 6.5, with
+    /// `kernel.unprivileged_bpf_disabled` set), the reads of the agent's maps included.
+    Bpf,
+}
+
+/// `capset(2)`'s header and data (version 3: two 32-bit words per set).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// The capability sets of `caps` (a 64-bit mask) for `capset(2)`.
+fn cap_data(effective: u64, permitted: u64) -> [CapData; 2] {
+    let word = |mask: u64, i: usize| (mask >> (32 * i)) as u32;
+    [0, 1].map(|i| CapData { effective: word(effective, i), permitted: word(permitted, i), inheritable: 0 })
+}
+
+fn capset(effective: u64, permitted: u64) -> std::io::Result<()> {
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data = cap_data(effective, permitted);
+    // SAFETY: the header and two data words are what version 3 reads.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The last system call, `what`, failed.
+fn failed(what: &str) -> Failure {
+    Failure::new(code::ERROR, format!("giving up root: {what} failed: {}", std::io::Error::last_os_error()))
+}
+
+fn check(what: &str, rc: libc::c_int) -> Result<(), Failure> {
+    if rc != 0 {
+        return Err(failed(what));
+    }
+    Ok(())
+}
+
+/// Switches this process to `user` (its uid, primary group, no supplementary groups) and
+/// drops every capability, the bounding set's too, with no way back (`no_new_privs`). Open
+/// file descriptors stay: the BPF programs, maps and perf events, the listening socket.
+/// `bpf_works` says whether a bpf() call on one of them still succeeds: where it does not
+/// without CAP_BPF, that one is kept. Capabilities belong to threads: the process must have
+/// only this one.
+pub(crate) fn drop_privileges(user: &RunAs, bpf_works: impl Fn() -> bool) -> Result<Kept, Failure> {
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
+    if threads != 1 {
+        return Err(Failure::new(
+            code::ERROR,
+            format!("giving up root needs a single thread, and execprof has {threads}; this is a bug: report it"),
+        ));
+    }
+    let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(40);
+    // SAFETY: plain system calls on this process.
+    unsafe {
+        check("prctl(PR_SET_KEEPCAPS)", libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0))?;
+        for cap in 0..=last_cap {
+            // EINVAL: a capability this kernel does not know.
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err(failed("prctl(PR_CAPBSET_DROP)"));
+            }
+        }
+        check("setgroups", libc::setgroups(0, std::ptr::null()))?;
+        check("setresgid", libc::setresgid(user.gid, user.gid, user.gid))?;
+        check("setresuid", libc::setresuid(user.uid, user.uid, user.uid))?;
+        check("prctl(PR_SET_KEEPCAPS)", libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0))?;
+        check("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))?;
+        check("prctl(PR_SET_NO_NEW_PRIVS)", libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+    }
+    let bpf = 1u64 << CAP_BPF;
+    let capset_failed = |e: std::io::Error| Failure::new(code::ERROR, format!("giving up root: capset failed: {e}"));
+    // CAP_BPF permitted but not effective: does the kernel still let bpf() through?
+    capset(0, bpf).map_err(capset_failed)?;
+    let kept = if bpf_works() {
+        capset(0, 0).map_err(capset_failed)?;
+        Kept::Nothing
+    } else {
+        capset(bpf, bpf).map_err(capset_failed)?;
+        if !bpf_works() {
+            return Err(Failure::new(
+                code::ERROR,
+                "giving up root: the agent's BPF programs cannot be read even with CAP_BPF kept; run it without --user",
+            ));
+        }
+        Kept::Bpf
+    };
+    // What the kernel now says of this process.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps = if kept == Kept::Bpf { bpf } else { 0 };
+    if uids(&status) != Some([user.uid; 4]) || parse_cap_eff(&status) != Some(caps) {
+        return Err(Failure::new(
+            code::ERROR,
+            "giving up root: /proc/self/status does not show the user and capabilities just set; this is a bug: report it",
+        ));
+    }
+    Ok(kept)
+}
+
+/// This process's real, effective, saved and filesystem uids, from /proc/self/status.
+pub(crate) fn uids(status: &str) -> Option<[u32; 4]> {
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    let ids: Vec<u32> = line["Uid:".len()..].split_whitespace().filter_map(|t| t.parse().ok()).collect();
+    ids.try_into().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +213,28 @@ mod tests {
         let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
         assert_eq!(parse_cap_eff(status), Some(0x1ff_ffff_ffff));
         assert_eq!(parse_cap_eff("Name: x\n"), None);
+    }
+
+    #[test]
+    fn capability_masks_split_into_capsets_two_words() {
+        let data = cap_data(1 << CAP_BPF, (1 << CAP_BPF) | (1 << CAP_SYS_ADMIN));
+        assert_eq!((data[0].effective, data[0].permitted), (0, 1 << CAP_SYS_ADMIN));
+        assert_eq!((data[1].effective, data[1].permitted), (1 << (CAP_BPF - 32), 1 << (CAP_BPF - 32)));
+        assert!(data.iter().all(|d| d.inheritable == 0));
+    }
+
+    #[test]
+    fn reads_the_uids() {
+        assert_eq!(uids("Name:\tx\nUid:\t65534\t65534\t65534\t65534\nGid:\t0\n"), Some([65534; 4]));
+        assert_eq!(uids("Uid:\t0\t0\n"), None);
+    }
+
+    #[test]
+    fn users_are_found_by_name_or_uid_and_root_is_refused() {
+        let nobody = RunAs::lookup("nobody").unwrap();
+        assert_eq!(RunAs::lookup(&nobody.uid.to_string()).unwrap().uid, nobody.uid);
+        assert!(RunAs::lookup("root").unwrap_err().to_string().contains("is root"));
+        assert!(RunAs::lookup("execprof-no-such-user").unwrap_err().to_string().contains("no such user"));
     }
 
     #[test]

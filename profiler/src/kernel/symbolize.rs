@@ -8,11 +8,14 @@ use blazesym::{
     },
 };
 
-use crate::analysis::attribution::Symbolizer;
+use crate::{analysis::attribution::Symbolizer, kernel::ksyms::KernelSymbols};
 
-pub(crate) struct KernelSymbolizer {
-    inner: Blazesym,
-    source: Source<'static>,
+pub(crate) enum KernelSymbolizer {
+    /// blazesym, reading `/proc/kallsyms` as it needs.
+    Blazesym { inner: Box<Blazesym>, source: Source<'static> },
+    /// `/proc/kallsyms` read once, for a process about to lose the privilege to read its
+    /// addresses (`agent --user`): modules loaded later are not in it.
+    Snapshot(KernelSymbols),
 }
 
 impl KernelSymbolizer {
@@ -20,12 +23,22 @@ impl KernelSymbolizer {
     /// report shows, and it needs no vmlinux image on disk.
     pub(crate) fn new() -> Self {
         let kernel = Kernel { kallsyms: MaybeDefault::Default, vmlinux: MaybeDefault::None, debug_syms: false, ..Kernel::default() };
-        Self { inner: Blazesym::new(), source: Source::Kernel(kernel) }
+        Self::Blazesym { inner: Box::new(Blazesym::new()), source: Source::Kernel(kernel) }
+    }
+
+    /// The kernel's text symbols as they are now (needs root to see their addresses).
+    pub(crate) fn snapshot() -> Result<Self> {
+        Ok(Self::Snapshot(KernelSymbols::load()?))
     }
 
     fn try_symbolize(&self, addrs: &[u64]) -> Result<Vec<Option<String>>> {
-        let out = self.inner.symbolize(&self.source, Input::AbsAddr(addrs)).context("symbolizing kernel addresses from /proc/kallsyms")?;
-        Ok(out.iter().map(|s| s.as_sym().map(|sym| sym.name.to_string())).collect())
+        match self {
+            Self::Blazesym { inner, source } => {
+                let out = inner.symbolize(source, Input::AbsAddr(addrs)).context("symbolizing kernel addresses from /proc/kallsyms")?;
+                Ok(out.iter().map(|s| s.as_sym().map(|sym| sym.name.to_string())).collect())
+            }
+            Self::Snapshot(ksyms) => Ok(Symbolizer::symbolize(ksyms, addrs)),
+        }
     }
 }
 

@@ -274,6 +274,12 @@ impl Tracer {
         costs
     }
 
+    /// Whether a bpf() call on this process's loaded programs succeeds (reading one's information):
+    /// how `agent --user` learns whether the kernel still wants CAP_BPF for its map reads.
+    pub(crate) fn bpf_works(&self) -> bool {
+        self.ebpf.programs().find(|(_, p)| p.fd().is_ok()).is_some_and(|(_, p)| p.info().is_ok())
+    }
+
     /// The agent's aggregates (once).
     pub(crate) fn take_aggregates(&mut self, capacity: u32) -> Result<crate::kernel::aggregates::AggregateMaps> {
         crate::kernel::aggregates::AggregateMaps::take(&mut self.ebpf, capacity)
