@@ -14,11 +14,7 @@ use std::{
 
 use regex::Regex;
 
-use super::{
-    aggregates::{Call, MissCounts, OTHER, SeriesKey, Totals},
-    attribution::Symbolizer,
-    phases::PhaseModel,
-};
+use super::aggregates::{Call, MissCounts, OTHER, SeriesKey, Totals};
 
 /// Names parsed from a cgroup's path: a systemd unit, a container id, a Kubernetes pod uid
 /// (empty when the path holds none).
@@ -161,12 +157,7 @@ pub struct Exposition {
     pub dropped: u64,
     /// Kernel-stack samples inside exec attempts per (outcome, phase).
     pub phase_samples: BTreeMap<(String, String), u64>,
-    /// Each distinct stack's phase, attributed once (cleared past [`MAX_STACKS`]).
-    stack_phases: std::collections::HashMap<Vec<u64>, String>,
 }
-
-/// Distinct stacks whose phase is remembered.
-const MAX_STACKS: usize = 65_536;
 
 impl Exposition {
     /// Holds at most `max_series` label sets (past it a new one loses its cgroup's names)
@@ -181,7 +172,6 @@ impl Exposition {
             folded: 0,
             dropped: 0,
             phase_samples: BTreeMap::new(),
-            stack_phases: std::collections::HashMap::new(),
         }
     }
 
@@ -217,29 +207,10 @@ impl Exposition {
         entry.changed = now;
     }
 
-    /// Adds `count` samples of one kernel stack (leaf first) taken inside exec attempts of
-    /// `outcome`, in the phase `run` would attribute it to.
-    pub fn add_samples(&mut self, outcome: &str, frames: &[u64], count: u64, symbols: &dyn Symbolizer, model: &PhaseModel) {
-        if !self.stack_phases.contains_key(frames) {
-            if self.stack_phases.len() >= MAX_STACKS {
-                self.stack_phases.clear();
-            }
-            let phase = if frames.is_empty() {
-                model.other()
-            } else {
-                let names: Vec<String> = symbols
-                    .symbolize(frames)
-                    .into_iter()
-                    .zip(frames)
-                    .map(|(n, a)| n.unwrap_or_else(|| format!("[unknown {a:#x}]")))
-                    .collect();
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                model.attribute(&names).phase
-            };
-            self.stack_phases.insert(frames.to_vec(), model.phase(phase).name.clone());
-        }
-        let phase = self.stack_phases[frames].clone();
-        *self.phase_samples.entry((outcome.to_owned(), phase)).or_default() += count;
+    /// Adds `count` kernel-stack samples of exec attempts ending in `outcome`, their stack
+    /// in `phase` (named once per distinct stack: [`StackNames`](super::profile_window::StackNames)).
+    pub fn add_samples(&mut self, outcome: &str, phase: &str, count: u64) {
+        *self.phase_samples.entry((outcome.to_owned(), phase.to_owned())).or_default() += count;
     }
 
     /// Drops the label sets that have not changed for the idle time (after they were

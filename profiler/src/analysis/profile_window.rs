@@ -25,6 +25,35 @@ pub struct NamedStack {
     pub frames: Vec<String>,
 }
 
+/// Kernel stacks named once: each distinct stack's symbols and phase, kept for later reads
+/// (at most `MAX_NAMED`; past that the names start again). The metrics' phase counts and the
+/// profile window share it.
+#[derive(Default)]
+pub struct StackNames {
+    stacks: HashMap<Vec<u64>, Arc<NamedStack>>,
+}
+
+impl StackNames {
+    /// `frames` (innermost first) named: symbols outermost first, and the phase `run` gives.
+    pub fn named(&mut self, frames: &[u64], symbols: &dyn Symbolizer, model: &PhaseModel) -> Arc<NamedStack> {
+        if let Some(s) = self.stacks.get(frames) {
+            return s.clone();
+        }
+        if self.stacks.len() >= MAX_NAMED {
+            self.stacks.clear();
+        }
+        let names: Vec<String> = if frames.is_empty() {
+            vec!["[no kernel stack]".to_owned()]
+        } else {
+            symbols.symbolize(frames).into_iter().zip(frames).map(|(n, a)| n.unwrap_or_else(|| format!("[unknown {a:#x}]"))).collect()
+        };
+        let phase = if frames.is_empty() { model.other() } else { model.attribute(&names).phase };
+        let stack = Arc::new(NamedStack { phase: model.phase(phase).name.clone(), frames: names.into_iter().rev().collect() });
+        self.stacks.insert(frames.to_vec(), stack.clone());
+        stack
+    }
+}
+
 /// The labels a profile's samples carry: the series they were counted under.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SampleSeries {
@@ -77,7 +106,7 @@ pub struct WindowProfile {
     pub untimed_samples: u64,
 }
 
-/// Distinct named stacks and series kept for naming; past this the caches start again.
+/// Distinct named stacks and series kept; past this the caches start again.
 const MAX_NAMED: usize = 1 << 14;
 
 /// The reads of the last span, bounded in rows.
@@ -93,7 +122,6 @@ pub struct ProfileWindow {
     pub dropped_samples: u64,
     /// The time of the last read dropped for space: what is kept covers only after it.
     dropped_until: Option<Instant>,
-    stacks: HashMap<Vec<u64>, Arc<NamedStack>>,
     series: HashMap<SampleSeries, Arc<SampleSeries>>,
 }
 
@@ -108,7 +136,6 @@ impl ProfileWindow {
             max_entries,
             dropped_samples: 0,
             dropped_until: None,
-            stacks: HashMap::new(),
             series: HashMap::new(),
         }
     }
@@ -118,22 +145,19 @@ impl ProfileWindow {
         self.span
     }
 
-    /// Adds one read at `at`: `samples` (series, frames innermost first, count) of exec
-    /// attempts, and the `deltas` of its series (only exec attempts' are kept).
+    /// Adds one read at `at`: `samples` (series, named stack, count) of exec attempts, and
+    /// the `deltas` of its series (only exec attempts' are kept).
     pub fn push<'a>(
         &mut self,
         at: Instant,
-        samples: impl IntoIterator<Item = (&'a SeriesKey, &'a [u64], u64)>,
+        samples: impl IntoIterator<Item = (&'a SeriesKey, Arc<NamedStack>, u64)>,
         deltas: &[(SeriesKey, Totals)],
-        symbols: &dyn Symbolizer,
-        model: &PhaseModel,
     ) {
         let mut read = Read { at, samples: Vec::new(), time: Vec::new() };
-        for (series, frames, count) in samples {
+        for (series, stack, count) in samples {
             if series.call != Call::Exec || count == 0 {
                 continue;
             }
-            let stack = self.named(frames, symbols, model);
             read.samples.push((self.interned(series), stack, count));
         }
         for (series, delta) in deltas {
@@ -175,24 +199,6 @@ impl ProfileWindow {
         let s = Arc::new(series.clone());
         self.series.insert(series, s.clone());
         s
-    }
-
-    fn named(&mut self, frames: &[u64], symbols: &dyn Symbolizer, model: &PhaseModel) -> Arc<NamedStack> {
-        if let Some(s) = self.stacks.get(frames) {
-            return s.clone();
-        }
-        if self.stacks.len() >= MAX_NAMED {
-            self.stacks.clear();
-        }
-        let names: Vec<String> = if frames.is_empty() {
-            vec!["[no kernel stack]".to_owned()]
-        } else {
-            symbols.symbolize(frames).into_iter().zip(frames).map(|(n, a)| n.unwrap_or_else(|| format!("[unknown {a:#x}]"))).collect()
-        };
-        let phase = if frames.is_empty() { model.other() } else { model.attribute(&names).phase };
-        let stack = Arc::new(NamedStack { phase: model.phase(phase).name.clone(), frames: names.into_iter().rev().collect() });
-        self.stacks.insert(frames.to_vec(), stack.clone());
-        stack
     }
 
     /// The reads of the last `seconds` before `now`, summed per series and stack; a series'
@@ -258,24 +264,31 @@ mod tests {
         SeriesKey { cgroup: "/a.service".into(), program: program.into(), call: Call::Exec, outcome: outcome.into(), compat: false }
     }
 
+    /// `w.push` of `samples` (series, frames, count) named by `Names`.
+    fn push<const N: usize>(w: &mut ProfileWindow, at: Instant, samples: [(&SeriesKey, &[u64], u64); N], deltas: &[(SeriesKey, Totals)]) {
+        let model = PhaseModel::builtin().unwrap();
+        let mut names = StackNames::default();
+        let named: Vec<_> = samples.into_iter().map(|(s, f, n)| (s, names.named(f, &Names, &model), n)).collect();
+        w.push(at, named, deltas);
+    }
+
     fn timed(ns: u64) -> Totals {
         Totals { count: 1, timed: 1, sum_ns: ns, ..Totals::default() }
     }
 
     #[test]
     fn a_window_sums_its_reads_and_shares_each_series_time_by_its_samples() {
-        let model = PhaseModel::builtin().unwrap();
         let t0 = Instant::now();
         let mut w = ProfileWindow::new(Duration::from_secs(60), 1000, t0);
         let (sh, true_) = (series("/bin/sh", "enoent"), series("/bin/sh", "success"));
         let lookup: &[u64] = &[3, 2, 1];
         let binfmt: &[u64] = &[4, 1];
         let at = |s: u64| t0 + Duration::from_secs(s);
-        w.push(at(1), [(&sh, lookup, 3), (&true_, binfmt, 1)], &[(sh.clone(), timed(3_000)), (true_.clone(), timed(500))], &Names, &model);
-        w.push(at(2), [(&sh, lookup, 1)], &[(sh.clone(), timed(1_000))], &Names, &model);
+        push(&mut w, at(1), [(&sh, lookup, 3), (&true_, binfmt, 1)], &[(sh.clone(), timed(3_000)), (true_.clone(), timed(500))]);
+        push(&mut w, at(2), [(&sh, lookup, 1)], &[(sh.clone(), timed(1_000))]);
         // A fork's samples and time are not an exec's.
         let fork = SeriesKey { call: Call::Fork, ..series("/bin/sh", "success") };
-        w.push(at(2), [(&fork, binfmt, 9)], &[(fork.clone(), timed(9_000))], &Names, &model);
+        push(&mut w, at(2), [(&fork, binfmt, 9)], &[(fork.clone(), timed(9_000))]);
         let p = w.last(Duration::from_secs(30), at(3), 1_000_000);
         assert_eq!(p.stacks.len(), 2);
         let first = &p.stacks[0];
@@ -292,14 +305,13 @@ mod tests {
 
     #[test]
     fn old_reads_leave_the_window_and_space_drops_the_oldest_counted() {
-        let model = PhaseModel::builtin().unwrap();
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let sh = series("/bin/sh", "enoent");
         let stack: &[u64] = &[2, 1];
         let mut w = ProfileWindow::new(Duration::from_secs(10), 30, t0);
         for s in 1..=20 {
-            w.push(at(s), [(&sh, stack, 1)], &[(sh.clone(), timed(100))], &Names, &model);
+            push(&mut w, at(s), [(&sh, stack, 1)], &[(sh.clone(), timed(100))]);
         }
         assert_eq!(w.reads.len(), 11, "the reads of 10..=20 s");
         let p = w.last(Duration::from_secs(10), at(20), 1_000);
@@ -308,7 +320,7 @@ mod tests {
         // 2 rows a read, 4 at most: the read of 1 s goes for space, and the profile says so.
         let mut w = ProfileWindow::new(Duration::from_secs(10), 4, t0);
         for s in 1..=3 {
-            w.push(at(s), [(&sh, stack, 1)], &[(sh.clone(), timed(100))], &Names, &model);
+            push(&mut w, at(s), [(&sh, stack, 1)], &[(sh.clone(), timed(100))]);
         }
         assert_eq!(w.dropped_samples, 1);
         let p = w.last(Duration::from_secs(10), at(3), 1_000);
@@ -317,11 +329,10 @@ mod tests {
 
     #[test]
     fn samples_without_measured_time_stand_for_a_period_and_lost_stacks_are_named() {
-        let model = PhaseModel::builtin().unwrap();
         let t0 = Instant::now();
         let mut w = ProfileWindow::new(Duration::from_secs(10), 100, t0);
         let sh = series("/bin/sh", "success");
-        w.push(t0 + Duration::from_secs(1), [(&sh, &[][..], 2), (&sh, &[99u64][..], 1)], &[], &Names, &model);
+        push(&mut w, t0 + Duration::from_secs(1), [(&sh, &[][..], 2), (&sh, &[99u64][..], 1)], &[]);
         let p = w.last(Duration::from_secs(5), t0 + Duration::from_secs(2), 1_000);
         assert_eq!(p.untimed_samples, 3);
         assert_eq!(p.stacks[0].stack.frames, ["[no kernel stack]"]);

@@ -440,9 +440,9 @@ pub struct AgentCommandArgs {
     #[command(flatten)]
     pub agent: AgentArgs,
     /// Once its programs are attached (and its endpoint listening), run as USER (a name or
-    /// uid) with no capabilities, no supplementary groups and no way to regain them; only
-    /// CAP_BPF is kept where the kernel checks it on every bpf() call (before 6.5 with
-    /// kernel.unprivileged_bpf_disabled set, as in Debian 12). Kernel symbols are read before.
+    /// uid) with no capabilities, no supplementary groups and no way to regain them (CAP_BPF
+    /// alone is kept on an older kernel that checks it on every bpf() call when
+    /// kernel.unprivileged_bpf_disabled is set). Kernel symbols are read before.
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// The metrics endpoint's options.

@@ -15,10 +15,10 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     analysis::{
-        aggregates::{AgentTotals, outcome_name},
+        aggregates::AgentTotals,
         exposition::{Exposition, ProgramLabels},
         phases::PhaseModel,
-        profile_window::ProfileWindow,
+        profile_window::{ProfileWindow, StackNames},
     },
     kernel::{
         layout::{AgentLayout, TaskLayout},
@@ -212,7 +212,7 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
             user.gid,
             match kept {
                 Kept::Nothing => "no capabilities".to_owned(),
-                Kept::Bpf => "only CAP_BPF: this kernel checks it on every bpf() call (kernel.unprivileged_bpf_disabled is set; 6.5 dropped that check)".to_owned(),
+                Kept::Bpf => "only CAP_BPF: this kernel checks it on every bpf() call (kernel.unprivileged_bpf_disabled is set)".to_owned(),
             }
         );
     }
@@ -290,6 +290,8 @@ struct Endpoint {
     shared: Shared,
     /// Names the samples' stacks once per distinct stack.
     symbols: Rc<KernelSymbolizer>,
+    /// The samples' stacks, each named once.
+    stack_names: std::cell::RefCell<StackNames>,
     model: PhaseModel,
     /// The capacities the maps' gauges show.
     max_series: u64,
@@ -335,6 +337,7 @@ impl Endpoint {
         Ok(Self {
             shared,
             symbols,
+            stack_names: Default::default(),
             model: PhaseModel::builtin()?,
             max_series: u64::from(cfg.max_series),
             max_totals: cfg.max_totals as u64,
@@ -346,6 +349,20 @@ impl Endpoint {
     /// Folds one read into the metrics.
     fn update(&self, poll: &Poll, last: &Last, totals: &AgentTotals, tracer: &Tracer) {
         let now = Instant::now();
+        // Each exec stack named once, for the phase counts and the profile window alike.
+        let mut names = self.stack_names.borrow_mut();
+        let samples: Vec<_> = poll
+            .stacks
+            .iter()
+            .filter(|s| s.call == profiler_common::aggregate::CALL_EXEC)
+            .map(|s| (&s.series, names.named(&s.frames, &*self.symbols, &self.model), s.samples))
+            .collect();
+        drop(names);
+        let window_dropped = self.shared.profiles.as_ref().map(|window| {
+            let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
+            window.push(now, samples.iter().map(|(series, stack, n)| (*series, stack.clone(), *n)), &poll.deltas);
+            window.dropped_samples
+        });
         let mut state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());
         let MetricsState { exposition, own } = &mut *state;
         for (key, delta) in &poll.deltas {
@@ -354,13 +371,14 @@ impl Endpoint {
         for (_, directory, counts) in &poll.misses {
             exposition.add_misses(directory, counts, now);
         }
-        for s in &poll.stacks {
-            if s.call == profiler_common::aggregate::CALL_EXEC {
-                exposition.add_samples(&outcome_name(s.outcome), &s.frames, s.samples, &*self.symbols, &self.model);
-            }
+        for (series, stack, n) in &samples {
+            exposition.add_samples(&series.outcome, &stack.phase, *n);
         }
         exposition.age(now);
         own.losses = AgentLosses::new(&poll.counters, totals.series.folded).pairs();
+        if let Some(dropped) = window_dropped {
+            own.losses.push(("samples_dropped_from_profile_window", dropped));
+        }
         own.maps = vec![
             ("kernel_series", poll.entries as u64, self.max_series),
             ("agent_totals", totals.series.len() as u64, self.max_totals),
@@ -369,18 +387,6 @@ impl Endpoint {
         own.removed = last.removed as u64;
         if self.program_stats {
             own.programs = tracer.program_costs();
-        }
-        drop(state);
-        let window_dropped = self.shared.profiles.as_ref().map(|window| {
-            let samples = poll.stacks.iter().map(|s| (&s.series, s.frames.as_slice(), s.samples));
-            let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
-            window.push(now, samples, &poll.deltas, &*self.symbols, &self.model);
-            window.dropped_samples
-        });
-        let mut state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());
-        let own = &mut state.own;
-        if let Some(dropped) = window_dropped {
-            own.losses.push(("samples_dropped_from_profile_window", dropped));
         }
         own.reads += 1;
         own.last_read_unix_s = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());

@@ -86,8 +86,8 @@ impl RunAs {
 pub(crate) enum Kept {
     /// No capability at all.
     Nothing,
-    /// CAP_BPF only: the kernel checks it on every bpf() call (before 6.5, with
-    /// `kernel.unprivileged_bpf_disabled` set), the reads of the agent's maps included.
+    /// CAP_BPF only: the kernel checks it on every bpf() call (older kernels, with
+    /// `kernel.unprivileged_bpf_disabled` set; not 6.1 or later), the reads of the agent's maps included.
     Bpf,
 }
 
