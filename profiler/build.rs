@@ -13,6 +13,7 @@ const EBPF_TOOLCHAIN_ENV: &str = "EXECPROF_EBPF_TOOLCHAIN";
 
 fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow!("OUT_DIR not set"))?);
+    commit();
     chain::build_chain(&out_dir).context("building the built-in exec-chain workload")?;
 
     // Without the `tracer` feature (xtask reading reports) nothing loads eBPF: build none.
@@ -46,4 +47,42 @@ fn proto_types() -> anyhow::Result<()> {
     let descriptors = protox::compile(["proto/pprof.proto", "proto/perfetto_trace.proto"], ["proto"])?;
     prost_build::Config::new().compile_fds(descriptors)?;
     Ok(())
+}
+
+/// `EXECPROF_COMMIT`, what `execprof --version` names after the version: the commit built
+/// (12 hex digits, `-dirty` with uncommitted changes), or `unknown commit` outside a git
+/// checkout (a source tarball). Rebuilt when HEAD or the branch it names moves.
+fn commit() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+            format!("commit {hash}{}", if dirty { "-dirty" } else { "" })
+        }
+        None => "unknown commit".to_owned(),
+    };
+    println!("cargo:rustc-env=EXECPROF_COMMIT={commit}");
+    // Only files that exist: cargo runs the script every time for a missing one.
+    let watch = |path: PathBuf| {
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    };
+    if let (Some(dir), Some(common)) = (git(&["rev-parse", "--absolute-git-dir"]), git(&["rev-parse", "--git-common-dir"])) {
+        let dir = PathBuf::from(dir);
+        watch(dir.join("HEAD"));
+        watch(dir.join("index"));
+        let common = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join(common);
+        if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            watch(common.join(branch));
+        }
+        watch(common.join("packed-refs"));
+    }
 }

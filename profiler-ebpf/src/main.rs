@@ -26,6 +26,9 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
 
+/// The object's license, as the crate's (`MIT OR GPL-2.0-only`): one the kernel takes as
+/// GPL-compatible, which the GPL-only helpers it calls (`bpf_probe_read_kernel`,
+/// `bpf_get_stackid`) require.
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

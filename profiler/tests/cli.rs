@@ -119,3 +119,16 @@ fn side_b_options_without_vs_name_vs() {
         .code(2)
         .stderr(predicate::str::contains("--vs-output and --vs-setup describe side B: give B's options with --vs"));
 }
+
+/// `--version` names the version and the commit built (or says the commit is unknown, outside
+/// a git checkout).
+#[test]
+fn version_names_the_commit() {
+    let out = execprof().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rest = text.trim().strip_prefix(&format!("execprof {} (", env!("CARGO_PKG_VERSION"))).unwrap_or_else(|| panic!("{text}"));
+    let commit = rest.strip_suffix(')').unwrap_or_else(|| panic!("{text}"));
+    let hash = commit.strip_prefix("commit ").map(|h| h.trim_end_matches("-dirty"));
+    assert!(commit == "unknown commit" || hash.is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit())), "{text}");
+}

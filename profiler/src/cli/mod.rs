@@ -5,9 +5,12 @@ use std::{ffi::OsString, path::PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
+/// `--version`: the package's version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("EXECPROF_COMMIT"), ")");
+
 /// The `execprof` command line.
 #[derive(Debug, Parser)]
-#[command(name = "execprof", version, about = "Where the kernel spends exec time: traces every execve of a process tree")]
+#[command(name = "execprof", version = VERSION, about = "Where the kernel spends exec time: traces every execve of a process tree")]
 #[command(args_override_self = true)]
 pub struct Cli {
     /// Show more: eBPF verifier statistics, eBPF-side diagnostics, debug logs.
