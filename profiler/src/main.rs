@@ -9,7 +9,7 @@ use execprof::{
         self, Cli, Command,
         config::{agent_command_config, chain_spec, check_repeatable, outputs, repeat_config, run_config, spawn_config, top_config},
     },
-    commands::{agent, bench, doctor, repeat, run, top},
+    commands::{agent, bench, doctor, manual, repeat, run, top},
     model::failure::{Failure, code},
 };
 
@@ -44,6 +44,8 @@ fn main() {
             .map_err(anyhow::Error::from)
             .and_then(|spec| bench::chain(spec, args.rounds, args.json.as_deref()))
             .map(|()| 0),
+        Command::Completions(args) => manual::completions(args.shell).map(|()| 0),
+        Command::ManPages(args) => manual::man_pages(&args.dir).map(|()| 0),
     };
     let status = match result {
         Ok(status) => status,

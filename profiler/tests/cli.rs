@@ -132,3 +132,69 @@ fn version_names_the_commit() {
     let hash = commit.strip_prefix("commit ").map(|h| h.trim_end_matches("-dirty"));
     assert!(commit == "unknown commit" || hash.is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit())), "{text}");
 }
+
+/// `man-pages DIR`: a page per command from the clap definitions (the agent's in section 8),
+/// each read by man-db's `man` (installed by `cargo xtask setup` for the tests) with its name
+/// and every long option `--help` lists.
+#[test]
+fn man_pages_render_in_man_with_every_option_of_help() {
+    let dir = tempfile::tempdir().unwrap();
+    execprof().arg("man-pages").arg(dir.path()).assert().success();
+    let mut pages: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    pages.sort();
+    for want in [
+        "execprof.1",
+        "execprof-run.1",
+        "execprof-report.1",
+        "execprof-diff.1",
+        "execprof-agent.8",
+        "execprof-top.1",
+        "execprof-bench-spawn.1",
+    ] {
+        assert!(pages.iter().any(|p| p == want), "{want} missing from {pages:?}");
+    }
+    assert!(!pages.iter().any(|p| p.starts_with("execprof-man-pages")), "hidden commands have no page");
+    for (page, command) in [("execprof-run.1", "run"), ("execprof-agent.8", "agent")] {
+        let out = std::process::Command::new("man")
+            .arg("-l")
+            .arg(dir.path().join(page))
+            .env("MANWIDTH", "100")
+            .env("MANPAGER", "cat")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "man -l {page}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).replace("\u{2010}\n", "").replace('\u{2010}', "-");
+        assert!(text.contains("NAME") && text.contains(&format!("execprof-{command}")), "{text}");
+        let help = execprof().args([command, "--help"]).output().unwrap();
+        let help = String::from_utf8(help.stdout).unwrap();
+        for option in help.split_whitespace().filter(|w| w.starts_with("--") && w.len() > 2) {
+            let option = option.trim_end_matches([',', '.', ')', ':']).split(['=', '[', '<']).next().unwrap();
+            assert!(text.contains(option), "{page} lacks {option}");
+        }
+    }
+}
+
+/// `completions bash` loads in bash and completes execprof's subcommands; zsh's and fish's
+/// scripts are theirs.
+#[test]
+fn completion_scripts_load() {
+    let bash = execprof().args(["completions", "bash"]).output().unwrap();
+    assert!(bash.status.success());
+    let script = String::from_utf8(bash.stdout).unwrap();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("{script}\ncomplete -p execprof\nCOMP_WORDS=(execprof ag); COMP_CWORD=1; _execprof execprof ag execprof; printf '%s\\n' \"${{COMPREPLY[@]}}\""))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("-F _execprof execprof") && said.lines().any(|l| l == "agent"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let zsh = execprof().args(["completions", "zsh"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&zsh.stdout).starts_with("#compdef execprof"));
+    let fish = execprof().args(["completions", "fish"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&fish.stdout).contains("complete -c execprof"));
+    execprof().args(["completions", "tcsh"]).assert().code(2).stderr(predicate::str::contains("invalid value"));
+}

@@ -43,6 +43,8 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "golang-go",
     // The virtual environment for Perfetto's published protos ([`PYTHON_READERS`]).
     "python3-venv",
+    // `man` reads the generated man pages.
+    "man-db",
 ];
 
 /// Where the tests' Python readers live: a virtual environment (not the system's Python) with

@@ -46,6 +46,29 @@ pub enum Command {
     /// Run the classic exec benchmarks without tracing and print their own timings.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print SHELL's completion script for execprof (bash, zsh, fish, elvish, powershell), e.g.
+    /// `execprof completions bash > ~/.local/share/bash-completion/completions/execprof`.
+    Completions(CompletionsArgs),
+    /// Write a man page per command into DIR (execprof.1, execprof-run.1, …, execprof-agent.8):
+    /// what the package installs.
+    #[command(hide = true)]
+    ManPages(ManPagesArgs),
+}
+
+/// Options of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// Options of `man-pages`.
+#[derive(Debug, Args)]
+pub struct ManPagesArgs {
+    /// Where the pages go (made if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// The benchmarks `bench` runs.

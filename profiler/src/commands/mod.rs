@@ -2,6 +2,7 @@
 pub mod agent;
 pub mod bench;
 pub mod doctor;
+pub mod manual;
 pub mod repeat;
 pub mod run;
 pub mod spawn;
