@@ -879,69 +879,6 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
     }
 }
 
-/// The README's example report is the current program's: its section headers and row names,
-/// in order, are what `execprof run` prints now (numbers aside). On a kernel without
-/// `sched_prepare_exec` the split of successful execs is replaced by one line saying so.
-#[test]
-#[ignore = "needs root"]
-fn the_readme_example_is_the_current_report() {
-    require_root!();
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let block = readme.split("```\n$ sudo execprof run\n").nth(1).and_then(|b| b.split("```").next()).expect("the README's example block");
-    let out = execprof().args(["run", "--mode", "sampled", "--steps", "300"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let live = String::from_utf8_lossy(&out.stdout).into_owned();
-    let split = execprof::testing::kernel_version() >= (6, 10);
-    let (want, got) = (skeleton(block, split), skeleton(&live, split));
-    assert_eq!(want, got, "the README's example report has drifted from the program's output: regenerate it");
-}
-
-/// Section headers and row names of a report, in order: each line up to its first digit or
-/// run of two spaces. Left out: messages on standard error and attach warnings, the sampled
-/// sections (elided in the README), the programs table (which programs ran depends on the
-/// run) and, where `split` is false, the successful-exec split and its chain rows.
-fn skeleton(text: &str, split: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut skipping = false;
-    for line in text.lines() {
-        if line.starts_with("Where the kernel time goes") || (!split && line.starts_with("Successful execs around")) {
-            skipping = true;
-            continue;
-        }
-        if line.starts_with("execprof: ") {
-            continue;
-        }
-        if line.starts_with("execprof's own eBPF programs") {
-            // Which programs ran depends on the run, and the kernel keeps the statistics
-            // behind this section from 6.10 on only.
-            skipping = true;
-            continue;
-        }
-        if skipping && !line.starts_with(' ') {
-            skipping = false;
-        }
-        if skipping || line.starts_with("(per-phase and per-function sections") || line.starts_with("Successful execs are not split") {
-            continue;
-        }
-        let t = line.trim_start();
-        // Kernel-specific: attach warnings (a hook this kernel lacks), and the chain rows of
-        // the split that only kernels with sched_prepare_exec report.
-        if line.starts_with("warning   ") || (!split && (t.starts_with("before the point of no return") || t.starts_with("after it"))) {
-            continue;
-        }
-        // Run-dependent notes: a latency that happened to come out multimodal.
-        if t.starts_with("MULTIMODAL") {
-            continue;
-        }
-        let end = t.char_indices().find(|&(i, c)| c.is_ascii_digit() || (i > 0 && t[i..].starts_with("  "))).map_or(t.len(), |(i, _)| i);
-        let label = t[..end].trim();
-        if !label.is_empty() {
-            out.push(label.to_owned());
-        }
-    }
-    out
-}
-
 fn chain_dir_paths() -> Vec<std::path::PathBuf> {
     std::fs::read_dir(std::env::temp_dir())
         .unwrap()

@@ -191,41 +191,41 @@ pub struct OutputArgs {
     /// Print each outcome's call tree, rooted at the syscall: every function's inclusive and
     /// self time per attempt with 95% intervals (from stacks, and from probe nesting in exact
     /// mode). Always in --json.
-    #[arg(long)]
+    #[arg(long, help_heading = "Report")]
     pub tree: bool,
     /// Print the fast-path estimate: what looking the name up before allocating anything (a
     /// double lookup) would save per failed attempt and add per successful exec, from this
     /// run's samples. Always in --json when the run has both.
-    #[arg(long)]
+    #[arg(long, help_heading = "Report")]
     pub fast_path: bool,
     /// Write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub json: Option<PathBuf>,
     /// Write a Perfetto trace to FILE (open it in ui.perfetto.dev): a track per thread, a slice
     /// per exec attempt named by its outcome with its file and faults, its parts, kernel
     /// functions (exact mode), user-space gaps, fork calls, off-CPU time.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub trace: Option<PathBuf>,
     /// --trace's format: Perfetto's own protobuf, or the legacy Chrome trace-event JSON.
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t, requires = "trace")]
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t, requires = "trace", help_heading = "Outputs")]
     pub trace_format: crate::render::TraceFormat,
     /// Write folded stacks and a flame graph SVG per outcome into DIR.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Outputs")]
     pub folded: Option<PathBuf>,
     /// Write the kernel stacks sampled inside exec attempts as a pprof profile (gzipped
     /// profile.proto) to FILE, for `go tool pprof`, Parca or Pyroscope: sample types samples
     /// and exec_time (nanoseconds), labels outcome and phase.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub pprof: Option<PathBuf>,
     /// One line per exec attempt as attempts finish (time, pid, ppid, comm, outcome, latency,
     /// file), to FILE, or to standard output without one (or with `-`).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-", help_heading = "Outputs")]
     pub events: Option<PathBuf>,
     /// Each exec attempt's arguments too: read in the kernel from the caller's memory at the
     /// attempt's enter (outside its measured time), at most 16 arguments and 512 bytes, each
     /// cut at 127 bytes. `run`: shown on the --events lines and kept in the --output
     /// recording; `report`: shown on its --events lines when the recording has them.
-    #[arg(long)]
+    #[arg(long, help_heading = "Outputs")]
     pub argv: bool,
 }
 
@@ -243,6 +243,7 @@ pub struct ReportArgs {
 /// Repeated and A/B runs: every run traced on its own, the repeats of a side merged into one
 /// recording, sides interleaved A B B A A B … so that machine drift hits both.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Comparing")]
 pub struct RepeatArgs {
     /// Run N times (each traced on its own) and merge them into the --output recording; the
     /// report shows the spread between the repeats.
@@ -318,64 +319,64 @@ impl clap::ValueEnum for crate::commands::spawn::Method {
 /// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// What to write besides the terminal report.
-    #[command(flatten)]
-    pub outputs: OutputArgs,
-    /// Record the run to FILE as it goes (compact, versioned; `execprof report FILE` replays it).
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Print progress on standard error once a second even when it is not a terminal.
-    #[arg(long)]
-    pub progress: bool,
-    /// Keep the kernel's BPF run-time statistics on during the run, and report what each of
-    /// execprof's programs cost and how much of each outcome's latency is probe time. They
-    /// cost the traced workload ~4% (every program run reads the clock twice more).
-    #[arg(long)]
-    pub probe_costs: bool,
+    /// Trace running processes instead of a command: these (comma-separated ids), their
+    /// threads, their descendants and every descendant born while tracing. Ends when they have
+    /// all exited, on Ctrl-C, or after --duration.
+    #[arg(long, value_name = "PID", value_delimiter = ',', conflicts_with_all = ["cgroup", "all"], help_heading = "Scope")]
+    pub pid: Vec<u32>,
+    /// Trace every task in this cgroup v2 directory or below (a container's, a systemd
+    /// service's), including tasks that move in later. PATH under the cgroup2 mount, or
+    /// relative to it (`system.slice/ssh.service`).
+    #[arg(long, value_name = "PATH", conflicts_with = "all", help_heading = "Scope")]
+    pub cgroup: Option<PathBuf>,
+    /// Trace every process on the machine.
+    #[arg(long, short = 'a', help_heading = "Scope")]
+    pub all: bool,
+    /// Stop tracing after this many seconds (any scope).
+    #[arg(long, value_name = "SECONDS", help_heading = "Scope")]
+    pub duration: Option<f64>,
     /// The built-in chain's shape (without a COMMAND).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Workload")]
     pub chain: ChainArgs,
+    /// The command to trace, after `--`. Without it, the built-in exec chain runs. With --all or
+    /// --cgroup, the command is the window: the scope is traced while it runs.
+    #[arg(last = true, value_name = "COMMAND", help_heading = "Workload")]
+    pub command: Vec<OsString>,
     /// Per-function timing: exact (fentry/fexit on exec-path functions, kprobes where there is
     /// no BTF), sampled (kernel stacks), or auto (exact where the kernel allows it, plus
     /// sampling; sampled otherwise).
-    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto, help_heading = "Tracing")]
     pub mode: ModeArg,
     /// Kernel-stack sampling rate inside exec attempts, per CPU (0 turns sampling off). Higher
     /// rates narrow the intervals and cost more: see benches/README.md.
-    #[arg(long, value_name = "HZ", default_value_t = 999)]
+    #[arg(long, value_name = "HZ", default_value_t = 999, help_heading = "Tracing")]
     pub sample_hz: u64,
     /// Which hooks time exec attempts and fork-family calls: fentry/fexit on the syscalls'
     /// own functions where the kernel allows them (no syscall tracepoint: other processes'
     /// syscalls run nothing of execprof's), else the raw sys_enter/sys_exit tracepoints (auto);
     /// or one of them.
-    #[arg(long, value_enum, default_value_t = BoundariesArg::Auto)]
+    #[arg(long, value_enum, default_value_t = BoundariesArg::Auto, help_heading = "Tracing")]
     pub boundaries: BoundariesArg,
     /// Ring buffer size in MiB (a power of two); raise it if the report shows "ring buffer full".
-    #[arg(long, value_name = "MIB", default_value_t = 8)]
+    #[arg(long, value_name = "MIB", default_value_t = 8, help_heading = "Tracing")]
     pub ring_mib: u32,
+    /// Keep the kernel's BPF run-time statistics on during the run, and report what each of
+    /// execprof's programs cost and how much of each outcome's latency is probe time. They
+    /// cost the traced workload ~4% (every program run reads the clock twice more).
+    #[arg(long, help_heading = "Tracing")]
+    pub probe_costs: bool,
+    /// What to write besides the terminal report.
+    #[command(flatten)]
+    pub outputs: OutputArgs,
+    /// Record the run to FILE as it goes (compact, versioned; `execprof report FILE` replays it).
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Outputs")]
+    pub output: Option<PathBuf>,
+    /// Print progress on standard error once a second even when it is not a terminal.
+    #[arg(long, help_heading = "Outputs")]
+    pub progress: bool,
     /// Repeated and A/B runs.
     #[command(flatten)]
     pub repeat: RepeatArgs,
-    /// Trace running processes instead of a command: these (comma-separated ids), their
-    /// threads, their descendants and every descendant born while tracing. Ends when they have
-    /// all exited, on Ctrl-C, or after --duration.
-    #[arg(long, value_name = "PID", value_delimiter = ',', conflicts_with_all = ["cgroup", "all"])]
-    pub pid: Vec<u32>,
-    /// Trace every task in this cgroup v2 directory or below (a container's, a systemd
-    /// service's), including tasks that move in later. PATH under the cgroup2 mount, or
-    /// relative to it (`system.slice/ssh.service`).
-    #[arg(long, value_name = "PATH", conflicts_with = "all")]
-    pub cgroup: Option<PathBuf>,
-    /// Trace every process on the machine.
-    #[arg(long, short = 'a')]
-    pub all: bool,
-    /// Stop tracing after this many seconds (any scope).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// The command to trace, after `--`. Without it, the built-in exec chain runs. With --all or
-    /// --cgroup, the command is the window: the scope is traced while it runs.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<OsString>,
 }
 
 /// How per-function time is measured (`--mode`).
@@ -408,55 +409,55 @@ pub enum BoundariesArg {
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// Every process on the machine (the default).
-    #[arg(long, short = 'a', conflicts_with_all = ["pid", "cgroup"])]
+    #[arg(long, short = 'a', conflicts_with_all = ["pid", "cgroup"], help_heading = "Scope")]
     pub all: bool,
     /// Only the tasks in this cgroup v2 directory or below, including tasks that move in
     /// later. PATH under the cgroup2 mount, or relative to it.
-    #[arg(long, value_name = "PATH", conflicts_with = "pid")]
+    #[arg(long, value_name = "PATH", conflicts_with = "pid", help_heading = "Scope")]
     pub cgroup: Option<PathBuf>,
     /// Only these processes (comma-separated ids) and what they start.
-    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    #[arg(long, value_name = "PID", value_delimiter = ',', help_heading = "Scope")]
     pub pid: Vec<u32>,
     /// Stop after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help_heading = "Scope")]
     pub duration: Option<f64>,
+    /// Kernel-stack sampling rate per CPU inside exec attempts (0 turns it off): where the
+    /// kernel time goes, per outcome, phase and function.
+    #[arg(long, value_name = "HZ", default_value_t = 99, help_heading = "Tracing")]
+    pub sample_hz: u64,
+    /// Which hooks time the calls (as `run --boundaries`).
+    #[arg(long, value_enum, default_value_t = BoundariesArg::Auto, help_heading = "Tracing")]
+    pub boundaries: BoundariesArg,
+    /// Keep the kernel's BPF run-time statistics on and report what each of the agent's eBPF
+    /// programs ran and cost (adds two clock reads to every run of each program).
+    #[arg(long, help_heading = "Tracing")]
+    pub probe_costs: bool,
     /// Write the aggregates as JSON to FILE on exit.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Agent")]
     pub json: Option<PathBuf>,
     /// Seconds between reads of the kernel's aggregates.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, help_heading = "Agent")]
     pub interval: f64,
     /// Series (cgroup, program, call, outcome) the kernel keeps; one past that is folded into
     /// the `other` series of its outcome, and counted.
-    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_SERIES)]
+    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_SERIES, help_heading = "Capacity")]
     pub max_series: u32,
     /// Slots for calls in flight (begun, not returned) and for PATH searches in progress,
     /// rounded up to a power of two: the tables are direct-mapped by thread or process id, so
     /// two ids sharing a slot at the same moment push one out (counted).
-    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_IN_FLIGHT)]
+    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_IN_FLIGHT, help_heading = "Capacity")]
     pub max_in_flight: u32,
-    /// Kernel-stack sampling rate per CPU inside exec attempts (0 turns it off): where the
-    /// kernel time goes, per outcome, phase and function.
-    #[arg(long, value_name = "HZ", default_value_t = 99)]
-    pub sample_hz: u64,
     /// Missed names (ENOENT attempts: PATH's missed directories) the kernel keeps per cgroup.
-    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_MISSES)]
+    #[arg(long, value_name = "N", default_value_t = profiler_common::aggregate::DEFAULT_MAX_MISSES, help_heading = "Capacity")]
     pub max_misses: u32,
     /// Series the agent keeps in its own totals (the kernel's entries are emptied into them);
     /// past that, new series are folded into `other`.
-    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    #[arg(long, value_name = "N", default_value_t = 65_536, help_heading = "Capacity")]
     pub max_totals: usize,
     /// Seconds a kernel entry may stay unchanged before it is read one last time and removed
     /// (its totals stay in the agent's).
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0, help_heading = "Capacity")]
     pub idle: f64,
-    /// Which hooks time the calls (as `run --boundaries`).
-    #[arg(long, value_enum, default_value_t = BoundariesArg::Auto)]
-    pub boundaries: BoundariesArg,
-    /// Keep the kernel's BPF run-time statistics on and report what each of the agent's eBPF
-    /// programs ran and cost (adds two clock reads to every run of each program).
-    #[arg(long)]
-    pub probe_costs: bool,
 }
 
 /// Options of `agent`: the agent's, and its metrics endpoint's.
@@ -469,7 +470,7 @@ pub struct AgentCommandArgs {
     /// uid) with no capabilities, no supplementary groups and no way to regain them (CAP_BPF
     /// alone is kept on an older kernel that checks it on every bpf() call when
     /// kernel.unprivileged_bpf_disabled is set). Kernel symbols are read before.
-    #[arg(long, value_name = "USER")]
+    #[arg(long, value_name = "USER", help_heading = "Agent")]
     pub user: Option<String>,
     /// The metrics endpoint's options.
     #[command(flatten, next_help_heading = "Metrics endpoint")]

@@ -516,10 +516,10 @@ mod tests {
         Arc::new(Mutex::new(MetricsState { exposition: e, own }))
     }
 
-    /// The README's table of metric families is every family the endpoint serves (with
+    /// docs/agent.md's table of metric families is every family the endpoint serves (with
     /// sampling and the BPF statistics on), and nothing else.
     #[test]
-    fn the_readme_lists_every_family() {
+    fn the_docs_list_every_family() {
         let s = state();
         {
             let mut st = s.lock().unwrap();
@@ -528,12 +528,12 @@ mod tests {
         }
         let text = String::from_utf8(encode(&s, Format::PrometheusText).unwrap()).unwrap();
         let mut served: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/agent.md")).unwrap();
         let mut listed: Vec<&str> =
             readme.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).filter(|n| n.starts_with("execprof_")).collect();
         served.sort_unstable();
         listed.sort_unstable();
-        assert_eq!(served, listed, "the README's metrics table has drifted from the endpoint's families");
+        assert_eq!(served, listed, "docs/agent.md's metrics table has drifted from the endpoint's families");
     }
 
     #[test]

@@ -785,7 +785,7 @@ pub fn render_fast_path(r: &RunReport) -> String {
     );
     let _ = writeln!(
         o,
-        "  method: each sample's stack falls in one part, from the syscall down (README, “The fast-path estimate”); a part's time = Wilson 95% share of the outcome's samples × its measured mean; a double lookup saves the struct file, the bprm (and before 6.8 its mm) and the rest of the open in a failed attempt and walks the path a second time in a success; check it with `execprof bench chain --lookup-first`"
+        "  method: each sample's stack falls in one part, from the syscall down (docs/diff.md, “The fast-path estimate”); a part's time = Wilson 95% share of the outcome's samples × its measured mean; a double lookup saves the struct file, the bprm (and before 6.8 its mm) and the rest of the open in a failed attempt and walks the path a second time in a success; check it with `execprof bench chain --lookup-first`"
     );
     o
 }
