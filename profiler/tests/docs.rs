@@ -423,6 +423,59 @@ fn skeleton(text: &str, split: bool) -> Vec<String> {
     out
 }
 
+/// GitHub's anchor for a heading: lower case, spaces to `-`, punctuation but `-` and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every link from one page of the manual to another (or to a file of the repository) names a
+/// file that is there and, after `#`, a heading of that page.
+#[test]
+fn every_link_between_pages_resolves() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = &rest[..end];
+            if target.contains("://") || target.contains(' ') {
+                continue;
+            }
+            let (file, frag) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() { page.clone() } else { page.parent().unwrap().join(file) };
+            if !path.exists() {
+                broken.push(format!("{}: {target}: no such file", page.display()));
+                continue;
+            }
+            if !frag.is_empty() && path.extension().is_some_and(|e| e == "md") {
+                let linked = std::fs::read_to_string(&path).unwrap();
+                let mut fenced = false;
+                let found = linked.lines().any(|l| {
+                    if l.trim_start().starts_with("```") {
+                        fenced = !fenced;
+                    }
+                    !fenced && l.starts_with('#') && anchor(l.trim_start_matches('#')) == frag
+                });
+                if !found {
+                    broken.push(format!("{}: {target}: no such heading", page.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+}
+
 #[test]
 fn gaps_stand_for_any_lines() {
     let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
