@@ -372,8 +372,8 @@ fn matches_with_gaps(want: &[String], got: &[String]) -> bool {
 /// run of two spaces. Left out: messages on standard error (`execprof: …`) and attach
 /// warnings, the sampled sections and a diff's lines (their functions and order depend on the
 /// samples), the eBPF programs
-/// table (which programs ran depends on the run), rows named by a path (which programs and
-/// directories a live scope saw depends on the machine) and, where `split` is false (a kernel
+/// table (which programs ran depends on the run), rows named by a path or `other` (which
+/// programs and directories a live scope saw depends on the machine) and, where `split` is false (a kernel
 /// before 6.10, without `sched_prepare_exec`), the successful-exec split and its chain rows.
 /// A line `…` is kept as `…`: a gap.
 fn skeleton(text: &str, split: bool) -> Vec<String> {
@@ -415,7 +415,9 @@ fn skeleton(text: &str, split: bool) -> Vec<String> {
         }
         let end = t.char_indices().find(|&(i, c)| c.is_ascii_digit() || (i > 0 && t[i..].starts_with("  "))).map_or(t.len(), |(i, _)| i);
         let label = t[..end].trim();
-        if label.is_empty() || label.starts_with('/') || label.starts_with('…') {
+        // Rows named by a path or `other` (the series folded together): which programs and
+        // directories a live scope saw depends on the machine.
+        if label.is_empty() || label.starts_with('/') || label.starts_with('…') || label == "other" {
             continue;
         }
         out.push(label.to_owned());
