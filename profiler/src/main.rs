@@ -14,7 +14,14 @@ use execprof::{
 };
 
 fn main() {
-    let cli = Cli::parse();
+    let argv = match cli::config_file::expand(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(f) => {
+            eprintln!("execprof: {}", execprof::model::names::terminal_safe(&f.message));
+            std::process::exit(f.code);
+        }
+    };
+    let cli = Cli::parse_from(argv);
     env_logger::Builder::new()
         .filter_level(if cli.verbose { log::LevelFilter::Debug } else { log::LevelFilter::Warn })
         .format_target(false)

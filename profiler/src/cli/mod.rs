@@ -1,5 +1,6 @@
 //! Command-line types (clap only); `config` turns them into what the core uses.
 pub mod config;
+pub mod config_file;
 
 use std::{ffi::OsString, path::PathBuf};
 
@@ -463,6 +464,11 @@ pub struct AgentArgs {
 /// Options of `agent`: the agent's, and its metrics endpoint's.
 #[derive(Debug, Args)]
 pub struct AgentCommandArgs {
+    /// Read options from FILE, a TOML file whose keys are these options' long names
+    /// (`listen = "127.0.0.1:9435"`, `sample-hz = 99`, `metrics-program = ["/usr/bin/make"]`);
+    /// an option given on the command line wins over the file's.
+    #[arg(long, value_name = "FILE", help_heading = "Agent")]
+    pub config: Option<PathBuf>,
     /// The agent's options.
     #[command(flatten)]
     pub agent: AgentArgs,
