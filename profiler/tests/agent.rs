@@ -64,7 +64,13 @@ fn start_agent(args: &[&str], json: &Path) -> Child {
 
 /// [`start_agent`], and the address of its metrics endpoint when it has one (`--listen`).
 fn start_agent_serving(args: &[&str], json: &Path) -> (Child, Option<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_execprof"))
+    start_agent_by(Command::new(env!("CARGO_BIN_EXE_execprof")), args, json)
+}
+
+/// [`start_agent_serving`] by `cmd`: execprof, or a command that runs it (with its path as
+/// its last argument).
+fn start_agent_by(mut cmd: Command, args: &[&str], json: &Path) -> (Child, Option<String>) {
+    let mut child = cmd
         .arg("agent")
         .arg("--json")
         .arg(json)
@@ -432,6 +438,97 @@ fn the_agent_gives_up_root_once_attached_and_still_counts_exactly() {
     let sampled = &v["sampled"];
     assert!(sampled["samples"].as_u64().unwrap() > 0, "{sampled}");
     assert_eq!(sampled["unknown_addresses"], 0, "the symbols read before giving up root name every frame");
+}
+
+/// The packaged unit's privileges (packaging/execprof-agent.service) are enough, and each
+/// capability it grants is needed: the agent runs as an unprivileged uid with no passwd entry
+/// (as `DynamicUser=yes` gives), exactly the unit's ambient capabilities, that bounding set and
+/// no_new_privs, and counts a cgroup's execs exactly with its samples named; without CAP_BPF or
+/// CAP_PERFMON it refuses to start, naming the one missing; without CAP_SYSLOG its samples go
+/// unnamed where the kernel hides addresses (perf_event_paranoid > 1 or kptr_restrict);
+/// without CAP_DAC_READ_SEARCH it cannot start where the tracefs is closed to other users.
+/// (Where the kernel shows addresses or the tracefs is open, the test checks the agent then
+/// works without that capability.)
+#[test]
+#[ignore = "needs root"]
+fn the_units_capabilities_are_enough_and_each_is_needed() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_root!();
+    let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../packaging/execprof-agent.service")).unwrap();
+    let setting = |key: &str| -> String {
+        unit.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix('=')).unwrap_or_else(|| panic!("the unit sets {key}")).trim().to_owned()
+    };
+    let caps: Vec<String> = setting("AmbientCapabilities").split_whitespace().map(str::to_owned).collect();
+    assert_eq!(caps, ["CAP_BPF", "CAP_PERFMON", "CAP_SYSLOG", "CAP_DAC_READ_SEARCH"]);
+    assert_eq!(setting("CapabilityBoundingSet").split_whitespace().collect::<Vec<_>>(), caps);
+    assert_eq!(setting("NoNewPrivileges"), "yes");
+    assert_eq!(setting("DynamicUser"), "yes");
+
+    // A copy of execprof and a directory for its JSON the unprivileged uid can reach.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let bin = dir.path().join("execprof");
+    std::fs::copy(env!("CARGO_BIN_EXE_execprof"), &bin).unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "unit-caps");
+    let as_unit = |granted: &[&String]| -> Command {
+        let set =
+            format!("-all{}", granted.iter().map(|c| format!(",+{}", c.trim_start_matches("CAP_").to_lowercase())).collect::<String>());
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=61934", "--regid=61934", "--clear-groups", "--no-new-privs"])
+            .arg(format!("--inh-caps={set}"))
+            .arg(format!("--ambient-caps={set}"))
+            .arg(format!("--bounding-set={set}"))
+            .arg(&bin);
+        cmd
+    };
+    let (n, m) = (5u64, 200u64);
+    let script = format!(
+        "i=0; while [ $i -lt {n} ]; do /nonexistent/execprof-missing; i=$((i+1)); done; i=0; while [ $i -lt {m} ]; do /bin/true; i=$((i+1)); done"
+    );
+    let args = ["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "999"];
+    // Every capability of the unit: the agent counts exactly and names its samples.
+    let all: Vec<&String> = caps.iter().collect();
+    let counted = |granted: &[&String], name: &str| -> Value {
+        let json = dir.path().join(format!("{name}.json"));
+        let (agent, _) = start_agent_by(as_unit(granted), &args, &json);
+        sh_in(Some(&cg.path), &script);
+        std::thread::sleep(Duration::from_millis(600));
+        let v = stop_agent(agent, &json);
+        let sh = sh_path();
+        let mine = |s: &Value| s["cgroup"] == cg.shown.as_str() && names(&s["program"], &sh);
+        assert_eq!(count(&v, |s| mine(s) && s["call"] == "exec" && s["outcome"] == "enoent"), n, "{name}: {}", v["series"]);
+        assert_eq!(count(&v, |s| mine(s) && s["call"] == "exec" && s["outcome"] == "success"), m, "{name}: {}", v["series"]);
+        assert_eq!(v["complete"], true, "{name}: {}", v["losses"]);
+        assert!(v["sampled"]["samples"].as_u64().unwrap() > 0, "{name}: {}", v["sampled"]);
+        v
+    };
+    let v = counted(&all, "all");
+    assert_eq!(v["sampled"]["unknown_addresses"], 0, "with CAP_SYSLOG every frame is named: {}", v["sampled"]);
+
+    let without = |cap: &str| -> Vec<&String> { caps.iter().filter(|c| *c != cap).collect() };
+    let refused = |granted: &[&String]| -> String {
+        let out = as_unit(granted).args(["agent", "--all", "--duration", "1"]).output().unwrap();
+        assert!(!out.status.success(), "started without one of the unit's capabilities");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for cap in ["CAP_BPF", "CAP_PERFMON"] {
+        let said = refused(&without(cap));
+        assert!(said.contains(&format!("lacks {cap}")), "{cap}: {said}");
+    }
+    let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<i32>().ok()).unwrap_or(0);
+    let hidden = read("/proc/sys/kernel/perf_event_paranoid") > 1 || read("/proc/sys/kernel/kptr_restrict") > 0;
+    let v = counted(&without("CAP_SYSLOG"), "no-syslog");
+    let unnamed = v["sampled"]["unknown_addresses"].as_u64().unwrap();
+    assert_eq!(unnamed > 0, hidden, "kernel addresses hidden: {hidden}; frames without a symbol: {unnamed}");
+    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"].into_iter().find(|p| Path::new(p).join("events").exists()).unwrap();
+    let closed = std::fs::metadata(tracefs).unwrap().permissions().mode() & 0o001 == 0;
+    if closed {
+        let said = refused(&without("CAP_DAC_READ_SEARCH"));
+        assert!(said.contains("is mounted but not readable by this user"), "{said}");
+    } else {
+        counted(&without("CAP_DAC_READ_SEARCH"), "no-dac");
+    }
 }
 
 /// Whether the run report's exact quantile `exact` (ns) lies in the agent's bucket for it or

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 use setup::{Needs, setup};
 
 mod cpio;
+mod deb;
 mod fastpath;
 mod guest;
 mod kernel;
@@ -50,6 +51,13 @@ enum Task {
     /// exact-mode checks on both architectures, and the fast-path lab in the patched kernel
     /// (built once and cached).
     Ci,
+    /// Build the Debian packages `execprof_VERSION_amd64.deb` and `_arm64.deb` under
+    /// target/debian/ (the arm64 one from the cross-build).
+    Deb {
+        /// Only this architecture's package.
+        #[arg(long, value_enum)]
+        arch: Option<vm::Arch>,
+    },
     /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
     VmSuite {
         /// Only this guest kernel (6.1 or 6.12).
@@ -130,6 +138,10 @@ fn main() -> ExitCode {
         Task::Lint => setup(Needs::Build).and_then(|()| lint()),
         Task::Run { args } => setup(Needs::Build).and_then(|()| run_builtin(&args)),
         Task::Ci => setup(Needs::Test).and_then(|()| ci()).and_then(|()| ci_guests()),
+        Task::Deb { arch } => setup(Needs::Package).and_then(|()| {
+            let arches = arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]);
+            arches.into_iter().try_for_each(|a| deb::build(a).map(drop))
+        }),
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
         Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
@@ -261,6 +273,9 @@ fn ci_guests() -> Result<()> {
     use vm::Arch::{Arm64, X86_64};
     let (x86, x86_execprof) = suite::test_binaries(X86_64)?;
     let (arm64, arm64_execprof) = suite::test_binaries(Arm64)?;
+    // Both Debian packages, from these builds: lintian, the amd64 one installed, used and
+    // purged here; the arm64 guest's suite runs the arm64 package's own binary.
+    let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
     fastpath::lab_kernel()?;
     type Job = Box<dyn FnOnce() -> Vec<String> + Send>;
     let suite_job = |p: suite::PreparedSuite| -> Job { Box::new(move || suite_failures([suite::boot_suite(p, SUITE_TIMEOUT)])) };

@@ -45,6 +45,8 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "python3-venv",
     // `man` reads the generated man pages.
     "man-db",
+    // Debian's package checker, run on both packages.
+    "lintian",
 ];
 
 /// Where the tests' Python readers live: a virtual environment (not the system's Python) with
@@ -85,6 +87,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 pub(crate) enum Needs {
     /// Building and running the profiler.
     Build,
+    /// Building it for both architectures and packing the Debian packages (the arm64
+    /// cross-build; `dpkg-deb`, `gzip` and `readelf` are on every Debian machine).
+    Package,
     /// Building, and every test (guests and the lab included).
     Test,
 }
@@ -105,8 +110,10 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
                 unpack_deb(pkg)?;
             }
         }
-        cross_build()?;
         python_readers()?;
+    }
+    if needs != Needs::Build {
+        cross_build()?;
     }
     toolchain_link()?;
     bpf_linker()

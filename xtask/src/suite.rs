@@ -89,21 +89,24 @@ pub struct TestBinary {
     pub dir: PathBuf,
 }
 
+/// Where cargo builds execprof for `arch` (release), as the tests find it.
+pub fn execprof_path(arch: Arch) -> PathBuf {
+    match arch.rust_target() {
+        None => PathBuf::from("target/release/execprof"),
+        Some(target) => Path::new("target").join(target).join("release/execprof"),
+    }
+}
+
 /// The test binaries for `arch` and the execprof they run, built and listed (cargo's JSON
 /// messages name each executable): the host's build for x86_64, the cross-build (rustc-web,
 /// which has the target's std; see .cargo/config.toml) for arm64.
 pub fn test_binaries(arch: Arch) -> Result<(Vec<TestBinary>, PathBuf)> {
     let mut cargo = Command::new("cargo");
-    let execprof = match arch.rust_target() {
-        None => {
-            cargo.arg("test");
-            PathBuf::from("target/release/execprof")
-        }
-        Some(target) => {
-            cargo.args(["+rustc-web", "test", "--target", target]);
-            Path::new("target").join(target).join("release/execprof")
-        }
+    match arch.rust_target() {
+        None => cargo.arg("test"),
+        Some(target) => cargo.args(["+rustc-web", "test", "--target", target]),
     };
+    let execprof = execprof_path(arch);
     // The integration tests' binary (execprof) is built with them.
     let out = cargo
         .args(["--release", "--no-run", "--message-format=json-render-diagnostics"])
@@ -145,10 +148,12 @@ fn repo_image(arch: Arch, bins: &[TestBinary], execprof: &Path, work: &Path) -> 
         std::fs::create_dir_all(to.parent().unwrap_or(&stage))?;
         Ok(to)
     };
-    let mut exes: Vec<PathBuf> = bins.iter().map(|b| b.exe.clone()).collect();
-    exes.push(execprof.to_owned());
-    for exe in exes {
-        let to = place(&exe)?;
+    // The tests run execprof where cargo built it; the file put there may be another build of
+    // it (CI: the arm64 package's own binary).
+    let mut exes: Vec<(PathBuf, PathBuf)> = bins.iter().map(|b| (b.exe.clone(), b.exe.clone())).collect();
+    exes.push((execprof.to_owned(), execprof_path(arch)));
+    for (exe, at) in exes {
+        let to = place(&at)?;
         run(Command::new(crate::unpacked::tool(arch.objcopy())).arg("--strip-debug").arg(&exe).arg(&to))?;
     }
     // Each test runs in its package's directory, as under cargo.
@@ -156,8 +161,10 @@ fn repo_image(arch: Arch, bins: &[TestBinary], execprof: &Path, work: &Path) -> 
         std::fs::create_dir_all(stage.join(b.dir.strip_prefix("/").unwrap_or(&b.dir)))?;
     }
     // insta's snapshots sit beside the modules they test, wherever those move.
-    let mut data: Vec<PathBuf> =
-        ["profiler/tests/fixtures", "profiler/tests/programs", "benches/seed", "README.md", "docs"].iter().map(|d| root.join(d)).collect();
+    let mut data: Vec<PathBuf> = ["profiler/tests/fixtures", "profiler/tests/programs", "benches/seed", "README.md", "docs", "packaging"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
     snapshot_dirs(&root.join("profiler/src"), &mut data)?;
     for from in data {
         let to = place(&from)?;
