@@ -610,8 +610,11 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A directory of the calling test's own: tests run side by side, and each removes its own.
     fn scratch_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("xtask-suite-test-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("xtask-suite-test-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
