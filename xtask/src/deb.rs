@@ -109,7 +109,7 @@ pub(crate) fn pack(arch: Arch, exe: &Path, host: &Path) -> Result<PathBuf> {
     write(&root.join(CONFIG), &std::fs::read("packaging/agent.toml")?, 0o644)?;
     write(&root.join("usr/share/lintian/overrides/execprof"), &std::fs::read("packaging/lintian-overrides")?, 0o644)?;
     let doc = root.join("usr/share/doc/execprof");
-    write(&doc.join("copyright"), copyright()?.as_bytes(), 0o644)?;
+    write(&doc.join("copyright"), copyright(&linked_crates(arch)?)?.as_bytes(), 0o644)?;
     gzip(&std::fs::read("CHANGELOG.md")?, &doc.join("changelog.gz"))?;
     gzip(debian_changelog()?.as_bytes(), &doc.join("changelog.Debian.gz"))?;
 
@@ -317,15 +317,84 @@ fn debian_changelog() -> Result<String> {
     ))
 }
 
-/// The machine-readable copyright file: execprof's licenses, the eBPF object's, and where
-/// Debian keeps the long texts.
-fn copyright() -> Result<String> {
+/// A crate linked into the binary (or its eBPF object): `name version: license`, the license
+/// as the crate declares it.
+type LinkedCrate = String;
+
+/// The crates `/usr/bin/execprof` links statically, built for `arch`: the normal (not build,
+/// not dev) dependencies of `profiler` and of the eBPF crate it embeds, proc macros left out
+/// (they run in the compiler and are not linked), as `cargo metadata` resolves them.
+fn linked_crates(arch: Arch) -> Result<Vec<LinkedCrate>> {
+    let triple = arch.rust_target().unwrap_or("x86_64-unknown-linux-gnu");
+    let out = Command::new("cargo")
+        .args(["metadata", "--format-version", "1", "--locked", "--filter-platform", triple])
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    linked_crates_from(&serde_json::from_slice(&out.stdout)?)
+}
+
+/// [`linked_crates`] from `cargo metadata`'s JSON.
+fn linked_crates_from(meta: &serde_json::Value) -> Result<Vec<LinkedCrate>> {
+    let packages: std::collections::HashMap<&str, &serde_json::Value> =
+        meta["packages"].as_array().context("cargo metadata's packages")?.iter().filter_map(|p| Some((p["id"].as_str()?, p))).collect();
+    let nodes: std::collections::HashMap<&str, &serde_json::Value> = meta["resolve"]["nodes"]
+        .as_array()
+        .context("cargo metadata's resolve")?
+        .iter()
+        .filter_map(|n| Some((n["id"].as_str()?, n)))
+        .collect();
+    let ours = ["profiler", "profiler-common", "profiler-ebpf"];
+    let mut todo: Vec<&str> = packages
+        .values()
+        .filter(|p| p["name"].as_str().is_some_and(|n| ["profiler", "profiler-ebpf"].contains(&n)))
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    let mut seen = BTreeSet::new();
+    while let Some(id) = todo.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        for dep in nodes.get(id).and_then(|n| n["deps"].as_array()).into_iter().flatten() {
+            let normal = dep["dep_kinds"].as_array().is_some_and(|k| k.iter().any(|k| k["kind"].is_null()));
+            if normal && let Some(d) = dep["pkg"].as_str() {
+                todo.push(d);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for id in seen {
+        let p = packages.get(id).context("a resolved package cargo metadata does not list")?;
+        let name = p["name"].as_str().unwrap_or_default();
+        let proc_macro = p["targets"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "proc-macro"))));
+        if ours.contains(&name) || proc_macro {
+            continue;
+        }
+        let license = p["license"].as_str().context(format!("{name} declares no license: read its files and name it here"))?;
+        out.push(format!("{name} {}: {license}", p["version"].as_str().unwrap_or_default()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The machine-readable copyright file: execprof's licenses, the eBPF object's, the crates
+/// linked in with theirs, and where Debian keeps the long texts.
+fn copyright(crates: &[LinkedCrate]) -> Result<String> {
     let mit = std::fs::read_to_string("LICENSE-MIT").context("reading LICENSE-MIT")?;
     let indented: String = mit.lines().map(|l| if l.trim().is_empty() { " .\n".to_owned() } else { format!(" {l}\n") }).collect();
+    let linked: String = crates.iter().map(|c| format!(" {c}\n")).collect();
     Ok(format!(
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
          Upstream-Name: execprof\n\
          Upstream-Contact: {MAINTAINER}\n\
+         Comment: /usr/bin/execprof links these Rust crates statically (name, version and the\n \
+         license each declares; their sources, with their license texts, are on\n \
+         crates.io; the texts of Apache-2.0, LGPL-2.1 and GPL-2 are also in\n \
+         /usr/share/common-licenses):\n{linked}\
          \n\
          Files: *\n\
          Copyright: 2026 execprof maintainers\n\
@@ -597,6 +666,28 @@ mod tests {
         assert_eq!(depends_from(dynamic, versions).unwrap(), "libc6 (>= 2.34), libgcc-s1 (>= 4.2)");
         let e = depends_from(" (NEEDED) Shared library: [libz.so.1]\n", "").unwrap_err();
         assert!(format!("{e}").contains("libz.so.1"), "{e}");
+    }
+
+    /// Normal dependencies of ours are listed, transitively; build and dev dependencies, proc
+    /// macros and our own crates are not; a crate without a license is an error.
+    #[test]
+    fn linked_crates_are_the_normal_dependencies_that_are_linked() {
+        let pkg = |name: &str, license: Option<&str>, kind: &str| serde_json::json!({"id": name, "name": name, "version": "1.0.0", "license": license, "targets": [{"kind": [kind]}]});
+        let dep = |to: &str, kind: Option<&str>| serde_json::json!({"pkg": to, "dep_kinds": [{"kind": kind}]});
+        let meta = serde_json::json!({
+            "packages": [pkg("profiler", Some("MIT"), "lib"), pkg("profiler-ebpf", Some("MIT"), "bin"), pkg("a", Some("MIT"), "lib"),
+                         pkg("b", Some("LGPL-2.1-or-later"), "lib"), pkg("c", Some("MIT"), "lib"), pkg("d", Some("MIT"), "proc-macro"),
+                         pkg("e", Some("CDDL-1.0"), "lib"), pkg("f", Some("MIT"), "lib")],
+            "resolve": {"nodes": [
+                {"id": "profiler", "deps": [dep("a", None), dep("c", Some("build")), dep("d", None), dep("f", Some("dev"))]},
+                {"id": "a", "deps": [dep("b", None)]},
+                {"id": "profiler-ebpf", "deps": [dep("e", None)]},
+            ]}
+        });
+        assert_eq!(linked_crates_from(&meta).unwrap(), ["a 1.0.0: MIT", "b 1.0.0: LGPL-2.1-or-later", "e 1.0.0: CDDL-1.0"]);
+        let mut meta = meta;
+        meta["packages"][2]["license"] = serde_json::Value::Null;
+        assert!(linked_crates_from(&meta).unwrap_err().to_string().contains("a declares no license"));
     }
 
     #[test]
