@@ -151,7 +151,8 @@ fn repo_image(arch: Arch, bins: &[TestBinary], execprof: &Path, work: &Path) -> 
     // The tests run execprof where cargo built it; the file put there may be another build of
     // it (CI: the arm64 package's own binary).
     let mut exes: Vec<(PathBuf, PathBuf)> = bins.iter().map(|b| (b.exe.clone(), b.exe.clone())).collect();
-    exes.push((execprof.to_owned(), execprof_path(arch)));
+    // At its absolute path, as cargo put it in the tests (test_binaries canonicalizes it too).
+    exes.push((execprof.to_owned(), root.join(execprof_path(arch)).canonicalize()?));
     for (exe, at) in exes {
         let to = place(&at)?;
         run(Command::new(crate::unpacked::tool(arch.objcopy())).arg("--strip-debug").arg(&exe).arg(&to))?;
