@@ -84,9 +84,11 @@ fn start_agent_by(mut cmd: Command, args: &[&str], json: &Path) -> (Child, Optio
     let mut line = String::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut endpoint = None;
+    let mut said = String::new();
     loop {
         line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0 && Instant::now() < deadline, "the agent did not start: {line}");
+        assert!(err.read_line(&mut line).unwrap() > 0 && Instant::now() < deadline, "the agent did not start; it said:\n{said}");
+        said.push_str(&line);
         if let Some(rest) = line.split("metrics at ").nth(1).and_then(|r| r.split_once("://")) {
             endpoint = rest.1.split('/').next().map(str::to_owned);
         }
