@@ -585,8 +585,11 @@ fn histogram_quantiles_agree_with_runs_exact_ones() {
         assert_eq!(run_row["count"], attempts, "{run_row}");
         // Under emulation an interrupt that lands between the two tracers' programs at one
         // attempt's boundary adds hundreds of µs to one tracer's time of it only; in a tail of
-        // three attempts (p99 of 300) that moved run's p99 a bucket and a half on arm64 TCG.
-        let quantiles: &[&str] = if execprof::testing::slowdown() > 1 { &["p50", "p90"] } else { &["p50", "p90", "p99"] };
+        // three attempts (p99 of 300) that moved run's p99 a bucket and a half on arm64 TCG,
+        // and with a build beside the guests run's p90 (30 attempts of 300) once by 1.1
+        // buckets in 6.12 (4.29 ms against the agent's 3.58-3.91 ms bucket). The host checks
+        // all three.
+        let quantiles: &[&str] = if execprof::testing::slowdown() > 1 { &["p50"] } else { &["p50", "p90", "p99"] };
         for &q in quantiles {
             let exact = run_row["latency"][format!("{q}_ns")].as_f64().unwrap();
             let bucket = &agent_row["latency"][q];
