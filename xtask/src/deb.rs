@@ -41,7 +41,7 @@ pub(crate) fn version() -> String {
 pub(crate) fn build(arch: Arch) -> Result<PathBuf> {
     let exe = release_binary(arch)?;
     // The man pages and completions come from the host's build: the same clap definitions.
-    let host = release_binary(Arch::X86_64)?;
+    let host = if arch == Arch::X86_64 { exe.clone() } else { release_binary(Arch::X86_64)? };
     pack(arch, &exe, &host)
 }
 
