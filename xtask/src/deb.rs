@@ -110,6 +110,7 @@ pub(crate) fn pack(arch: Arch, exe: &Path, host: &Path) -> Result<PathBuf> {
     write(&root.join("usr/share/lintian/overrides/execprof"), &std::fs::read("packaging/lintian-overrides")?, 0o644)?;
     let doc = root.join("usr/share/doc/execprof");
     write(&doc.join("copyright"), copyright(&linked_crates(arch)?)?.as_bytes(), 0o644)?;
+    write(&doc.join("README.Debian"), &std::fs::read("packaging/README.Debian")?, 0o644)?;
     gzip(&std::fs::read("CHANGELOG.md")?, &doc.join("changelog.gz"))?;
     gzip(debian_changelog()?.as_bytes(), &doc.join("changelog.Debian.gz"))?;
 
@@ -508,6 +509,7 @@ const EXPECTED: &[&str] = &[
     "/etc/execprof/agent.toml",
     "/usr/share/doc/execprof/copyright",
     "/usr/share/doc/execprof/changelog.Debian.gz",
+    "/usr/share/doc/execprof/README.Debian",
 ];
 
 fn check_contents(deb: &Path) -> Result<Vec<String>> {

@@ -40,10 +40,6 @@ const SLOWDOWN: u32 = 40;
 /// eBPF programs, reading BTF and kallsyms), so these would add minutes per guest and check
 /// no kernel. Matched by name (libtest's `--skip`); a unit test keeps each name a real test's.
 pub const HOST_ONLY_TESTS: &[&str] = &[
-    // agent.rs: in the Debian 6.1 guest the agent did not start with the unit's four
-    // capabilities as a non-root uid (the cause is not known yet: the test's message then
-    // lost the agent's own); host only until it is found and the unit fixed for 6.1.
-    "the_units_capabilities_are_enough_and_each_is_needed",
     // trace.rs: output, signals, recordings, escaping.
     "a_failing_output_is_named_and_the_others_are_written",
     "a_full_disk_stops_the_recording_not_the_run_and_marks_it_incomplete",

@@ -22,7 +22,7 @@ use crate::{
     },
     kernel::{
         layout::{AgentLayout, TaskLayout},
-        privileges::{self, Kept},
+        privileges::{self, RunAs},
         probes::{AGENT_PROBES, AGENT_TREE_PROBES},
         symbolize::KernelSymbolizer,
         tracer::{AgentKernelOptions, Tracer, TracerOptions},
@@ -105,6 +105,9 @@ impl AgentSession {
     /// Checks the options, loads and attaches the aggregating programs for `cfg`'s scope.
     pub(crate) fn start(cfg: &AgentConfig, command: &str) -> Result<Self> {
         privileges::require_tracing_privileges(command)?;
+        if cfg.sample_hz > 0 {
+            privileges::require_perf_events(command)?;
+        }
         if let Some(path) = &cfg.json {
             crate::commands::run::check_output_file(path)?;
         }
@@ -174,6 +177,28 @@ impl AgentSession {
     }
 }
 
+/// What the agent gives up once its programs are attached.
+#[derive(Clone, Copy)]
+enum GiveUp<'a> {
+    /// Root, for this user (`--user`).
+    Root(&'a RunAs),
+    /// The capabilities a non-root agent was started with (the packaged unit's).
+    Capabilities,
+}
+
+impl<'a> GiveUp<'a> {
+    /// Root without `--user` keeps root; a non-root process gives up whatever capabilities it holds.
+    fn of(user: Option<&'a RunAs>) -> Option<Self> {
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        match user {
+            Some(u) => Some(GiveUp::Root(u)),
+            None if euid != 0 && privileges::effective_caps() != 0 => Some(GiveUp::Capabilities),
+            None => None,
+        }
+    }
+}
+
 /// Runs the agent; returns the exit code.
 pub fn agent(cfg: AgentConfig) -> Result<i32> {
     // The endpoint's files are read before anything is loaded: a mistake in them is one message.
@@ -186,13 +211,20 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
-    // Read while root can: the symbols' addresses, the JSON file's directory.
-    let symbols = Rc::new(if cfg.user.is_some() {
-        KernelSymbolizer::snapshot().map_err(|e| Failure::new(code::ERROR, format!("--user: reading the kernel's symbols first: {e:#}")))?
-    } else {
-        KernelSymbolizer::new()
+    // Privileges are given up once everything is attached (below): what needs them is read first.
+    let give_up = GiveUp::of(cfg.user.as_ref());
+    // Read while privileged: the symbols' addresses, the JSON file's directory.
+    let symbols = Rc::new(match give_up {
+        None => KernelSymbolizer::new(),
+        Some(GiveUp::Root(_)) => KernelSymbolizer::snapshot()
+            .map_err(|e| Failure::new(code::ERROR, format!("--user: reading the kernel's symbols first: {e:#}")))?,
+        // Without CAP_SYSLOG where the kernel hides addresses: frames unnamed, counted as such.
+        Some(GiveUp::Capabilities) => KernelSymbolizer::snapshot().unwrap_or_else(|e| {
+            eprintln!("execprof: warning: {e:#}; the sampled frames stay unnamed (counted as unknown addresses)");
+            KernelSymbolizer::new()
+        }),
     });
-    let mut json_file = match (&cfg.user, &cfg.json) {
+    let mut json_file = match (&give_up, &cfg.json) {
         (Some(_), Some(path)) => Some(
             std::fs::File::create(path)
                 .map_err(|e| Failure::new(code::ERROR, format!("creating the JSON report {} failed: {e}", path.display())))?,
@@ -203,18 +235,27 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
         Some(m) => Some(runtime.block_on(Endpoint::start(m, &cfg, run_stats.is_some(), web, symbols.clone()))?),
         None => None,
     };
-    if let Some(user) = &cfg.user {
-        let kept = privileges::drop_privileges(user, || tracer.bpf_works())?;
-        eprintln!(
-            "execprof: agent now runs as {} (uid {}, gid {}) with {}",
-            escape_name(user.name.as_bytes()),
-            user.uid,
-            user.gid,
-            match kept {
-                Kept::Nothing => "no capabilities".to_owned(),
-                Kept::Bpf => "only CAP_BPF: this kernel checks it on every bpf() call (kernel.unprivileged_bpf_disabled is set)".to_owned(),
-            }
-        );
+    match give_up {
+        Some(GiveUp::Root(user)) => {
+            let kept = privileges::drop_privileges(user, || tracer.bpf_works())?;
+            eprintln!(
+                "execprof: agent now runs as {} (uid {}, gid {}) with {}",
+                escape_name(user.name.as_bytes()),
+                user.uid,
+                user.gid,
+                kept.describe()
+            );
+        }
+        Some(GiveUp::Capabilities) => {
+            let kept = privileges::drop_capabilities(|| tracer.bpf_works())?;
+            // SAFETY: getuid cannot fail.
+            let uid = unsafe { libc::getuid() };
+            eprintln!(
+                "execprof: agent attached; it gave up the capabilities it was started with and runs as uid {uid} with {}",
+                kept.describe()
+            );
+        }
+        None => {}
     }
     eprintln!(
         "execprof: agent counting the exec attempts and fork-family calls of {} ({}){}; SIGTERM or Ctrl-C stops it",

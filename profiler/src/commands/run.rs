@@ -129,6 +129,9 @@ struct Attached {
 /// Runs and reports; returns the exit code execprof should end with.
 pub fn run(cfg: RunConfig) -> Result<i32> {
     privileges::require_tracing_privileges("run")?;
+    if cfg.mode != ModeRequest::Exact && cfg.sample_hz > 0 {
+        privileges::require_perf_events("run")?;
+    }
     check_outputs(&cfg.outputs, cfg.recording.as_deref())?;
     // Resolve before tracing: a missing command fails fast, like a shell; a scope that
     // cannot be used fails before anything is attached.
