@@ -499,12 +499,21 @@ fn fork_calls_of_a_big_parent_spend_their_time_copying_the_mm() {
     assert!(clone["count"].as_u64().unwrap() >= 10);
     let sampled = v["analysis"]["sampled"]["outcomes"].as_array().unwrap();
     let fork = sampled.iter().find(|o| o["outcome"]["fork"] == "clone").expect("samples inside clone");
-    // Most of clone's samples, and more than any other phase's (one x86_64 6.12 guest's run,
-    // with the machine's two cores oversubscribed, gave 0.60; alone, above 0.7).
+    // More of clone's samples than any other phase's, and most of them where the host runs it
+    // (one x86_64 6.12 guest's run, with the machine's two cores oversubscribed, gave 0.60;
+    // alone, above 0.7). Under emulation (TCG) the rest of clone weighs more: one arm64 6.12
+    // guest's run gave 0.43 of 225 samples.
     let share = |p: &Value| p["estimate"]["share"].as_f64().unwrap_or(0.0);
     let mm = share(phase(fork, "fork_mm"));
-    let biggest = fork["phases"].as_array().unwrap().iter().max_by(|a, b| share(a).total_cmp(&share(b))).unwrap();
-    assert!(mm > 0.5 && biggest["phase"] == "fork_mm", "fork_mm share {mm}: {fork}");
+    let phases = fork["phases"].as_array().unwrap();
+    let shares: Vec<String> = phases.iter().map(|p| format!("{} {:.2}", p["phase"].as_str().unwrap_or("?"), share(p))).collect();
+    let biggest = phases.iter().max_by(|a, b| share(a).total_cmp(&share(b))).unwrap();
+    let least = if execprof::testing::slowdown() > 1 { 0.3 } else { 0.5 };
+    assert!(
+        mm > least && biggest["phase"] == "fork_mm",
+        "fork_mm share {mm} (at least {least}); of {} samples: {shares:?}",
+        fork["samples"]
+    );
 }
 
 /// A dynamically linked chain (the seed's t.c built with gcc): each step's time from the new
