@@ -6,7 +6,9 @@
 //! function is the frame that decided. Shares become time by multiplying with the outcome's
 //! exact total from the tracepoints, so phases always reconcile with the measured total, and
 //! each share carries a 95% Wilson interval that widens as samples get few.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::Serialize;
 

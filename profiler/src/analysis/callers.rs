@@ -1,7 +1,7 @@
 //! Who pays for exec: exec attempts and fork-family calls by the program that made them
 //! ([`super::identity`]), with what they cost in the kernel. Keyed by program, not by process:
 //! a thousand short-lived `sh` processes are one row, and the tally outlives them.
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde::{Deserialize, Serialize};
 

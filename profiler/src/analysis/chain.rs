@@ -8,7 +8,7 @@
 //! open for one more step so that an off-CPU interval reported late (by another thread) can
 //! still be clipped into it. The parts of a step are joined by a sweep over its windows
 //! ([`uncovered`]), so the whole is linear in the run.
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde::Serialize;
 

@@ -2,7 +2,7 @@
 //! exec attempt each call ran in, with nesting kept (a function's self time is its time
 //! minus the probed functions it called), and phases rolled up from self times so that
 //! phase times plus "not in a probed function" add up to the attempt's exact latency.
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::Serialize;
 

@@ -16,7 +16,7 @@
 //! a launched tree: there every traced process descends from the launched one, and the one
 //! process that appears without a `TaskNew` is execprof's own child before it exec'd the
 //! command: [`Program::Launcher`] (one per run of a `--repeat` recording).
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::{Deserialize, Serialize};
 

@@ -21,7 +21,9 @@ pub mod searches;
 pub mod stats;
 pub mod tree;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::Serialize;
 

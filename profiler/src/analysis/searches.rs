@@ -34,7 +34,7 @@
 //! Memory follows the threads with a search open, the distinct directories and the
 //! distinct (program, missed directory) pairs; each attempt costs a look at the distinct
 //! directories its search has tried so far (PATH's length at most).
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@
 //! it holds its callees. Built from kernel stacks in sampled mode ([`SampledTree`]) and from
 //! probe nesting in exact mode ([`ExactTree`]); nodes under a share of the root are folded
 //! into one line per parent.
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::Serialize;
 

@@ -9,7 +9,7 @@
 //! kept with it and leave with it. Pieces that cannot be joined are counted, never guessed at.
 //! Memory follows the calls open at once, not the length of the run.
 pub(crate) mod events;
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::{
     assemble::events::{
