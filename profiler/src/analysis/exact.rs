@@ -2,7 +2,7 @@
 //! exec attempt each call ran in, with nesting kept (a function's self time is its time
 //! minus the probed functions it called), and phases rolled up from self times so that
 //! phase times plus "not in a probed function" add up to the attempt's exact latency.
-use foldhash::{HashMap, HashMapExt as _};
+use foldhash::HashMap;
 
 use serde::Serialize;
 
@@ -95,88 +95,165 @@ struct FunctionTally {
     /// Per attempt that called it: inclusive and self time summed over its calls.
     inclusive_per_attempt: Moments,
     self_per_attempt: Moments,
-    /// Calling probed function (None: the syscall itself) → calls.
-    parents: HashMap<Option<u32>, u64>,
+    /// Calling probed function (None: the syscall itself) → calls; one or two entries.
+    parents: Vec<(Option<u32>, u64)>,
+}
+
+/// What the tally needs of a slot, looked up once per plan instead of once per call.
+#[derive(Clone, Copy, Debug, Default)]
+struct SlotInfo {
+    /// The plan names a function in it.
+    known: bool,
+    /// Its phase's index in the phase model.
+    phase: Option<usize>,
+}
+
+/// One outcome's figures: per slot (indexed by slot number) and per phase (by index).
+#[derive(Clone, Debug, Default)]
+struct OutcomeTally {
+    functions: Vec<Option<FunctionTally>>,
+    /// Per phase: self time per attempt that had any of its functions.
+    phases: Vec<Moments>,
+    tree: ExactTree,
+}
+
+/// One call of the attempt being folded: its index in the attempt's calls, time in probed
+/// callees, the calling slot and its tree node.
+#[derive(Clone, Copy, Debug)]
+struct Nested {
+    call: usize,
+    children_ns: u64,
+    parent: Option<u32>,
+    node: usize,
+}
+
+/// Buffers reused from attempt to attempt: folding an attempt allocates nothing once they
+/// have grown to the largest attempt's size.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    order: Vec<usize>,
+    nested: Vec<Nested>,
+    stack: Vec<usize>,
+    /// Per slot: this attempt's (inclusive, self) sums, and whether the slot was called.
+    per_slot: Vec<(u64, u64, bool)>,
+    slots_called: Vec<u32>,
+    per_phase: Vec<(u64, bool)>,
 }
 
 /// Probed calls folded per attempt as attempts complete: per outcome and function, a latency
-/// histogram, the self-time sum and who called it. Memory follows the probed functions.
+/// histogram, the self-time sum and who called it. Memory follows the probed functions. One
+/// tally serves one exact plan (a run's, or the merged runs' of a recording).
 #[derive(Clone, Debug, Default)]
 pub struct ExactTally {
-    per: HashMap<Outcome, HashMap<u32, FunctionTally>>,
-    /// Per outcome and phase (by name): self time per attempt that had any.
-    phase_per_attempt: HashMap<Outcome, HashMap<String, Moments>>,
-    trees: HashMap<Outcome, ExactTree>,
+    per: HashMap<Outcome, OutcomeTally>,
+    /// Per slot number, from the plan and the phase model (built on the first attempt).
+    slots: Vec<SlotInfo>,
+    phase_count: usize,
+    scratch: Scratch,
     calls: u64,
     without_attempt: u64,
 }
 
 impl ExactTally {
+    fn slot_table(&mut self, plan: &ExactPlan, model: &PhaseModel) {
+        if !self.slots.is_empty() {
+            return;
+        }
+        let len = plan.functions.iter().map(|f| f.slot as usize + 1).max().unwrap_or(0);
+        self.slots = vec![SlotInfo::default(); len.max(1)];
+        for f in &plan.functions {
+            self.slots[f.slot as usize] = SlotInfo { known: true, phase: model.phase_of(&f.function).map(|p| p.index()) };
+        }
+        self.phase_count = model.phases().len();
+    }
+
+    fn slot(&self, slot: u32) -> SlotInfo {
+        self.slots.get(slot as usize).copied().unwrap_or_default()
+    }
+
     /// The probed calls of one completed exec attempt. Nesting is rebuilt from times: a call
     /// that starts before another returns is inside it.
     pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], plan: &ExactPlan, model: &PhaseModel) {
-        let mut list: Vec<&ProbedCall> = Vec::with_capacity(calls.len());
-        for c in calls {
+        self.slot_table(plan, model);
+        let mut s = std::mem::take(&mut self.scratch);
+        s.order.clear();
+        for (i, c) in calls.iter().enumerate() {
             self.calls += 1;
-            if plan.function_of(c.slot).is_some() {
-                list.push(c);
+            if self.slot(c.slot).known {
+                s.order.push(i);
             } else {
                 self.without_attempt += 1;
             }
         }
-        list.sort_by(|a, b| a.enter_ns.cmp(&b.enter_ns).then(b.exit_ns.cmp(&a.exit_ns)));
-        // (call, time in probed callees, calling slot)
-        let mut nodes: Vec<(&ProbedCall, u64, Option<u32>)> = Vec::with_capacity(list.len());
-        // Each call's path of slots from the outermost probed call.
-        let mut paths: Vec<Vec<u32>> = Vec::with_capacity(list.len());
-        let mut stack: Vec<usize> = Vec::new();
-        for c in list {
-            while stack.last().is_some_and(|&i| nodes[i].0.exit_ns <= c.enter_ns) {
-                stack.pop();
+        s.order.sort_by(|&a, &b| calls[a].enter_ns.cmp(&calls[b].enter_ns).then(calls[b].exit_ns.cmp(&calls[a].exit_ns)));
+        let (slot_count, phase_count) = (self.slots.len(), self.phase_count);
+        let per = self.per.entry(outcome).or_insert_with(|| OutcomeTally {
+            functions: vec![None; slot_count],
+            phases: vec![Moments::default(); phase_count],
+            tree: ExactTree::default(),
+        });
+        s.nested.clear();
+        s.stack.clear();
+        for &i in &s.order {
+            let c = &calls[i];
+            while s.stack.last().is_some_and(|&n| calls[s.nested[n].call].exit_ns <= c.enter_ns) {
+                s.stack.pop();
             }
-            let parent = stack.last().copied();
+            let parent = s.stack.last().copied();
+            let parent_node = parent.map_or(ExactTree::ROOT, |p| s.nested[p].node);
             if let Some(p) = parent {
-                nodes[p].1 += c.exit_ns.saturating_sub(c.enter_ns);
+                s.nested[p].children_ns += c.exit_ns.saturating_sub(c.enter_ns);
             }
-            nodes.push((c, 0, parent.map(|p| nodes[p].0.slot)));
-            let mut path = parent.map_or_else(Vec::new, |p| paths[p].clone());
-            path.push(c.slot);
-            paths.push(path);
-            stack.push(nodes.len() - 1);
+            let node = per.tree.node(parent_node, c.slot);
+            s.nested.push(Nested { call: i, children_ns: 0, parent: parent.map(|p| calls[s.nested[p].call].slot), node });
+            s.stack.push(s.nested.len() - 1);
         }
-        let per = self.per.entry(outcome).or_default();
         // This attempt's (inclusive, self) per function and self per phase.
-        let mut in_attempt: HashMap<u32, (u64, u64)> = HashMap::new();
-        let mut tree_calls: Vec<(Vec<u32>, u64, u64)> = Vec::with_capacity(nodes.len());
-        for ((c, children_ns, parent), path) in nodes.into_iter().zip(paths) {
+        s.per_slot.clear();
+        s.per_slot.resize(slot_count, (0, 0, false));
+        s.slots_called.clear();
+        for n in &s.nested {
+            let c = &calls[n.call];
             let d = c.exit_ns.saturating_sub(c.enter_ns);
-            let own = d.saturating_sub(children_ns);
-            let t = per.entry(c.slot).or_default();
+            let own = d.saturating_sub(n.children_ns);
+            let t = per.functions[c.slot as usize].get_or_insert_with(FunctionTally::default);
             t.inclusive.record(d);
             t.self_sum += own;
-            *t.parents.entry(parent).or_default() += 1;
-            let e = in_attempt.entry(c.slot).or_default();
+            match t.parents.iter_mut().find(|(p, _)| *p == n.parent) {
+                Some((_, k)) => *k += 1,
+                None => t.parents.push((n.parent, 1)),
+            }
+            let e = &mut s.per_slot[c.slot as usize];
+            if !e.2 {
+                e.2 = true;
+                s.slots_called.push(c.slot);
+            }
             // Recursion (a function inside itself) would count the inner call twice inclusively.
-            if parent != Some(c.slot) {
+            if n.parent != Some(c.slot) {
                 e.0 += d;
             }
             e.1 += own;
-            tree_calls.push((path, d, own));
+            per.tree.add(n.node, d, own);
         }
-        self.trees.entry(outcome).or_default().attempt(&tree_calls);
-        let mut phase_self: HashMap<&str, u64> = HashMap::new();
-        for (slot, (incl, own)) in in_attempt {
-            let t = per.get_mut(&slot).expect("tallied above");
+        per.tree.end_attempt();
+        s.per_phase.clear();
+        s.per_phase.resize(phase_count, (0, false));
+        for &slot in &s.slots_called {
+            let (incl, own, _) = s.per_slot[slot as usize];
+            let t = per.functions[slot as usize].as_mut().expect("tallied above");
             t.inclusive_per_attempt.add(incl as f64);
             t.self_per_attempt.add(own as f64);
-            if let Some(p) = plan.function_of(slot).and_then(|f| model.phase_of(&f.function)) {
-                *phase_self.entry(model.phase(p).name.as_str()).or_default() += own;
+            if let Some(p) = self.slots[slot as usize].phase {
+                s.per_phase[p].0 += own;
+                s.per_phase[p].1 = true;
             }
         }
-        let phases = self.phase_per_attempt.entry(outcome).or_default();
-        for (phase, ns) in phase_self {
-            phases.entry(phase.to_owned()).or_default().add(ns as f64);
+        for (p, &(ns, touched)) in s.per_phase.iter().enumerate() {
+            if touched {
+                per.phases[p].add(ns as f64);
+            }
         }
+        self.scratch = s;
     }
 
     /// Probed calls on a thread with no exec attempt open.
@@ -196,8 +273,7 @@ impl ExactTally {
                 continue;
             }
             let n_attempts = attempts as f64;
-            let acc = self.per.remove(&outcome).unwrap_or_default();
-            let mut phase_moments = self.phase_per_attempt.remove(&outcome).unwrap_or_default();
+            let OutcomeTally { functions: acc, phases: phase_moments, tree } = self.per.remove(&outcome).unwrap_or_default();
             let over_attempts = |mut m: Moments| {
                 m.pad_to(attempts);
                 m.interval()
@@ -206,6 +282,8 @@ impl ExactTally {
             let mut total_self = 0.0;
             let mut functions: Vec<FunctionTiming> = acc
                 .into_iter()
+                .enumerate()
+                .filter_map(|(slot, t)| Some((slot as u32, t?)))
                 .filter_map(|(slot, t)| {
                     let inclusive_ns = t.inclusive.summary()?;
                     let function = name(slot);
@@ -249,16 +327,12 @@ impl ExactTally {
                         label: p.label.clone(),
                         ns_per_attempt: per_attempt,
                         share: per_attempt / mean_ns,
-                        per_attempt: over_attempts(phase_moments.remove(&p.name).unwrap_or_default()),
+                        per_attempt: over_attempts(phase_moments.get(p.id.index()).copied().unwrap_or_default()),
                     }
                 })
                 .collect();
             let latency = outcomes.latency(outcome).map_or_else(Interval::default, |d| d.mean());
-            let tree =
-                self.trees
-                    .remove(&outcome)
-                    .unwrap_or_default()
-                    .finish(&format!("{} attempt", outcome.label()), attempts, latency, &|s| name(s).to_owned());
+            let tree = tree.finish(&format!("{} attempt", outcome.label()), attempts, latency, &|s| name(s).to_owned());
             out.push(OutcomeTiming {
                 outcome,
                 attempts,

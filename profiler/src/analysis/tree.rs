@@ -138,33 +138,93 @@ impl SampledTree {
 /// Calls by their caller's path: (path, inclusive, self) per attempt.
 type ByParent = HashMap<Vec<u32>, Vec<(Vec<u32>, Interval, Interval)>>;
 
-/// Per call path (probed slots, outermost first): per attempt, inclusive and self time.
-#[derive(Clone, Debug, Default)]
+/// Per call path (probed slots, outermost first): per attempt, inclusive and self time. The
+/// paths are nodes of a tree, so a call finds its path from its caller's node without building
+/// it; an attempt's calls are summed per node, then added once per attempt.
+#[derive(Clone, Debug)]
 pub struct ExactTree {
-    paths: HashMap<Vec<u32>, (Moments, Moments)>,
+    nodes: Vec<ExactNode>,
+    /// Nodes given time in the attempt being folded.
+    touched: Vec<usize>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ExactNode {
+    slot: u32,
+    parent: usize,
+    /// (slot, node) of its callees.
+    children: Vec<(u32, usize)>,
+    inclusive: Moments,
+    own: Moments,
+    /// The attempt being folded: (inclusive, self) summed over its calls on this path.
+    attempt: Option<(u64, u64)>,
+}
+
+impl Default for ExactTree {
+    fn default() -> Self {
+        Self { nodes: vec![ExactNode::default()], touched: Vec::new() }
+    }
 }
 
 impl ExactTree {
-    /// One attempt's calls as (path, inclusive ns, self ns), in any order; a path may repeat.
-    pub fn attempt(&mut self, calls: &[(Vec<u32>, u64, u64)]) {
-        let mut sums: HashMap<&[u32], (u64, u64)> = HashMap::new();
-        for (path, incl, own) in calls {
-            let e = sums.entry(path.as_slice()).or_default();
-            e.0 += incl;
-            e.1 += own;
+    /// The syscall itself: the node above the outermost probed calls.
+    pub const ROOT: usize = 0;
+
+    /// The node of `slot` called from `parent`'s path.
+    pub fn node(&mut self, parent: usize, slot: u32) -> usize {
+        if let Some(&(_, n)) = self.nodes[parent].children.iter().find(|(s, _)| *s == slot) {
+            return n;
         }
-        for (path, (incl, own)) in sums {
-            let e = self.paths.entry(path.to_vec()).or_default();
-            e.0.add(incl as f64);
-            e.1.add(own as f64);
+        let n = self.nodes.len();
+        self.nodes.push(ExactNode { slot, parent, ..ExactNode::default() });
+        self.nodes[parent].children.push((slot, n));
+        n
+    }
+
+    /// One call on `node`'s path in the attempt being folded; a path may repeat.
+    pub fn add(&mut self, node: usize, inclusive_ns: u64, self_ns: u64) {
+        let n = &mut self.nodes[node];
+        let e = n.attempt.get_or_insert_with(|| {
+            self.touched.push(node);
+            (0, 0)
+        });
+        e.0 += inclusive_ns;
+        e.1 += self_ns;
+    }
+
+    /// Ends the attempt being folded: each path it had adds its sums once.
+    pub fn end_attempt(&mut self) {
+        for &i in &self.touched {
+            let n = &mut self.nodes[i];
+            if let Some((incl, own)) = n.attempt.take() {
+                n.inclusive.add(incl as f64);
+                n.own.add(own as f64);
+            }
         }
+        self.touched.clear();
+    }
+
+    /// Node `i`'s path of slots, outermost first.
+    fn path(&self, mut i: usize) -> Vec<u32> {
+        let mut path = Vec::new();
+        while i != Self::ROOT {
+            path.push(self.nodes[i].slot);
+            i = self.nodes[i].parent;
+        }
+        path.reverse();
+        path
     }
 
     /// The tree: the root is the outcome's measured latency, its self time what no probed
     /// function covers; `name(slot)` names a slot.
     pub fn finish(self, root: &str, attempts: u64, latency: Interval, name: &dyn Fn(u32) -> String) -> TreeNode {
         let mut by_parent: ByParent = HashMap::new();
-        for (path, (mut incl, mut own)) in self.paths {
+        for i in 1..self.nodes.len() {
+            let (mut incl, mut own) = (self.nodes[i].inclusive, self.nodes[i].own);
+            if incl.n == 0 {
+                continue;
+            }
+            let path = self.path(i);
             incl.pad_to(attempts);
             own.pad_to(attempts);
             by_parent.entry(path[..path.len() - 1].to_vec()).or_default().push((path, incl.interval(), own.interval()));
@@ -276,8 +336,15 @@ mod tests {
     fn exact_tree_from_nesting_adds_up_to_the_latency() {
         let mut t = ExactTree::default();
         // Two attempts: slot 0 (alloc_bprm) calls slot 1 (do_open_execat) twice in the first.
-        t.attempt(&[(vec![0], 800, 100), (vec![0, 1], 300, 300), (vec![0, 1], 400, 400)]);
-        t.attempt(&[(vec![0], 600, 200), (vec![0, 1], 400, 400)]);
+        let alloc = t.node(ExactTree::ROOT, 0);
+        let open = t.node(alloc, 1);
+        t.add(alloc, 800, 100);
+        t.add(open, 300, 300);
+        t.add(open, 400, 400);
+        t.end_attempt();
+        t.add(alloc, 600, 200);
+        t.add(t.node(alloc, 1), 400, 400);
+        t.end_attempt();
         let names = |s: u32| ["alloc_bprm", "do_open_execat"][s as usize].to_owned();
         let root = t.finish("ENOENT attempt", 2, Interval { value: 1_000.0, low: 900.0, high: 1_100.0 }, &names);
         assert_eq!(root.inclusive.value, 1_000.0);
