@@ -343,7 +343,9 @@ mod tests {
         t.add(open, 400, 400);
         t.end_attempt();
         t.add(alloc, 600, 200);
-        t.add(t.node(alloc, 1), 400, 400);
+        let again = t.node(alloc, 1);
+        assert_eq!(again, open, "the same path is the same node");
+        t.add(again, 400, 400);
         t.end_attempt();
         let names = |s: u32| ["alloc_bprm", "do_open_execat"][s as usize].to_owned();
         let root = t.finish("ENOENT attempt", 2, Interval { value: 1_000.0, low: 900.0, high: 1_100.0 }, &names);
