@@ -118,6 +118,10 @@ pub mod names {
     /// Non-zero for `execprof agent`: the boundaries fold each call into the aggregates
     /// ([`crate::aggregate`]) and send no record; the sched hooks only keep the traced set.
     pub const GLOBAL_AGGREGATE: &str = "AGGREGATE";
+    /// Non-zero where exact mode may sum each exec attempt's probed calls in the kernel
+    /// ([`crate::call_sums`]) instead of sending a record per call; zero where each call is
+    /// wanted on its own (`--trace`'s timelines, `--mode sampled`).
+    pub const GLOBAL_CALL_SUMS: &str = "CALL_SUMS";
     pub const GLOBAL_IN_FLIGHT_MASK: &str = "IN_FLIGHT_MASK";
     /// The agent's reads of the caller's executable and memory: `task_struct.mm`,
     /// `mm_struct.exe_file`, `file.f_inode`, `inode.i_ino`, `inode.i_sb`, `super_block.s_dev`,
@@ -241,6 +245,9 @@ record_kinds! {
     /// `--cgroup`: a process found in the cgroup at one of its calls joined the traced set
     /// (sent just before that call's records).
     ADOPTED = 12, tag 11, "adopted", AdoptedRecord;
+    /// Exact mode: an exec attempt's probed calls summed per call path in the kernel (sent
+    /// just before its exit; only the entries in use).
+    CALL_SUMS = 13, tag 12, "probed call sums", CallSumsRecord;
 }
 
 /// One row of [`RECORD_KINDS`].
@@ -283,6 +290,8 @@ pub mod id_flags {
     /// The enter record of the thread's current call was dropped (ring buffer full): its exit
     /// must not join an older call of the thread whose exit was dropped.
     pub const ENTER_LOST: u8 = 4;
+    /// Exact mode: the thread's current exec attempt sums its probed calls in the kernel.
+    pub const SUMMED: u8 = 8;
 }
 
 /// Values of the `SCOPE` global: which processes the kernel side traces.
@@ -405,7 +414,12 @@ pub mod counter {
     /// mechanism; a loss only under the per-syscall events, which never see such a process's
     /// calls (user space then also adds the 32-bit processes running when tracing began).
     pub const NON_NATIVE_EXEC: u32 = 10;
-    pub const COUNT: u32 = 11;
+    /// Exact mode: exec attempts whose probed calls, summed in the kernel, could not be sent
+    /// (ring buffer full), or were taken over by another thread's attempt (two threads'
+    /// attempts claiming one table cell at the same moment): one per attempt; the attempt
+    /// itself is still timed, its functions are not.
+    pub const CALL_SUMS_LOST: u32 = 11;
+    pub const COUNT: u32 = 12;
 
     pub const NAMES: [&str; COUNT as usize] = [
         "ring buffer full",
@@ -419,6 +433,7 @@ pub mod counter {
         "ring buffer full: fork enters",
         "ring buffer full: exec arguments",
         "32-bit processes, calls not seen",
+        "probed call sums lost",
     ];
 }
 
@@ -1076,6 +1091,65 @@ pub struct ProbedCallRecord {
     pub _reserved: u32,
 }
 
+/// Exact mode's sums of one exec attempt's probed calls ([`CallSumsRecord`]).
+pub mod call_sums {
+    /// Call paths one attempt can hold; calls on further paths are counted, not summed.
+    pub const MAX_ENTRIES: usize = 64;
+    /// Probed calls open at once on one thread (nesting depth).
+    pub const MAX_DEPTH: usize = 16;
+    /// No entry: the syscall itself as a parent, the end of a list.
+    pub const NONE: u8 = 0xff;
+    /// A call not summed (no entry left, or under such a call): its time stays in its caller's.
+    pub const UNSUMMED: u8 = 0xfe;
+    /// Cells of the table of attempts being summed, found from the thread's `task_struct`
+    /// address; a thread whose cell is taken by another's attempt sends its calls one by one.
+    pub const TABLE: u32 = 1024;
+    /// The cell of the thread whose `task_struct` is at `task`.
+    pub const fn cell(task: u64) -> u32 {
+        ((task >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - TABLE.trailing_zeros())) as u32
+    }
+    const _: () = assert!(TABLE.is_power_of_two() && MAX_ENTRIES < UNSUMMED as usize);
+}
+
+/// One call path's calls in one exec attempt: the calls of the function in `slot` made from
+/// the path of entry `parent`, summed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallSum {
+    /// Entry to return, summed over the calls.
+    pub inclusive_ns: u64,
+    /// The same less the time in probed callees.
+    pub self_ns: u64,
+    pub calls: u32,
+    /// The probe slot: user space knows which function it attached there.
+    pub slot: u8,
+    /// The entry of the calling call path ([`call_sums::NONE`]: the syscall itself); always
+    /// an earlier entry.
+    pub parent: u8,
+    /// The kernel side's list of each path's callees (not read by user space).
+    pub first_child: u8,
+    pub next_sibling: u8,
+}
+
+/// Exact mode: an exec attempt's probed calls summed per call path (the slots from the
+/// syscall down) in the kernel, sent once before the attempt's exit instead of a
+/// [`ProbedCallRecord`] per call; only the first `count` entries are sent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CallSumsRecord {
+    pub header: RecordHeader,
+    /// Entries in use.
+    pub count: u32,
+    /// Calls not summed (no entry left, or nested deeper than [`call_sums::MAX_DEPTH`]).
+    pub unsummed: u32,
+    pub entries: [CallSum; call_sums::MAX_ENTRIES],
+}
+
+impl CallSumsRecord {
+    /// Bytes before the entries.
+    pub const HEAD: usize = core::mem::offset_of!(CallSumsRecord, entries);
+}
+
 /// A traced thread ran again; the header's time is when, `start_ns` when it went off-CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -1155,6 +1229,8 @@ const _: () = assert!(core::mem::size_of::<LoadedRecord>() == 24 + 4 * 4 + limit
 const _: () = assert!(core::mem::size_of::<TaskNewRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<TaskExitRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
+const _: () = assert!(core::mem::size_of::<CallSum>() == 24);
+const _: () = assert!(core::mem::size_of::<CallSumsRecord>() == 24 + 8 + 24 * call_sums::MAX_ENTRIES);
 const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<MainRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
@@ -1186,6 +1262,7 @@ mod pod {
     unsafe impl aya::Pod for TaskExitRecord {}
     unsafe impl aya::Pod for SampleRecord {}
     unsafe impl aya::Pod for ProbedCallRecord {}
+    unsafe impl aya::Pod for CallSumsRecord {}
     unsafe impl aya::Pod for OffCpuRecord {}
     unsafe impl aya::Pod for MainRecord {}
     unsafe impl aya::Pod for ArgvRecord {}

@@ -140,7 +140,24 @@ pub fn set_in_call(pid: u32, on: bool) {
 #[inline(always)]
 pub fn enter_call(pid: u32) {
     if let Some(b) = id_byte(pid) {
-        unsafe { *b = (*b | id_flags::IN_CALL) & !id_flags::ENTER_LOST };
+        unsafe { *b = (*b | id_flags::IN_CALL) & !(id_flags::ENTER_LOST | id_flags::SUMMED) };
+    }
+}
+
+/// Exact mode: thread `pid`'s attempt sums its probed calls (or no longer).
+#[inline(always)]
+pub fn set_summed(pid: u32, on: bool) {
+    set(pid, id_flags::SUMMED, on);
+}
+
+/// Whether thread `pid`'s attempt was summing its probed calls; the mark is cleared.
+#[inline(always)]
+pub fn take_summed(pid: u32) -> bool {
+    let Some(b) = id_byte(pid) else { return false };
+    unsafe {
+        let v = *b;
+        *b = v & !id_flags::SUMMED;
+        v & id_flags::SUMMED != 0
     }
 }
 

@@ -178,6 +178,8 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
     if crate::aggregate::on() {
         return 0;
     }
+    // An exec attempt in flight: its calls summed so far go with it.
+    crate::exact::end(task::current(), pid, tgid, unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }, true);
     let rec = TaskExitRecord {
         header: header::<TaskExitRecord>(pid, tgid),
         flags: if dead { task_exit_flags::GROUP_DEAD } else { 0 },

@@ -86,6 +86,9 @@ pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, curr
         tgid,
     };
     let rec = SyscallEnterRecord { header, min_flt, maj_flt, syscall, flags };
+    if syscall < traced_syscall::CLONE {
+        crate::exact::begin(current, pid);
+    }
     if !maps::try_send(&rec) {
         // Counted by kind: with the enters user space sees, the number of calls made stays
         // exact however many records are lost; and the exit must not join an older call.
@@ -142,6 +145,9 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
         return;
     }
     let enter_lost = maps::leave_call(pid);
+    if exec {
+        crate::exact::end(current, pid, tgid, now, false);
+    }
     let Some(mut entry) = maps::EVENTS.reserve::<SyscallExitRecord>(0) else {
         maps::count(counter::RING_FULL);
         return;

@@ -102,6 +102,8 @@ mod tests {
             probed: vec![],
             calls: 0,
             calls_without_attempt: 0,
+            calls_unsummed: 0,
+            calls_summed: 0,
             outcomes: vec![OutcomeTiming {
                 outcome: Outcome::Success,
                 attempts: 1,

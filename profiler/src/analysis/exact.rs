@@ -11,7 +11,7 @@ use super::{
     stats::{Distribution, Interval, Latencies, Moments},
     tree::{ExactTree, TreeNode},
 };
-use crate::{analysis::phases::PhaseModel, assemble::events::ProbedCall, model::meta::ExactPlan};
+use crate::{analysis::phases::PhaseModel, assemble::events::ProbedCall, model::meta::ExactPlan, record::CallSums};
 
 /// Exact timing of one probed kernel function within one outcome's attempts.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
@@ -83,6 +83,15 @@ pub struct ExactTiming {
     pub calls: u64,
     /// Calls that could not be tied to a recorded attempt: counted, not used.
     pub calls_without_attempt: u64,
+    /// Calls the kernel counted but could not sum (an attempt with more call paths, or deeper
+    /// nesting, than it keeps): their time is in their callers' self time.
+    #[serde(default)]
+    pub calls_unsummed: u64,
+    /// Calls summed in the kernel per attempt and call path rather than sent one by one:
+    /// exact in every sum, and in the per-call distribution (`inclusive_ns`) at their mean
+    /// where an attempt called a function more than once on one path.
+    #[serde(default)]
+    pub calls_summed: u64,
     /// One timing per outcome that had attempts.
     pub outcomes: Vec<OutcomeTiming>,
 }
@@ -152,6 +161,32 @@ pub struct ExactTally {
     scratch: Scratch,
     calls: u64,
     without_attempt: u64,
+    unsummed: u64,
+    summed: u64,
+}
+
+/// `calls` calls of `slot` on one call path (tree `node`, called from `parent`) in the attempt
+/// being folded, taking `inclusive` and `own` ns in all.
+#[allow(clippy::too_many_arguments)]
+fn fold(per: &mut OutcomeTally, s: &mut Scratch, slot: u32, parent: Option<u32>, node: usize, calls: u64, inclusive: u64, own: u64) {
+    let t = per.functions[slot as usize].get_or_insert_with(FunctionTally::default);
+    t.inclusive.record_n(inclusive / calls, calls);
+    t.self_sum += own;
+    match t.parents.iter_mut().find(|(p, _)| *p == parent) {
+        Some((_, k)) => *k += calls,
+        None => t.parents.push((parent, calls)),
+    }
+    let e = &mut s.per_slot[slot as usize];
+    if !e.2 {
+        e.2 = true;
+        s.slots_called.push(slot);
+    }
+    // Recursion (a function inside itself) would count the inner call twice inclusively.
+    if parent != Some(slot) {
+        e.0 += inclusive;
+    }
+    e.1 += own;
+    per.tree.add(node, inclusive, own);
 }
 
 impl ExactTally {
@@ -167,80 +202,96 @@ impl ExactTally {
         self.phase_count = model.phases().len();
     }
 
-    fn slot(&self, slot: u32) -> SlotInfo {
-        self.slots.get(slot as usize).copied().unwrap_or_default()
-    }
-
-    /// The probed calls of one completed exec attempt. Nesting is rebuilt from times: a call
-    /// that starts before another returns is inside it.
-    pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], plan: &ExactPlan, model: &PhaseModel) {
+    /// The probed calls of one completed exec attempt: sent one by one (`calls`: nesting is
+    /// rebuilt from times, a call that starts before another returns is inside it) or summed
+    /// per call path in the kernel (`sums`). Summed calls keep every sum exact; what they
+    /// cannot keep is each call's own time where one attempt called a function on one path
+    /// more than once: those calls enter the per-call distribution at their mean.
+    pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], sums: Option<&CallSums>, plan: &ExactPlan, model: &PhaseModel) {
         self.slot_table(plan, model);
         let mut s = std::mem::take(&mut self.scratch);
-        s.order.clear();
-        for (i, c) in calls.iter().enumerate() {
-            self.calls += 1;
-            if self.slot(c.slot).known {
-                s.order.push(i);
-            } else {
-                self.without_attempt += 1;
-            }
-        }
-        s.order.sort_by(|&a, &b| calls[a].enter_ns.cmp(&calls[b].enter_ns).then(calls[b].exit_ns.cmp(&calls[a].exit_ns)));
         let (slot_count, phase_count) = (self.slots.len(), self.phase_count);
         let per = self.per.entry(outcome).or_insert_with(|| OutcomeTally {
             functions: vec![None; slot_count],
             phases: vec![Moments::default(); phase_count],
             tree: ExactTree::default(),
         });
-        s.nested.clear();
-        s.stack.clear();
-        for &i in &s.order {
-            let c = &calls[i];
-            while s.stack.last().is_some_and(|&n| calls[s.nested[n].call].exit_ns <= c.enter_ns) {
-                s.stack.pop();
-            }
-            let parent = s.stack.last().copied();
-            let parent_node = parent.map_or(ExactTree::ROOT, |p| s.nested[p].node);
-            if let Some(p) = parent {
-                s.nested[p].children_ns += c.exit_ns.saturating_sub(c.enter_ns);
-            }
-            let node = per.tree.node(parent_node, c.slot);
-            s.nested.push(Nested { call: i, children_ns: 0, parent: parent.map(|p| calls[s.nested[p].call].slot), node });
-            s.stack.push(s.nested.len() - 1);
-        }
-        // This attempt's (inclusive, self) per function and self per phase.
         s.per_slot.clear();
         s.per_slot.resize(slot_count, (0, 0, false));
         s.slots_called.clear();
-        for n in &s.nested {
-            let c = &calls[n.call];
-            let d = c.exit_ns.saturating_sub(c.enter_ns);
-            let own = d.saturating_sub(n.children_ns);
-            let t = per.functions[c.slot as usize].get_or_insert_with(FunctionTally::default);
-            t.inclusive.record(d);
-            t.self_sum += own;
-            match t.parents.iter_mut().find(|(p, _)| *p == n.parent) {
-                Some((_, k)) => *k += 1,
-                None => t.parents.push((n.parent, 1)),
+        if let Some(sums) = sums {
+            s.nested.clear();
+            for e in &sums.entries {
+                self.calls += u64::from(e.calls);
+                let parent = e.parent.and_then(|p| s.nested.get(usize::from(p)).copied());
+                if !self.slots.get(e.slot as usize).is_some_and(|i| i.known) || (e.parent.is_some() && parent.is_none()) {
+                    // A slot nothing was attached to: neither it nor its callees are placed.
+                    self.without_attempt += u64::from(e.calls);
+                    s.nested.push(Nested { call: usize::MAX, children_ns: 0, parent: None, node: usize::MAX });
+                    continue;
+                }
+                let parent_slot = parent.map(|p| p.call as u32);
+                let parent_node = parent.map_or(ExactTree::ROOT, |p| p.node);
+                if parent_node == usize::MAX {
+                    self.without_attempt += u64::from(e.calls);
+                    s.nested.push(Nested { call: usize::MAX, children_ns: 0, parent: None, node: usize::MAX });
+                    continue;
+                }
+                let node = per.tree.node(parent_node, e.slot);
+                // Here `call` holds the entry's slot, for its callees' parent.
+                s.nested.push(Nested { call: e.slot as usize, children_ns: 0, parent: parent_slot, node });
+                if e.calls > 0 {
+                    fold(per, &mut s, e.slot, parent_slot, node, u64::from(e.calls), e.inclusive_ns, e.self_ns);
+                }
             }
-            let e = &mut s.per_slot[c.slot as usize];
-            if !e.2 {
-                e.2 = true;
-                s.slots_called.push(c.slot);
+            self.summed += sums.calls();
+            self.calls += u64::from(sums.unsummed);
+            self.unsummed += u64::from(sums.unsummed);
+            // Calls also sent one by one (an attempt whose sums another thread's took over):
+            // not placed.
+            self.calls += calls.len() as u64;
+            self.without_attempt += calls.len() as u64;
+        } else {
+            s.order.clear();
+            for (i, c) in calls.iter().enumerate() {
+                self.calls += 1;
+                if self.slots.get(c.slot as usize).is_some_and(|i| i.known) {
+                    s.order.push(i);
+                } else {
+                    self.without_attempt += 1;
+                }
             }
-            // Recursion (a function inside itself) would count the inner call twice inclusively.
-            if n.parent != Some(c.slot) {
-                e.0 += d;
+            s.order.sort_by(|&a, &b| calls[a].enter_ns.cmp(&calls[b].enter_ns).then(calls[b].exit_ns.cmp(&calls[a].exit_ns)));
+            s.nested.clear();
+            s.stack.clear();
+            for &i in &s.order {
+                let c = &calls[i];
+                while s.stack.last().is_some_and(|&n| calls[s.nested[n].call].exit_ns <= c.enter_ns) {
+                    s.stack.pop();
+                }
+                let parent = s.stack.last().copied();
+                let parent_node = parent.map_or(ExactTree::ROOT, |p| s.nested[p].node);
+                if let Some(p) = parent {
+                    s.nested[p].children_ns += c.exit_ns.saturating_sub(c.enter_ns);
+                }
+                let node = per.tree.node(parent_node, c.slot);
+                s.nested.push(Nested { call: i, children_ns: 0, parent: parent.map(|p| calls[s.nested[p].call].slot), node });
+                s.stack.push(s.nested.len() - 1);
             }
-            e.1 += own;
-            per.tree.add(n.node, d, own);
+            for k in 0..s.nested.len() {
+                let n = s.nested[k];
+                let c = &calls[n.call];
+                let d = c.exit_ns.saturating_sub(c.enter_ns);
+                fold(per, &mut s, c.slot, n.parent, n.node, 1, d, d.saturating_sub(n.children_ns));
+            }
         }
         per.tree.end_attempt();
+        // This attempt's sums per function, and self time per phase.
         s.per_phase.clear();
         s.per_phase.resize(phase_count, (0, false));
         for &slot in &s.slots_called {
             let (incl, own, _) = s.per_slot[slot as usize];
-            let t = per.functions[slot as usize].as_mut().expect("tallied above");
+            let t = per.functions[slot as usize].as_mut().expect("tallied in fold");
             t.inclusive_per_attempt.add(incl as f64);
             t.self_per_attempt.add(own as f64);
             if let Some(p) = self.slots[slot as usize].phase {
@@ -254,6 +305,13 @@ impl ExactTally {
             }
         }
         self.scratch = s;
+    }
+
+    /// An attempt's probed calls summed in the kernel, with no attempt to tie them to.
+    pub fn orphan_sums(&mut self, sums: &CallSums) {
+        let n = sums.calls() + u64::from(sums.unsummed);
+        self.calls += n;
+        self.without_attempt += n;
     }
 
     /// Probed calls on a thread with no exec attempt open.
@@ -347,6 +405,8 @@ impl ExactTally {
             probed: plan.functions.iter().map(|f| f.raw_name.clone()).collect(),
             calls: self.calls,
             calls_without_attempt: self.without_attempt,
+            calls_unsummed: self.unsummed,
+            calls_summed: self.summed,
             outcomes: out,
         }
     }
@@ -392,10 +452,10 @@ mod tests {
         outcomes.add(&fail);
         outcomes.add(&ok);
         let mut tally = ExactTally::default();
-        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], &p, &model);
-        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], &p, &model);
+        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], None, &p, &model);
+        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], None, &p, &model);
         tally.orphan(); // no attempt open on its thread
-        tally.attempt(Outcome::Success, &[call(9, 1, 2)], &p, &model); // a slot nothing was attached to
+        tally.attempt(Outcome::Success, &[call(9, 1, 2)], None, &p, &model); // a slot nothing was attached to
         let t = tally.finish(&outcomes, &p, &model);
         assert_eq!((t.calls, t.calls_without_attempt), (7, 2));
         let enoent = t.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();
@@ -420,6 +480,55 @@ mod tests {
         for o in [enoent, success] {
             for p in &o.phases {
                 assert!((p.per_attempt.value - p.ns_per_attempt).abs() < 1e-9, "{p:?}");
+            }
+        }
+    }
+
+    /// The same attempts sent call by call and summed in the kernel give the same figures,
+    /// except each call's own time where an attempt called a function twice on one path:
+    /// those two calls count at their mean.
+    #[test]
+    fn kernel_sums_give_the_per_call_figures_and_pin_what_they_cannot_keep() {
+        use crate::record::{CallSums, PathSum};
+        let model = PhaseModel::builtin().unwrap();
+        let p = plan(&["alloc_bprm", "do_open_execat", "mm_alloc"]);
+        let mut outcomes = Outcomes::default();
+        outcomes.add(&attempt(1, 0, 10_000, 0, None));
+        outcomes.add(&attempt(1, 20_000, 30_000, 0, None));
+        // Attempt 1: alloc_bprm 100..5100 calls do_open_execat twice (200..1200, 1300..1600)
+        // and mm_alloc 2000..4000. Attempt 2: alloc_bprm 100..900 calls do_open_execat 150..850.
+        let first = [call(0, 100, 5_100), call(1, 200, 1_200), call(1, 1_300, 1_600), call(2, 2_000, 4_000)];
+        let second = [call(0, 20_100, 20_900), call(1, 20_150, 20_850)];
+        let mut by_call = ExactTally::default();
+        by_call.attempt(Outcome::Success, &first, None, &p, &model);
+        by_call.attempt(Outcome::Success, &second, None, &p, &model);
+        let path = |slot, parent, calls, inclusive_ns, self_ns| PathSum { slot, parent, calls, inclusive_ns, self_ns };
+        let sums_first = CallSums {
+            entries: vec![path(0, None, 1, 5_000, 1_700), path(1, Some(0), 2, 1_300, 1_300), path(2, Some(0), 1, 2_000, 2_000)],
+            unsummed: 0,
+        };
+        let sums_second = CallSums { entries: vec![path(0, None, 1, 800, 100), path(1, Some(0), 1, 700, 700)], unsummed: 1 };
+        let mut summed = ExactTally::default();
+        summed.attempt(Outcome::Success, &[], Some(&sums_first), &p, &model);
+        summed.attempt(Outcome::Success, &[], Some(&sums_second), &p, &model);
+        let (a, b) = (by_call.finish(&outcomes, &p, &model), summed.finish(&outcomes, &p, &model));
+        assert_eq!((b.calls, b.calls_summed, b.calls_unsummed, b.calls_without_attempt), (a.calls + 1, 6, 1, 0));
+        let (oa, ob) = (&a.outcomes[0], &b.outcomes[0]);
+        assert_eq!(oa.tree, ob.tree, "the call tree is the same");
+        assert_eq!(format!("{:?}", oa.phases), format!("{:?}", ob.phases), "so are the phases");
+        for (fa, fb) in oa.functions.iter().zip(&ob.functions) {
+            assert_eq!((&fa.function, fa.calls, fa.self_ns_mean, &fa.parent), (&fb.function, fb.calls, fb.self_ns_mean, &fb.parent));
+            assert_eq!(
+                format!("{:?}", (fa.inclusive_per_attempt, fa.self_per_attempt)),
+                format!("{:?}", (fb.inclusive_per_attempt, fb.self_per_attempt))
+            );
+            assert_eq!(fa.inclusive_ns.total_ns, fb.inclusive_ns.total_ns, "{}: the total is exact", fa.function);
+            if fa.function == "do_open_execat" {
+                // Calls of 1000, 300 and 700 ns; summed, the first attempt's two count at 650 each.
+                assert_eq!((fa.inclusive_ns.min_ns, fa.inclusive_ns.max_ns), (300, 1_000));
+                assert_eq!((fb.inclusive_ns.min_ns, fb.inclusive_ns.max_ns), (650, 700));
+            } else {
+                assert_eq!(format!("{:?}", fa.inclusive_ns), format!("{:?}", fb.inclusive_ns), "{}: one call per path", fa.function);
             }
         }
     }

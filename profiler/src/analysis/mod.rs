@@ -259,6 +259,7 @@ impl EventSink for Analyzer<'_> {
             Event::OrphanSample(_) => self.samples.orphan(),
             Event::SampleBeforeEnter(_) => self.samples.before_enter(),
             Event::OrphanProbedCall(_) => self.exact.orphan(),
+            Event::OrphanCallSums(sums) => self.exact.orphan_sums(sums),
         }
     }
 }
@@ -299,7 +300,7 @@ impl<'a> Analyzer<'a> {
         self.chain.attempt(a);
         self.samples.call(outcome, caller.program, a.exit_ns, &a.inside.samples);
         if let Some(plan) = self.ctx.exact {
-            self.exact.attempt(outcome, &a.inside.probed, plan, self.ctx.model);
+            self.exact.attempt(outcome, &a.inside.probed, a.inside.sums.as_ref(), plan, self.ctx.model);
         }
         let file = self.files.entry(a.name.bytes.clone()).or_default();
         file.0 += 1;
@@ -336,6 +337,9 @@ impl<'a> Analyzer<'a> {
         self.samples.call(outcome::Outcome::Fork(f.syscall), caller.program, f.exit_ns, &f.inside.samples);
         for _ in &f.inside.probed {
             self.exact.orphan();
+        }
+        if let Some(sums) = &f.inside.sums {
+            self.exact.orphan_sums(sums);
         }
     }
 

@@ -73,6 +73,20 @@ impl Latencies {
         self.sum += u128::from(ns);
     }
 
+    /// Adds `n` values of `ns` each.
+    pub fn record_n(&mut self, ns: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.hist.record_n(ns, n).is_err() {
+            self.hist.saturating_record(ns);
+        }
+        self.count += n;
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+        self.sum += u128::from(ns) * u128::from(n);
+    }
+
     /// Values recorded so far.
     pub fn count(&self) -> u64 {
         self.count

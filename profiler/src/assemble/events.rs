@@ -7,6 +7,7 @@
 #[cfg(test)]
 use crate::model::names::escape_name;
 use crate::model::names::{Abi, Argv, ExecSyscall, ForkSyscall, Killed, Name};
+use crate::record::CallSums;
 
 /// Handed out by the assembler, one per exec attempt or fork-family call, in enter order.
 /// Samples and probed calls are tied to their call by it, never by (process, time).
@@ -56,7 +57,11 @@ impl ExecAttempt {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inside {
     pub samples: Vec<Sample>,
+    /// Exact mode, calls sent one by one.
     pub probed: Vec<ProbedCall>,
+    /// Exact mode, calls summed per call path in the kernel (an exec attempt's, sent before its
+    /// exit; its calls are then not in `probed`).
+    pub sums: Option<CallSums>,
 }
 
 /// A fork-family syscall (clone, clone3, fork, vfork) of the traced tree, timed like an exec
@@ -172,6 +177,8 @@ pub enum Event {
     SampleBeforeEnter(Sample),
     /// Likewise for a probed call.
     OrphanProbedCall(ProbedCall),
+    /// Likewise for an attempt's summed probed calls.
+    OrphanCallSums(CallSums),
 }
 
 /// Where events go: the analysis, the trace writer, tests.

@@ -19,7 +19,7 @@ use crate::{
         meta::Unjoined,
         names::{Abi, Argv, Family, Killed, Name, TracedSyscall},
     },
-    record::{Body, Head, Record},
+    record::{Body, CallSums, Head, Record},
 };
 
 /// An exec or fork-family call between its enter and exit records.
@@ -93,6 +93,7 @@ impl Assembler {
             Body::TaskExit { group_dead } => self.task_exit(h, group_dead, out),
             Body::Sample { frames } => self.sample(h, frames),
             Body::ProbedCall { enter_ns, slot } => self.probed_call(h, enter_ns, slot, out),
+            Body::CallSums(sums) => self.call_sums(h, sums, out),
             Body::OffCpu { start_ns } => self.off_cpu(h, start_ns, out),
             Body::Main => self.main(h, out),
             Body::Argv(argv) => self.argv(h, argv),
@@ -199,6 +200,14 @@ impl Assembler {
         }
     }
 
+    fn call_sums(&mut self, h: Head, sums: CallSums, out: &mut impl EventSink) {
+        match self.open.get_mut(&h.pid) {
+            // One per attempt; a second (never sent) would replace the first, so it is an orphan.
+            Some(o) if o.inside.sums.is_none() => o.inside.sums = Some(sums),
+            _ => out.event(&Event::OrphanCallSums(sums)),
+        }
+    }
+
     fn off_cpu(&self, h: Head, start_ns: u64, out: &mut impl EventSink) {
         out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
     }
@@ -235,6 +244,9 @@ fn orphan_inside(inside: Inside, out: &mut impl EventSink) {
     }
     for c in inside.probed {
         out.event(&Event::OrphanProbedCall(c));
+    }
+    if let Some(sums) = inside.sums {
+        out.event(&Event::OrphanCallSums(sums));
     }
 }
 
@@ -539,6 +551,30 @@ mod tests {
         assert_eq!(attempts[0].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![2]);
         assert_eq!(attempts[0].inside.probed, vec![ProbedCall { pid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4 }]);
         assert_eq!(attempts[1].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![4]);
+    }
+
+    #[test]
+    fn an_attempts_call_sums_go_with_it_and_any_others_are_orphans() {
+        let sums = |slot| CallSums {
+            entries: vec![crate::record::PathSum { slot, parent: None, calls: 1, inclusive_ns: 50, self_ns: 50 }],
+            unsummed: 0,
+        };
+        let (events, _) = assemble([
+            rec(500, 100, Body::CallSums(sums(1))), // no call open on the thread
+            enter(1_000, 100, EXECVE, (0, 0)),
+            rec(1_900, 100, Body::CallSums(sums(2))),
+            rec(1_950, 100, Body::CallSums(sums(3))), // a second for one attempt: never sent
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("x")),
+        ]);
+        let orphans: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::OrphanCallSums(s) => Some(s.entries[0].slot),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(orphans, vec![1, 3]);
+        assert_eq!(execs(&events)[0].inside.sums, Some(sums(2)));
     }
 
     #[test]

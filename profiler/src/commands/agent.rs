@@ -134,6 +134,7 @@ impl AgentSession {
                     max_in_flight: cfg.max_in_flight,
                     max_misses: cfg.max_misses,
                 }),
+                call_sums: false,
             },
         )
         .map_err(unsupported)?;

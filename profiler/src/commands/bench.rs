@@ -126,6 +126,7 @@ fn with_own_fork_calls<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Sen
             boundaries: Default::default(),
             attached_scope: false,
             agent: None,
+            call_sums: false,
         },
     )?;
     tracer.trace_process(std::process::id())?;

@@ -111,6 +111,7 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
         boundaries: Default::default(),
         attached_scope: false,
         agent: None,
+        call_sums: false,
     };
     let mut ebpf = match tracer::load_object(&layout, &opts) {
         Ok(e) => e,

@@ -294,6 +294,12 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
     let loaded = load(path, (outputs.trace.as_deref(), outputs.trace_format), outputs.events.as_deref(), outputs.argv)?;
     let source = Source::Replay { recording: loaded.facts, ready_ms: started.elapsed().as_millis() as u64 };
     let mut finished = loaded.finished;
+    if outputs.trace.is_some() && finished.analysis.exact.as_ref().is_some_and(|x| x.calls_summed > 0) {
+        eprintln!(
+            "execprof: note: this recording holds each exec attempt's probed calls summed in the kernel, so the timeline has no \
+             kernel functions track; record with `run --trace FILE --output REC` to keep every call"
+        );
+    }
     let mut errors = std::mem::take(&mut finished.output_errors);
     deliver(loaded.meta, loaded.end, finished, source, outputs, &mut errors);
     if !errors.is_empty() {
@@ -545,6 +551,8 @@ fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builti
             boundaries: cfg.boundaries,
             attached_scope: command.is_none(),
             agent: None,
+            // Timelines show each probed call: there every call is sent on its own.
+            call_sums: cfg.outputs.trace.is_none() && cfg.mode != ModeRequest::Sampled,
         },
     )
     .map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;

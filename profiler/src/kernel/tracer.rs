@@ -39,6 +39,9 @@ pub(crate) struct TracerOptions {
     pub attached_scope: bool,
     /// `execprof agent`: fold every call into the in-kernel aggregates, send no records.
     pub agent: Option<AgentKernelOptions>,
+    /// Exact mode may sum each exec attempt's probed calls in the kernel (false: every call
+    /// is sent on its own, as `--trace`'s timelines need).
+    pub call_sums: bool,
 }
 
 /// What the agent's load sets: the offsets of its reads and its maps' capacities.
@@ -305,6 +308,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     let name_at_loaded = u64::from(!tracefs.join("events/sched/sched_prepare_exec").exists());
     let id_entries = crate::kernel::facts::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
     let argv = u64::from(opts.argv);
+    let call_sums = u64::from(opts.call_sums);
     let aggregate = u64::from(opts.agent.is_some());
     // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
     // sends no records: its ring buffer is one page.
@@ -332,6 +336,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
         .override_global(names::GLOBAL_NAME_AT_LOADED, &name_at_loaded, true)
         .override_global(names::GLOBAL_ARGV, &argv, true)
+        .override_global(names::GLOBAL_CALL_SUMS, &call_sums, true)
         .override_global(names::GLOBAL_AGGREGATE, &aggregate, true)
         .override_global(names::GLOBAL_IN_FLIGHT_MASK, &in_flight_mask, true)
         .override_global(names::GLOBAL_TASK_MM, &l.task_mm, true)

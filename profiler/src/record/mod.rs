@@ -5,9 +5,9 @@
 //! these records as they came, so a replay runs the same assembler and analysis as a live run.
 use anyhow::{Result, bail};
 use profiler_common::{
-    AdoptedRecord, ArgvRecord, KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord, ProbedCallRecord, RecordHeader,
-    RecordKind, SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord, argv_flags, kind, record_flags,
-    task_exit_flags, task_new_flags,
+    AdoptedRecord, ArgvRecord, CallSum, CallSumsRecord, KernelFilename, LoadedRecord, MainRecord, NoReturnRecord, OffCpuRecord,
+    ProbedCallRecord, RecordHeader, RecordKind, SampleRecord, SyscallEnterRecord, SyscallExitRecord, TaskExitRecord, TaskNewRecord,
+    argv_flags, call_sums, kind, record_flags, task_exit_flags, task_new_flags,
 };
 
 use crate::model::names::{Abi, Argv, Killed, Name, TracedSyscall};
@@ -69,6 +69,8 @@ pub enum Body {
     Sample { frames: Vec<u64> },
     /// Exact mode: one probed kernel function call, from `enter_ns` to head.ts_ns. slot < 32.
     ProbedCall { enter_ns: u64, slot: u32 },
+    /// Exact mode: an exec attempt's probed calls summed per call path in the kernel.
+    CallSums(CallSums),
     /// A thread was off-CPU from `start_ns` to head.ts_ns.
     OffCpu { start_ns: u64 },
     /// A traced process reached `main`.
@@ -78,6 +80,33 @@ pub enum Body {
     /// `--cgroup`: the head's process moved into the cgroup after tracing began and is traced
     /// from this call on; its parent (None when unreadable) and comm as the kernel saw them.
     Adopted { ppid: Option<u32>, comm: Vec<u8> },
+}
+
+/// One call path's calls in one exec attempt, summed in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathSum {
+    /// The probe slot of the function called.
+    pub slot: u32,
+    /// The entry (an earlier one) of the calling path; None: called from the syscall itself.
+    pub parent: Option<u8>,
+    pub calls: u32,
+    pub inclusive_ns: u64,
+    pub self_ns: u64,
+}
+
+/// An exec attempt's probed calls summed per call path, entries in the order paths were first
+/// called; calls that could not be summed are counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallSums {
+    pub entries: Vec<PathSum>,
+    pub unsummed: u32,
+}
+
+impl CallSums {
+    /// Calls summed.
+    pub fn calls(&self) -> u64 {
+        self.entries.iter().map(|e| u64::from(e.calls)).sum()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +127,7 @@ impl Body {
             Body::TaskExit { .. } => kind::TASK_EXIT,
             Body::Sample { .. } => kind::SAMPLE,
             Body::ProbedCall { .. } => kind::PROBED_CALL,
+            Body::CallSums(_) => kind::CALL_SUMS,
             Body::OffCpu { .. } => kind::OFF_CPU,
             Body::Main => kind::MAIN,
             Body::Argv(_) => kind::ARGV,
@@ -134,6 +164,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
         kind::TASK_EXIT => task_exit(read(bytes)?),
         kind::SAMPLE => sample(read(bytes)?),
         kind::PROBED_CALL => probed_call(read(bytes)?),
+        kind::CALL_SUMS => call_sums(bytes)?,
         kind::OFF_CPU => off_cpu(read(bytes)?),
         kind::MAIN => main(read(bytes)?),
         kind::ARGV => argv(read(bytes)?),
@@ -208,6 +239,37 @@ fn sample(r: SampleRecord) -> Body {
 
 fn probed_call(r: ProbedCallRecord) -> Body {
     Body::ProbedCall { enter_ns: r.enter_ns, slot: r.slot }
+}
+
+/// Only the entries in use are sent: the record is read up to them.
+fn call_sums(bytes: &[u8]) -> Result<Body> {
+    let head = CallSumsRecord::HEAD;
+    let word = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    if bytes.len() < head {
+        bail!("a probed call sums record of {} bytes, shorter than its {head}-byte head", bytes.len());
+    }
+    let (count, unsummed) = (word(head - 8) as usize, word(head - 4));
+    let size = std::mem::size_of::<CallSum>();
+    if count > call_sums::MAX_ENTRIES || bytes.len() < head + count * size {
+        bail!("a probed call sums record of {} bytes with {count} entries", bytes.len());
+    }
+    let mut entries = Vec::with_capacity(count);
+    for i in 0..count {
+        let at = head + i * size;
+        // SAFETY: length checked; CallSum is plain-old-data from profiler-common.
+        let e: CallSum = unsafe { std::ptr::read_unaligned(bytes[at..at + size].as_ptr().cast::<CallSum>()) };
+        if e.parent != call_sums::NONE && usize::from(e.parent) >= i {
+            bail!("probed call sums entry {i} has parent {}, not an earlier entry", e.parent);
+        }
+        entries.push(PathSum {
+            slot: u32::from(e.slot),
+            parent: (e.parent != call_sums::NONE).then_some(e.parent),
+            calls: e.calls,
+            inclusive_ns: e.inclusive_ns,
+            self_ns: e.self_ns,
+        });
+    }
+    Ok(Body::CallSums(CallSums { entries, unsummed }))
 }
 
 fn off_cpu(r: OffCpuRecord) -> Body {
@@ -465,6 +527,49 @@ mod tests {
     }
 
     #[test]
+    fn call_sums_are_read_up_to_their_last_entry_and_checked() {
+        let mut r = CallSumsRecord {
+            header: header(kind::CALL_SUMS, 90, 4, 4),
+            count: 2,
+            unsummed: 1,
+            entries: [CallSum::default(); call_sums::MAX_ENTRIES],
+        };
+        r.entries[0] = CallSum {
+            inclusive_ns: 900,
+            self_ns: 400,
+            calls: 1,
+            slot: 2,
+            parent: call_sums::NONE,
+            first_child: 1,
+            next_sibling: call_sums::NONE,
+        };
+        r.entries[1] = CallSum {
+            inclusive_ns: 500,
+            self_ns: 500,
+            calls: 2,
+            slot: 7,
+            parent: 0,
+            first_child: call_sums::NONE,
+            next_sibling: call_sums::NONE,
+        };
+        let len = CallSumsRecord::HEAD + 2 * std::mem::size_of::<CallSum>();
+        let bytes = &bytes_of(&r)[..len];
+        let want = CallSums {
+            entries: vec![
+                PathSum { slot: 2, parent: None, calls: 1, inclusive_ns: 900, self_ns: 400 },
+                PathSum { slot: 7, parent: Some(0), calls: 2, inclusive_ns: 500, self_ns: 500 },
+            ],
+            unsummed: 1,
+        };
+        assert_eq!(decode(bytes).unwrap(), Record { head: head(90, 4, 4), body: Body::CallSums(want) });
+        assert!(decode(&bytes[..len - 1]).unwrap_err().to_string().contains("with 2 entries"));
+        r.entries[1].parent = 1;
+        assert!(decode(&bytes_of(&r)[..len]).unwrap_err().to_string().contains("not an earlier entry"));
+        r.count = call_sums::MAX_ENTRIES as u32 + 1;
+        assert!(decode(&bytes_of(&r)).is_err(), "more entries than the kernel keeps");
+    }
+
+    #[test]
     fn every_kind_decodes_from_its_size_to_the_variant_of_its_name() {
         for k in &profiler_common::RECORD_KINDS {
             let mut bytes = vec![0u8; k.size];
@@ -475,7 +580,9 @@ mod tests {
             assert_eq!(variant, variant_name(k.constant), "kind {} decodes to {debug}", k.constant);
             assert_eq!(body.kind(), k.kind);
             assert_eq!(body.kind_name(), k.name);
-            let short = decode(&bytes[..k.size - 1]).unwrap_err().to_string();
+            // A probed call sums record is sent up to its last entry in use.
+            let least = if k.kind == kind::CALL_SUMS { CallSumsRecord::HEAD } else { k.size };
+            let short = decode(&bytes[..least - 1]).unwrap_err().to_string();
             assert!(short.contains("shorter"), "{}: {short}", k.constant);
         }
     }

@@ -4,7 +4,7 @@ use super::MAX_INTERNED;
 use super::varint::{Cursor, delta32, delta64, put_varint, undelta32, undelta64, unzigzag, zigzag};
 use crate::{
     model::names::{Abi, Argv, Killed, Name, TracedSyscall},
-    record::{Body, Head, Record},
+    record::{Body, CallSums, Head, PathSum, Record},
 };
 use std::collections::HashMap;
 
@@ -42,7 +42,7 @@ pub(super) mod tag {
             LOADED => B0 | B1,            // name, old_pid spelled out
             TASK_NEW => B0 | B1 | B2,     // thread, child_tgid == tgid, child_tgid spelled out
             TASK_EXIT => B0,              // group_dead
-            SAMPLE | PROBED_CALL | OFF_CPU | MAIN => 0,
+            SAMPLE | PROBED_CALL | CALL_SUMS | OFF_CPU | MAIN => 0,
             ARGV => B0 | B1, // cut, unreadable
             ADOPTED => B0,   // ppid known
             RESET => B0 | B1,
@@ -214,6 +214,20 @@ impl Encoder {
                 put_varint(buf, delta64(h.ts_ns, *enter_ns));
                 put_varint(buf, u64::from(*slot));
                 tag::PROBED_CALL
+            }
+            Body::CallSums(sums) => {
+                // The count of calls not summed, of entries, then each entry: slot, parent
+                // (0: the syscall, else its index + 1), calls, inclusive and self time.
+                put_varint(buf, u64::from(sums.unsummed));
+                put_varint(buf, sums.entries.len() as u64);
+                for e in &sums.entries {
+                    put_varint(buf, u64::from(e.slot));
+                    put_varint(buf, e.parent.map_or(0, |p| u64::from(p) + 1));
+                    put_varint(buf, u64::from(e.calls));
+                    put_varint(buf, e.inclusive_ns);
+                    put_varint(buf, e.self_ns);
+                }
+                tag::CALL_SUMS
             }
             Body::OffCpu { start_ns } => {
                 put_varint(buf, delta64(h.ts_ns, *start_ns));
@@ -424,6 +438,25 @@ impl Decoder {
             tag::PROBED_CALL => {
                 let enter_ns = h.ts_ns.wrapping_sub(unzigzag(c.varint()?) as u64);
                 Body::ProbedCall { enter_ns, slot: c.varint_u32("probe slot")? }
+            }
+            tag::CALL_SUMS => {
+                let unsummed = c.varint_u32("calls not summed")?;
+                let n = c.varint()?;
+                if n > profiler_common::call_sums::MAX_ENTRIES as u64 {
+                    return Err(format!("{n} call paths, more than the kernel side keeps"));
+                }
+                let mut entries = Vec::with_capacity(n as usize);
+                for i in 0..n {
+                    let slot = c.varint_u32("probe slot")?;
+                    let parent = match c.varint()? {
+                        0 => None,
+                        p if p <= i => Some((p - 1) as u8),
+                        p => return Err(format!("call path {i} under path {}, not an earlier one", p - 1)),
+                    };
+                    let calls = c.varint_u32("calls")?;
+                    entries.push(PathSum { slot, parent, calls, inclusive_ns: c.varint()?, self_ns: c.varint()? });
+                }
+                Body::CallSums(CallSums { entries, unsummed })
             }
             tag::OFF_CPU => Body::OffCpu { start_ns: h.ts_ns.wrapping_sub(unzigzag(c.varint()?) as u64) },
             tag::MAIN => Body::Main,

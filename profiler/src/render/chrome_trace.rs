@@ -141,7 +141,7 @@ impl<W: Write> EventSink for ChromeTraceWriter<W> {
                 let args = json!({"ppid": a.ppid, "comm": escape_name(&a.comm)});
                 self.instant("adopted (moved into the cgroup)", "fork", a.ts_ns, a.tgid, a.pid, Some(args));
             }
-            Event::OrphanSample(_) | Event::SampleBeforeEnter(_) | Event::OrphanProbedCall(_) => {}
+            Event::OrphanSample(_) | Event::SampleBeforeEnter(_) | Event::OrphanProbedCall(_) | Event::OrphanCallSums(_) => {}
         }
     }
 }

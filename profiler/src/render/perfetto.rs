@@ -436,7 +436,7 @@ impl<W: Write> EventSink for PerfettoWriter<W> {
                 }
                 self.write_marks(vec![Mark::instant(track, a.ts_ns, "adopted (moved into the cgroup)".to_owned(), args)]);
             }
-            Event::OrphanSample(_) | Event::SampleBeforeEnter(_) | Event::OrphanProbedCall(_) => {}
+            Event::OrphanSample(_) | Event::SampleBeforeEnter(_) | Event::OrphanProbedCall(_) | Event::OrphanCallSums(_) => {}
         }
     }
 }

@@ -713,6 +713,21 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
         }
     }
     let _ = writeln!(o, "  calls: {} recorded, {} not tied to a recorded attempt", x.calls, x.calls_without_attempt);
+    if x.calls_summed > 0 {
+        let _ = writeln!(
+            o,
+            "  {} of them summed in the kernel per attempt and call path (no record each): every sum exact; in the per-call \
+             columns, a function called more than once on one path in one attempt counts at its mean there",
+            x.calls_summed
+        );
+    }
+    if x.calls_unsummed > 0 {
+        let _ = writeln!(
+            o,
+            "  {} not summed (more call paths or deeper nesting than the kernel side keeps): their time is in their callers' self time",
+            x.calls_unsummed
+        );
+    }
     if let Some(p) = plan {
         let by = |m: crate::model::meta::Mechanism| p.functions.iter().filter(|f| f.mechanism == m).count();
         let _ = writeln!(

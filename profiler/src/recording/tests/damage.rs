@@ -141,7 +141,7 @@ fn bad_records_are_reported_with_frame_record_index_and_kind() {
     );
     let same = tag::HEAD_SAME;
     let cases: [(&[u8], &[u8], &str); 11] = [
-        (&[0], &[0x0c], "record #0 (unknown tag 0x0c) at byte 0 of the frame's record stream: unknown tag 0x0c"),
+        (&[0], &[0x0d], "record #0 (unknown tag 0x0d) at byte 0 of the frame's record stream: unknown tag 0x0d"),
         (
             &[0],
             &[tag::SYSCALL_ENTER | tag::B1 | same, 9],

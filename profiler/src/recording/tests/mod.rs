@@ -198,6 +198,21 @@ fn edge_records() -> Vec<Record> {
         rec(27, 1, 1, 2, Sample { frames: vec![] }),
         rec(28, 1, 1, 2, ProbedCall { enter_ns: 20, slot: 31 }),
         rec(29, 1, 1, 2, ProbedCall { enter_ns: u64::MAX, slot: u32::MAX }),
+        rec(29, 1, 1, 2, CallSums(crate::record::CallSums::default())),
+        rec(
+            30,
+            1,
+            1,
+            2,
+            CallSums(crate::record::CallSums {
+                entries: vec![
+                    crate::record::PathSum { slot: 3, parent: None, calls: 1, inclusive_ns: u64::MAX, self_ns: 0 },
+                    crate::record::PathSum { slot: 31, parent: Some(0), calls: u32::MAX, inclusive_ns: 7, self_ns: 7 },
+                    crate::record::PathSum { slot: u32::MAX, parent: Some(1), calls: 0, inclusive_ns: 0, self_ns: u64::MAX },
+                ],
+                unsummed: u32::MAX,
+            }),
+        ),
         rec(30, 1, 1, 2, OffCpu { start_ns: 0 }),
         rec(u64::MAX, 1, 1, 2, OffCpu { start_ns: 31 }),
         rec(0, 1, 1, 2, OffCpu { start_ns: u64::MAX }),
