@@ -56,8 +56,11 @@ pub use error::{ReadError, ReadErrorKind};
 pub use reader::{Cut, Ending, RecordingReader, Trailer};
 pub use writer::{RecordingWriter, WriteStats};
 
-/// The version this code writes and the only one it reads. Bump it for any change of layout.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version this code writes. Bump it for any change of layout. 2: the probed call sums
+/// record (tag 12).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version this code reads: version 1 is version 2 without probed call sums.
+pub const OLDEST_READ_VERSION: u32 = 1;
 
 const MAGIC: [u8; 8] = *b"EXECPROF";
 const FILE_HEADER_LEN: usize = MAGIC.len() + 4;

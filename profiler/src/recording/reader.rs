@@ -4,7 +4,7 @@ use super::codec::{Decoder, decode_symbols, split_streams, tag};
 use super::error::{ReadError, ReadErrorKind};
 use super::frame::{FrameHeader, FrameKind, Unpacker};
 use super::varint::Cursor;
-use super::{FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, KILLED, MAGIC, MAX_PLAUSIBLE_VERSION};
+use super::{FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, KILLED, MAGIC, MAX_PLAUSIBLE_VERSION, OLDEST_READ_VERSION};
 use crate::record::Record;
 use std::io::{self, Read};
 
@@ -226,16 +226,19 @@ impl<R: Read> RecordingReader<R> {
         let version = c.u32_le().map_err(|e| ReadError::corrupt(MAGIC.len() as u64, e))?;
         let at = MAGIC.len() as u64;
         match version {
-            FORMAT_VERSION => Ok(()),
+            OLDEST_READ_VERSION..=FORMAT_VERSION => Ok(()),
             v if v > FORMAT_VERSION && v <= MAX_PLAUSIBLE_VERSION => Err(ReadError::new(
                 ReadErrorKind::NewerVersion,
                 at,
                 format!(
                     "written by a newer execprof: format version {v}, this execprof reads \
-                     {FORMAT_VERSION}; upgrade execprof"
+                     {OLDEST_READ_VERSION} to {FORMAT_VERSION}; upgrade execprof"
                 ),
             )),
-            v => Err(ReadError::corrupt(at, format!("format version {v} does not exist (this execprof reads {FORMAT_VERSION})"))),
+            v => Err(ReadError::corrupt(
+                at,
+                format!("format version {v} does not exist (this execprof reads {OLDEST_READ_VERSION} to {FORMAT_VERSION})"),
+            )),
         }
     }
 

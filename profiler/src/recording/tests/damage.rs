@@ -60,19 +60,22 @@ fn check_mutations_reports_damage_that_reads_fine() {
 #[test]
 fn future_version_bad_magic_and_empty_file_messages() {
     let mut bytes = small_recording();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err();
     assert_eq!(e.kind(), ReadErrorKind::NewerVersion);
     assert_eq!(
         e.to_string(),
-        "written by a newer execprof: format version 2, this execprof reads 1; upgrade execprof \
+        "written by a newer execprof: format version 3, this execprof reads 1 to 2; upgrade execprof \
          (format version field at byte 8)"
     );
+    // Version 1 (before probed call sums) is read as it was written.
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    assert!(read_all(&bytes).is_ok());
     bytes[8..12].copy_from_slice(&0u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err().to_string();
     assert!(e.contains("corrupted recording at byte 8: format version 0 does not exist"), "{e}");
     // A flipped bit in the version's second byte is damage, not a newer execprof.
-    bytes[8..12].copy_from_slice(&(1u32 ^ 0x0400).to_le_bytes());
+    bytes[8..12].copy_from_slice(&(2u32 ^ 0x0400).to_le_bytes());
     let e = read_all(&bytes).unwrap_err();
     assert_eq!(e.kind(), ReadErrorKind::Corrupted, "{e}");
 
