@@ -153,12 +153,7 @@ pub fn set_summed(pid: u32, on: bool) {
 /// Whether thread `pid`'s attempt was summing its probed calls; the mark is cleared.
 #[inline(always)]
 pub fn take_summed(pid: u32) -> bool {
-    let Some(b) = id_byte(pid) else { return false };
-    unsafe {
-        let v = *b;
-        *b = v & !id_flags::SUMMED;
-        v & id_flags::SUMMED != 0
-    }
+    clear(pid, id_flags::SUMMED) & id_flags::SUMMED != 0
 }
 
 /// The enter record of `pid`'s current call was dropped.
@@ -170,11 +165,18 @@ pub fn enter_lost(pid: u32) {
 /// The call on thread `pid` returns; true when its enter record was dropped.
 #[inline(always)]
 pub fn leave_call(pid: u32) -> bool {
-    let Some(b) = id_byte(pid) else { return false };
+    clear(pid, id_flags::IN_CALL | id_flags::ENTER_LOST) & id_flags::ENTER_LOST != 0
+}
+
+/// Clears `bits` of `id`'s flags (the thread's own hooks are their only writers) and returns
+/// the flags as they were; 0 beyond the array.
+#[inline(always)]
+fn clear(id: u32, bits: u8) -> u8 {
+    let Some(b) = id_byte(id) else { return 0 };
     unsafe {
         let v = *b;
-        *b = v & !(id_flags::IN_CALL | id_flags::ENTER_LOST);
-        v & id_flags::ENTER_LOST != 0
+        *b = v & !bits;
+        v
     }
 }
 

@@ -141,6 +141,8 @@ struct Nested {
 #[derive(Clone, Debug, Default)]
 struct Scratch {
     order: Vec<usize>,
+    /// Summed calls: each entry's tree node (None: not placed).
+    nodes: Vec<Option<usize>>,
     nested: Vec<Nested>,
     stack: Vec<usize>,
     /// Per slot: this attempt's (inclusive, self) sums, and whether the slot was called.
@@ -220,27 +222,25 @@ impl ExactTally {
         s.per_slot.resize(slot_count, (0, 0, false));
         s.slots_called.clear();
         if let Some(sums) = sums {
-            s.nested.clear();
+            // Per entry: its tree node, None when it is not placed (a slot nothing was attached
+            // to, or under one): neither it nor its callees are.
+            s.nodes.clear();
             for e in &sums.entries {
                 self.calls += u64::from(e.calls);
-                let parent = e.parent.and_then(|p| s.nested.get(usize::from(p)).copied());
-                if !self.slots.get(e.slot as usize).is_some_and(|i| i.known) || (e.parent.is_some() && parent.is_none()) {
-                    // A slot nothing was attached to: neither it nor its callees are placed.
+                let parent_node = match e.parent {
+                    None => Some(ExactTree::ROOT),
+                    Some(p) => s.nodes.get(usize::from(p)).copied().flatten(),
+                };
+                let known = self.slots.get(e.slot as usize).is_some_and(|i| i.known);
+                let Some(parent_node) = parent_node.filter(|_| known) else {
                     self.without_attempt += u64::from(e.calls);
-                    s.nested.push(Nested { call: usize::MAX, children_ns: 0, parent: None, node: usize::MAX });
+                    s.nodes.push(None);
                     continue;
-                }
-                let parent_slot = parent.map(|p| p.call as u32);
-                let parent_node = parent.map_or(ExactTree::ROOT, |p| p.node);
-                if parent_node == usize::MAX {
-                    self.without_attempt += u64::from(e.calls);
-                    s.nested.push(Nested { call: usize::MAX, children_ns: 0, parent: None, node: usize::MAX });
-                    continue;
-                }
+                };
                 let node = per.tree.node(parent_node, e.slot);
-                // Here `call` holds the entry's slot, for its callees' parent.
-                s.nested.push(Nested { call: e.slot as usize, children_ns: 0, parent: parent_slot, node });
+                s.nodes.push(Some(node));
                 if e.calls > 0 {
+                    let parent_slot = e.parent.map(|p| sums.entries[usize::from(p)].slot);
                     fold(per, &mut s, e.slot, parent_slot, node, u64::from(e.calls), e.inclusive_ns, e.self_ns);
                 }
             }
