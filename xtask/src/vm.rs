@@ -624,13 +624,23 @@ pub fn reordering_diff(execprof: &Path, old: &GuestRun, new: &GuestRun) -> Resul
     .context("execprof diff of the guest recordings")?;
     eprintln!("xtask: execprof diff {} {}:\n{text}", old.kernel, new.kernel);
     let mut failed = Vec::new();
+    // These two lines are the hypotheses named before the guests ran, so each is tested on its
+    // own at 5% split over the two (Bonferroni), not among the diff's hundreds of lines: its
+    // `significant` (Holm over every line) answers a question nobody asked in advance, and a
+    // noisy guest (one attempt's mm_alloc stretched by the host) can leave a real drop
+    // unflagged there (p = 8.5e-5 over 1,103 lines, seen in CI).
+    const ALPHA_EACH: f64 = 0.05 / 2.0;
     for f in ["mm_alloc", "copy_strings"] {
         let line = inclusive_line(&d, Outcome::Enoent, "exact", f);
-        let ok =
-            line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0 && l.change.interval().is_some_and(|i| i.high < 0.0) && l.significant);
+        let ok = line.is_some_and(|l| {
+            l.a.value > 0.0
+                && l.b.value == 0.0
+                && l.change.interval().is_some_and(|i| i.high < 0.0)
+                && l.p_value.is_some_and(|p| p < ALPHA_EACH)
+        });
         if !ok {
             failed.push(format!(
-                "diff {} → {}: {f} in failed attempts should drop to 0, significantly (line: {})",
+                "diff {} → {}: {f} in failed attempts should drop to 0, significantly (p < {ALPHA_EACH}; line: {})",
                 old.kernel,
                 new.kernel,
                 line.map_or("missing".into(), |l| format!("{l:?}"))
