@@ -13,6 +13,8 @@ pub mod names {
     pub const MAP_COUNTERS: &str = "COUNTERS";
     /// Exact mode: entry times of probed calls still open, per (thread, slot): [`crate::open_call`].
     pub const MAP_OPEN_CALLS: &str = "OPEN_CALLS";
+    /// Exec attempts in flight: held enter records, exact mode's call sums ([`crate::Attempt`]).
+    pub const MAP_ATTEMPTS: &str = "ATTEMPTS";
     /// The agent's maps ([`crate::aggregate`]).
     pub const MAP_AGGREGATES: &str = "AGGREGATES";
     pub const MAP_OTHER_AGGREGATES: &str = "OTHER_AGGREGATES";
@@ -292,6 +294,9 @@ pub mod id_flags {
     pub const ENTER_LOST: u8 = 4;
     /// Exact mode: the thread's current exec attempt sums its probed calls in the kernel.
     pub const SUMMED: u8 = 8;
+    /// The thread's current exec attempt holds its enter record in its [`crate::Attempt`]
+    /// cell, to go out with the attempt's next record.
+    pub const HELD: u8 = 16;
 }
 
 /// Values of the `SCOPE` global: which processes the kernel side traces.
@@ -1101,8 +1106,9 @@ pub mod call_sums {
     pub const NONE: u8 = 0xff;
     /// A call not summed (no entry left, or under such a call): its time stays in its caller's.
     pub const UNSUMMED: u8 = 0xfe;
-    /// Cells of the table of attempts being summed, found from the thread's `task_struct`
-    /// address; a thread whose cell is taken by another's attempt sends its calls one by one.
+    /// Cells of the table of exec attempts in flight ([`crate::Attempt`]), found from the
+    /// thread's `task_struct` address; a thread whose cell another thread's attempt holds
+    /// sends its enter at once, and its calls one by one.
     pub const TABLE: u32 = 1024;
     /// The cell of the thread whose `task_struct` is at `task`.
     pub const fn cell(task: u64) -> u32 {
@@ -1148,6 +1154,47 @@ pub struct CallSumsRecord {
 impl CallSumsRecord {
     /// Bytes before the entries.
     pub const HEAD: usize = core::mem::offset_of!(CallSumsRecord, entries);
+}
+
+/// An open probed call of an attempt whose calls are summed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenSummedCall {
+    pub enter_ns: u64,
+    /// Time in its probed callees so far.
+    pub children_ns: u64,
+    pub slot: u32,
+    /// Its entry, or [`call_sums::UNSUMMED`].
+    pub entry: u32,
+}
+
+/// An exec attempt in flight on a thread, in the cell of the kernel side's `ATTEMPTS` table
+/// its `task_struct` address picks ([`call_sums::cell`]), claimed at the attempt's enter:
+///
+/// - its enter record, held back (`held`) until the thread sends its next record, which
+///   carries it in front of its own in one ring buffer item: a failed attempt's enter and
+///   exit go out together, and nothing is sent at the enter. A probe that sends a record of
+///   the thread in between (the point of no return, the new image, an off-CPU interval, a
+///   probed call, the thread's exit) sends the enter first. User space reads the cells still
+///   held when tracing stops: those attempts were in flight.
+/// - exact mode: its probed calls summed per call path (`summing`), sent in one
+///   [`CallSumsRecord`] before the exit, the held enter in front of it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Attempt {
+    /// The `task_struct` address of the thread whose attempt this is; 0: free.
+    pub owner: u64,
+    /// Non-zero while `enter` has not been sent.
+    pub held: u32,
+    /// Non-zero while the attempt's probed calls are summed in `sums`.
+    pub summing: u32,
+    pub enter: SyscallEnterRecord,
+    /// Right after `enter`: the two go out as one item.
+    pub sums: CallSumsRecord,
+    pub depth: u32,
+    /// The first of the syscall's own callees' entries.
+    pub root_child: u32,
+    pub stack: [OpenSummedCall; call_sums::MAX_DEPTH],
 }
 
 /// A traced thread ran again; the header's time is when, `start_ns` when it went off-CPU.
@@ -1247,6 +1294,10 @@ const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH
 const _: () = assert!(core::mem::size_of::<AggValue>() == 8 * 9 + 8 + 16 + core::mem::size_of::<ProgramPath>() + 8 * aggregate::BUCKETS);
 const _: () = assert!(core::mem::size_of::<InFlight>() == 7 * 8 + 8 + 8 + 16 + 4 * aggregate::SAMPLES_PER_CALL + 16);
 const _: () = assert!(core::mem::size_of::<StackKey>() == 8 + core::mem::size_of::<AggKey>());
+const _: () = assert!(core::mem::size_of::<SyscallEnterRecord>() == 48);
+const _: () =
+    assert!(core::mem::offset_of!(Attempt, sums) == core::mem::offset_of!(Attempt, enter) + core::mem::size_of::<SyscallEnterRecord>());
+const _: () = assert!(core::mem::size_of::<OpenSummedCall>() == 24);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -1275,6 +1326,7 @@ mod pod {
     unsafe impl aya::Pod for MissValue {}
     unsafe impl aya::Pod for ProcessState {}
     unsafe impl aya::Pod for StackKey {}
+    unsafe impl aya::Pod for Attempt {}
 }
 
 #[cfg(test)]

@@ -216,7 +216,7 @@ fn finish<M: Kmem>((pid, tgid): (u32, u32), current: u64, syscall: u32, ret: i64
     // reaches here).
     let outcome = if ret >= 0 {
         OUTCOME_SUCCESS
-    } else if exec && (ret == -513 || task::kill_flags_with::<M>(current) & record_flags::KILLED != 0) {
+    } else if exec && (ret == -513 || task::kill_flags::<M>(current) & record_flags::KILLED != 0) {
         OUTCOME_ABANDONED
     } else {
         (-ret).min(0xfffe) as u16

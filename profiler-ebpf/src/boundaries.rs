@@ -35,7 +35,7 @@ fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
         aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
         return;
     }
-    on_enter(ctx.arg(0), syscall, compat, pid, tgid, task::current());
+    on_enter::<Btf>(ctx.arg(0), syscall, compat, pid, tgid, task::current_btf());
 }
 
 #[inline(always)]
@@ -49,7 +49,7 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
         aggregate::returned::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
         return;
     }
-    on_exit(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current()));
+    on_exit::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
 }
 
 /// The fork-family syscall the current thread is in, from its saved registers: (registers,
@@ -85,7 +85,7 @@ pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
         if aggregate::on() {
             aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
         } else {
-            on_enter(regs, syscall, compat, pid, tgid, current);
+            on_enter::<Btf>(regs, syscall, compat, pid, tgid, task::current_btf());
         }
     }
     0
@@ -105,7 +105,7 @@ pub fn out_kernel_clone(ctx: FExitContext) -> u32 {
         if aggregate::on() {
             aggregate::returned::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, task::current_btf()));
         } else {
-            on_exit(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
+            on_exit::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, task::current_btf()));
         }
     }
     0

@@ -15,9 +15,10 @@
 //! without entry, never given another thread's time.
 //!
 //! That is the path of a call sent on its own ([`ProbedCallRecord`]). An exec attempt whose
-//! thread found its cell of `SUMS` free at the attempt's enter instead sums its calls there,
-//! per call path, and sends them in one [`CallSumsRecord`] before its exit: a probed call then
-//! costs a push and a pop on the attempt's stack of open calls, and no ring record.
+//! thread claimed its [`Attempt`] cell at the enter ([`crate::attempt`]) instead sums its
+//! calls there, per call path, and sends them in one [`CallSumsRecord`] before its exit: a
+//! probed call then costs a push and a pop on the attempt's stack of open calls, and no ring
+//! record.
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{fentry, fexit, kprobe, kretprobe, map},
@@ -25,106 +26,56 @@ use aya_ebpf::{
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use profiler_common::{
-    CallSum, CallSumsRecord, ProbedCallRecord, RecordHeader, WireRecord,
-    call_sums::{self, MAX_DEPTH, MAX_ENTRIES, NONE, UNSUMMED},
+    Attempt, CallSum, CallSumsRecord, OpenSummedCall, ProbedCallRecord, RecordHeader, SyscallEnterRecord, WireRecord,
+    call_sums::{MAX_DEPTH, MAX_ENTRIES, NONE, UNSUMMED},
     counter, limits, open_call,
 };
 
-use crate::{maps, task, task::global};
+use crate::{attempt, maps, task, task::global};
 
 /// Set by the loader ([`profiler_common::names::GLOBAL_CALL_SUMS`]).
 #[unsafe(no_mangle)]
 static CALL_SUMS: u64 = 0;
 
-/// One open probed call of an attempt being summed.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Frame {
-    enter_ns: u64,
-    /// Time in its probed callees so far.
-    children_ns: u64,
-    slot: u32,
-    /// Its entry, or `UNSUMMED`.
-    entry: u32,
+/// Whether exec attempts sum their probed calls in the kernel (not with `--trace`, whose
+/// timelines show each call).
+#[inline(always)]
+pub fn summing() -> bool {
+    global(&CALL_SUMS) != 0
 }
-
-/// An exec attempt whose probed calls are summed: the record it will send, then the state.
-#[repr(C)]
-struct Attempt {
-    record: CallSumsRecord,
-    /// The `task_struct` address of the thread whose attempt this is; 0: free.
-    owner: u64,
-    depth: u32,
-    /// The first of the syscall's own callees' entries.
-    root_child: u32,
-    stack: [Frame; MAX_DEPTH],
-}
-
-#[map]
-static SUMS: Array<Attempt> = Array::with_max_entries(call_sums::TABLE, 0);
 
 /// The attempt being summed on thread `task`, if its calls are summed.
 #[inline(always)]
 fn summed(task: u64) -> Option<&'static mut Attempt> {
-    let a = SUMS.get_ptr_mut(call_sums::cell(task))?;
-    // SAFETY: a live map value; only its owner's programs write it while it is owned (one
-    // thread runs one program at a time).
-    let a = unsafe { &mut *a };
-    (a.owner == task).then_some(a)
+    attempt::of(task).filter(|a| a.summing != 0)
 }
 
-/// An exec attempt begins on thread `task`: its calls are summed if its cell is free (or
-/// still held by an attempt of its own that never returned).
+/// The sums of the attempt `a` go out, just before its exit's own record: in one item with
+/// its enter, when that is still held.
 #[inline(always)]
-pub fn begin(task: u64, pid: u32) {
-    if global(&CALL_SUMS) == 0 {
+pub fn send_sums(a: &mut Attempt, pid: u32, tgid: u32, now: u64) {
+    let count = a.sums.count as usize;
+    if count == 0 && a.sums.unsummed == 0 {
         return;
     }
-    let Some(a) = SUMS.get_ptr_mut(call_sums::cell(task)) else { return };
-    // SAFETY: as in `summed`. Two threads claiming one cell at the same moment: the loser's
-    // calls are found taken at `end` and counted.
-    let a = unsafe { &mut *a };
-    if a.owner != 0 && a.owner != task {
-        return;
-    }
-    a.owner = task;
-    a.depth = 0;
-    a.root_child = NONE as u32;
-    a.record.count = 0;
-    a.record.unsummed = 0;
-    maps::set_summed(pid, true);
-}
-
-/// The attempt on thread `task` ends (its exit, or the thread's: `exiting`): its sums are
-/// sent, just before the exit's own record. Found by the task, not the thread id, which an
-/// exec from a non-leader thread changes; the id's mark only tells that sums were taken over.
-#[inline(always)]
-pub fn end(task: u64, pid: u32, tgid: u32, now: u64, exiting: bool) {
-    if global(&CALL_SUMS) == 0 {
-        return;
-    }
-    let was_summing = maps::take_summed(pid);
-    let Some(a) = summed(task) else {
-        if was_summing && !exiting {
-            maps::count(counter::CALL_SUMS_LOST);
-        }
-        return;
-    };
-    a.owner = 0;
-    let count = a.record.count as usize;
-    if count == 0 && a.record.unsummed == 0 {
-        return;
-    }
-    a.record.header = RecordHeader { kind: CallSumsRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
+    a.sums.header = RecordHeader { kind: CallSumsRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
     if count > MAX_ENTRIES {
         return;
     }
-    let len = CallSumsRecord::HEAD + count * core::mem::size_of::<CallSum>();
-    // SAFETY: the record is the start of a live map value at least `len` bytes long.
-    let bytes = unsafe { core::slice::from_raw_parts((&a.record as *const CallSumsRecord).cast::<u8>(), len) };
+    let held = a.held != 0;
+    let start = if held { core::mem::size_of::<SyscallEnterRecord>() } else { 0 };
+    let len = start + CallSumsRecord::HEAD + count * core::mem::size_of::<CallSum>();
+    let from = if held { (&a.enter as *const SyscallEnterRecord).cast::<u8>() } else { (&a.sums as *const CallSumsRecord).cast::<u8>() };
+    // SAFETY: `sums` follows `enter` in the cell (asserted in profiler-common), so from either
+    // start `len` bytes lie inside the live map value.
+    let bytes = unsafe { core::slice::from_raw_parts(from, len) };
     if maps::EVENTS.output::<[u8]>(bytes, maps::NO_WAKEUP).is_err() {
         maps::count(counter::CALL_SUMS_LOST);
+        if held {
+            attempt::enter_dropped(a);
+        }
     }
+    a.held = 0;
 }
 
 /// Stack and entry indices are masked to their arrays' sizes (powers of two) where they are
@@ -143,45 +94,44 @@ fn push(a: &mut Attempt, slot: u32, now: u64) {
     a.depth += 1;
     if depth >= MAX_DEPTH {
         // Not kept: its return, the next one on this thread, is dropped at the same depth.
-        a.record.unsummed += 1;
+        a.sums.unsummed += 1;
         return;
     }
     let parent = if depth == 0 { u32::from(NONE) } else { a.stack[(depth - 1) & DEPTH_MASK].entry };
     let entry = if parent == u32::from(UNSUMMED) { u32::from(UNSUMMED) } else { path_entry(a, parent, slot) };
     if entry == u32::from(UNSUMMED) {
-        a.record.unsummed += 1;
+        a.sums.unsummed += 1;
     }
-    a.stack[depth & DEPTH_MASK] = Frame { enter_ns: now, children_ns: 0, slot, entry };
+    a.stack[depth & DEPTH_MASK] = OpenSummedCall { enter_ns: now, children_ns: 0, slot, entry };
 }
 
 /// The entry of `slot` called from the path of entry `parent` (`NONE`: the syscall), made if
 /// new; `UNSUMMED` when every entry is taken.
 #[inline(always)]
 fn path_entry(a: &mut Attempt, parent: u32, slot: u32) -> u32 {
-    let mut e =
-        if parent == u32::from(NONE) { a.root_child } else { u32::from(a.record.entries[parent as usize & ENTRY_MASK].first_child) };
+    let mut e = if parent == u32::from(NONE) { a.root_child } else { u32::from(a.sums.entries[parent as usize & ENTRY_MASK].first_child) };
     // Only the most recent few callees of the path are compared (a loop short enough to be
     // unrolled): a path found no further down gets a second entry, which user space merges.
     for _ in 0..SIBLINGS_SCANNED {
         if e as usize >= MAX_ENTRIES {
             break;
         }
-        let c = &a.record.entries[e as usize & ENTRY_MASK];
+        let c = &a.sums.entries[e as usize & ENTRY_MASK];
         if u32::from(c.slot) == slot {
             return e;
         }
         e = u32::from(c.next_sibling);
     }
-    let n = a.record.count;
+    let n = a.sums.count;
     if n as usize >= MAX_ENTRIES {
         return u32::from(UNSUMMED);
     }
     let head = if parent == u32::from(NONE) {
         core::mem::replace(&mut a.root_child, n)
     } else {
-        u32::from(core::mem::replace(&mut a.record.entries[parent as usize & ENTRY_MASK].first_child, n as u8))
+        u32::from(core::mem::replace(&mut a.sums.entries[parent as usize & ENTRY_MASK].first_child, n as u8))
     };
-    a.record.entries[n as usize & ENTRY_MASK] = CallSum {
+    a.sums.entries[n as usize & ENTRY_MASK] = CallSum {
         inclusive_ns: 0,
         self_ns: 0,
         calls: 0,
@@ -190,7 +140,7 @@ fn path_entry(a: &mut Attempt, parent: u32, slot: u32) -> u32 {
         first_child: NONE,
         next_sibling: head as u8,
     };
-    a.record.count = n + 1;
+    a.sums.count = n + 1;
     n
 }
 
@@ -225,7 +175,7 @@ fn pop(a: &mut Attempt, slot: u32, now: u64) {
     a.depth = top as u32;
     let d = now.saturating_sub(f.enter_ns);
     if (f.entry as usize) < MAX_ENTRIES {
-        let e = &mut a.record.entries[f.entry as usize & ENTRY_MASK];
+        let e = &mut a.sums.entries[f.entry as usize & ENTRY_MASK];
         e.calls += 1;
         e.inclusive_ns += d;
         e.self_ns += d.saturating_sub(f.children_ns);
@@ -312,6 +262,7 @@ fn ret(slot: u32) {
         return;
     };
     unsafe { cell.write_volatile(0) };
+    attempt::flush(task::current());
     let rec = ProbedCallRecord {
         header: RecordHeader { kind: ProbedCallRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid },
         enter_ns: open_call::entered(value, now),

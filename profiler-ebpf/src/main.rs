@@ -9,6 +9,7 @@
 mod aggregate;
 mod arch;
 mod argv;
+mod attempt;
 mod boundaries;
 mod doctor;
 mod exact;

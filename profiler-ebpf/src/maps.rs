@@ -65,6 +65,12 @@ fn id_byte(id: u32) -> Option<*mut u8> {
     Some(unsafe { (entry as *mut u8).add((id % IDS_PER_ENTRY as u32) as usize) })
 }
 
+/// The flags of `id` (0 beyond the array).
+#[inline(always)]
+pub fn flags(id: u32) -> u8 {
+    id_byte(id).map_or(0, |b| unsafe { *b })
+}
+
 #[inline(always)]
 fn has(id: u32, bit: u8) -> bool {
     id_byte(id).is_some_and(|b| unsafe { *b } & bit != 0)
@@ -140,20 +146,17 @@ pub fn set_in_call(pid: u32, on: bool) {
 #[inline(always)]
 pub fn enter_call(pid: u32) {
     if let Some(b) = id_byte(pid) {
-        unsafe { *b = (*b | id_flags::IN_CALL) & !(id_flags::ENTER_LOST | id_flags::SUMMED) };
+        unsafe { *b = (*b | id_flags::IN_CALL) & !(id_flags::ENTER_LOST | id_flags::HELD | id_flags::SUMMED) };
     }
 }
 
-/// Exact mode: thread `pid`'s attempt sums its probed calls (or no longer).
+/// Thread `pid`'s exec attempt holds its enter in its cell, and sums its probed calls there
+/// if `summing` ([`crate::attempt::begin`]).
 #[inline(always)]
-pub fn set_summed(pid: u32, on: bool) {
-    set(pid, id_flags::SUMMED, on);
-}
-
-/// Whether thread `pid`'s attempt was summing its probed calls; the mark is cleared.
-#[inline(always)]
-pub fn take_summed(pid: u32) -> bool {
-    clear(pid, id_flags::SUMMED) & id_flags::SUMMED != 0
+pub fn set_held(pid: u32, summing: bool) {
+    if let Some(b) = id_byte(pid) {
+        unsafe { *b |= id_flags::HELD | if summing { id_flags::SUMMED } else { 0 } };
+    }
 }
 
 /// The enter record of `pid`'s current call was dropped.
@@ -162,10 +165,11 @@ pub fn enter_lost(pid: u32) {
     set(pid, id_flags::ENTER_LOST, true);
 }
 
-/// The call on thread `pid` returns; true when its enter record was dropped.
+/// The call on thread `pid` returns: its marks are cleared, and returned as they were
+/// (`ENTER_LOST`: its enter record was dropped; `HELD`, `SUMMED`: what its attempt claimed).
 #[inline(always)]
-pub fn leave_call(pid: u32) -> bool {
-    clear(pid, id_flags::IN_CALL | id_flags::ENTER_LOST) & id_flags::ENTER_LOST != 0
+pub fn leave_call(pid: u32) -> u8 {
+    clear(pid, id_flags::IN_CALL | id_flags::ENTER_LOST | id_flags::HELD | id_flags::SUMMED)
 }
 
 /// Clears `bits` of `id`'s flags (the thread's own hooks are their only writers) and returns
@@ -183,3 +187,12 @@ fn clear(id: u32, bits: u8) -> u8 {
 /// Submit without waking the reader: a wake-up per record costs the traced CPU an irq_work
 /// (and an IPI) per exec attempt; the reader polls on a short timer instead.
 pub const NO_WAKEUP: u64 = aya_ebpf::bindings::BPF_RB_NO_WAKEUP as u64;
+
+/// `*p = new` if `*p == old`, atomically; the value `*p` held (BPF's `cmpxchg_64`, kernel 5.12+).
+#[inline(always)]
+pub fn compare_exchange(p: *mut u64, old: u64, new: u64) -> u64 {
+    let mut r0 = old;
+    // SAFETY: `p` points into a live map value, 8-byte aligned.
+    unsafe { core::arch::asm!("r0 = cmpxchg_64({p} + 0, r0, {new})", p = in(reg) p, new = in(reg) new, inout("r0") r0) };
+    r0
+}

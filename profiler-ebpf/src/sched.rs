@@ -30,6 +30,7 @@ static NAME_AT_LOADED: u64 = 0;
 pub fn sched_prepare_exec(ctx: RawTracePointContext) -> u32 {
     let (pid, tgid) = task::current_ids();
     if maps::is_traced(tgid) {
+        crate::attempt::flush(task::current());
         no_return(pid, tgid, ctx.arg(1));
     }
     0
@@ -43,7 +44,9 @@ pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     if !maps::is_traced(tgid) {
         return 0;
     }
-    crate::syscall_events::count_non_native(task::current());
+    let current = task::current();
+    crate::attempt::flush(current);
+    crate::syscall_events::count_non_native(current);
     let old_pid: u64 = ctx.arg(1);
     let old_pid = old_pid as u32;
     if old_pid != pid {
@@ -178,8 +181,13 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
     if crate::aggregate::on() {
         return 0;
     }
-    // An exec attempt in flight: its calls summed so far go with it.
-    crate::exact::end(task::current(), pid, tgid, unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }, true);
+    // An exec attempt in flight: its enter and its calls summed so far go before the exit.
+    let current = task::current();
+    if let Some(enter) = crate::attempt::end(current, pid, tgid, unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }, true)
+        && !maps::try_send(&enter)
+    {
+        maps::count(counter::EXEC_ENTER_DROPPED);
+    }
     let rec = TaskExitRecord {
         header: header::<TaskExitRecord>(pid, tgid),
         flags: if dead { task_exit_flags::GROUP_DEAD } else { 0 },

@@ -20,7 +20,7 @@ use crate::{
     arch::{self, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task,
+    task::{self, Probe},
 };
 
 /// Byte offsets in a `syscalls:*` event's record, after the 8 bytes of common fields.
@@ -42,7 +42,7 @@ pub fn sys_enter_event(ctx: TracePointContext) -> u32 {
     if !maps::current_is_traced(tgid) {
         return 0;
     }
-    on_enter(user_regs(), syscall, false, pid, tgid, task::current());
+    on_enter::<Probe>(user_regs(), syscall, false, pid, tgid, task::current());
     0
 }
 
@@ -57,7 +57,7 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
     let Ok(nr) = (unsafe { ctx.read_at::<i32>(SYSCALL_NR) }) else { return 0 };
     let Some(syscall) = classify(nr as u64, false) else { return 0 };
     let Ok(ret) = (unsafe { ctx.read_at::<i64>(EXIT_RET) }) else { return 0 };
-    on_exit(user_regs(), syscall, false, ret, now, (pid, tgid, task::current()));
+    on_exit::<Probe>(user_regs(), syscall, false, ret, now, (pid, tgid, task::current()));
     0
 }
 

@@ -5,31 +5,33 @@
 //! `sys_enter` by its syscall-number argument, `sys_exit` by the traced flag (cheaper than
 //! reading the number from the registers; `benches/othercost.sh`).
 //!
-//! Enter and exit each send a record and keep nothing in between (user space joins them per
-//! thread): measured with `kernel.bpf_stats_enabled`, remembering the attempt in a hash map
-//! cost ~300 ns of the ~1 µs the two programs took per attempt.
+//! Enter and exit each make a record, which user space joins per thread: a hash map keyed by
+//! thread cost ~300 ns of the ~1 µs the two programs took per attempt (measured with
+//! `kernel.bpf_stats_enabled`). An exec's enter record waits in the attempt's cell of an
+//! array instead ([`crate::attempt`]), and goes out with the thread's next record.
 use aya_ebpf::{
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user_buf, generated},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_user_buf, generated},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
 use profiler_common::{
-    RecordHeader, SyscallEnterRecord, SyscallExitRecord, WireRecord, counter, limits::FILENAME_CAP, record_flags, traced_syscall,
+    RecordHeader, SyscallEnterRecord, SyscallExitRecord, WireRecord, counter, id_flags, limits::FILENAME_CAP, record_flags, traced_syscall,
 };
 
 use crate::{
     aggregate,
     arch::{self, arg_regs, argv_reg, candidate, classify},
-    argv, maps,
-    task::{self, Probe},
+    argv, attempt, maps,
+    task::{self, Kmem, Probe},
 };
 
 const AT_FDCWD: i32 = -100;
 const AT_EMPTY_PATH: u64 = 0x1000;
 
+/// The saved user register at `off` in `regs`, read with `M`.
 #[inline(always)]
-fn reg(regs: u64, off: u64, compat: bool) -> u64 {
-    let v = unsafe { bpf_probe_read_kernel((regs + off) as *const u64) }.unwrap_or(0);
+fn reg<M: Kmem>(regs: u64, off: u64, compat: bool) -> u64 {
+    let v: u64 = M::at(regs, off);
     // A compat call's arguments are 32-bit (the upper half is not the caller's).
     if compat { v & 0xffff_ffff } else { v }
 }
@@ -54,20 +56,21 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     let Some(syscall) = classify(nr, compat) else {
         return 0;
     };
-    on_enter(ctx.arg(0), syscall, compat, pid, tgid, current);
+    on_enter::<Probe>(ctx.arg(0), syscall, compat, pid, tgid, current);
     0
 }
 
 /// An exec or fork-family call entered by a traced thread, whichever hook saw it: its
 /// arguments first (with `--argv`), then the clock, last, so the probe's own work stays
-/// outside the attempt.
+/// outside the attempt. `M` reads the task and the registers: plain loads where the hook holds
+/// BTF-typed pointers to them (fentry/fexit), a helper call each otherwise.
 #[inline(always)]
-pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, current: u64) {
+pub fn on_enter<M: Kmem>(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, current: u64) {
     if aggregate::on() {
-        aggregate::start::<Probe>(pid, tgid, current, syscall, compat);
+        aggregate::start::<M>(pid, tgid, current, syscall, compat);
         return;
     }
-    let (min_flt, maj_flt, mut flags) = match task::faults(current) {
+    let (min_flt, maj_flt, mut flags) = match M::faults(current) {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
     };
@@ -75,7 +78,7 @@ pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, curr
         flags |= record_flags::COMPAT;
     }
     if syscall < traced_syscall::CLONE && argv::wanted() {
-        argv::send(reg(regs, argv_reg(syscall, compat), compat), compat, pid, tgid);
+        argv::send(reg::<M>(regs, argv_reg(syscall, compat), compat), compat, pid, tgid);
     }
     maps::enter_call(pid);
     let header = RecordHeader {
@@ -86,8 +89,11 @@ pub fn on_enter(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, curr
         tgid,
     };
     let rec = SyscallEnterRecord { header, min_flt, maj_flt, syscall, flags };
-    if syscall < traced_syscall::CLONE {
-        crate::exact::begin(current, pid);
+    // An exec's enter waits in its attempt's cell for the attempt's next record. The cell is
+    // found from the task's address as a number (`current` may be a BTF pointer, on which the
+    // verifier allows no arithmetic).
+    if syscall < traced_syscall::CLONE && attempt::begin(task::current(), pid, &rec, crate::exact::summing()) {
+        return;
     }
     if !maps::try_send(&rec) {
         // Counted by kind: with the enters user space sees, the number of calls made stays
@@ -126,14 +132,14 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     };
     // First thing past the filter: the probe's own work below stays outside the attempt.
     let now = unsafe { bpf_ktime_get_ns() };
-    on_exit(regs, syscall, compat, ret, now, (pid, tgid, current));
+    on_exit::<Probe>(regs, syscall, compat, ret, now, (pid, tgid, current));
     0
 }
 
 /// An exec or fork-family call of a traced thread returned `ret` at `now`, whichever hook saw
-/// it. `ids`: the thread's (pid, tgid) and its `task_struct`.
+/// it. `ids`: the thread's (pid, tgid) and its `task_struct` as `M` reads it (see [`on_enter`]).
 #[inline(always)]
-pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (u32, u32, u64)) {
+pub fn on_exit<M: Kmem>(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (u32, u32, u64)) {
     let (pid, tgid, current) = ids;
     let exec = syscall < traced_syscall::CLONE;
     if !exec && ret == 0 {
@@ -141,25 +147,67 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
         return;
     }
     if aggregate::on() {
-        aggregate::returned::<Probe>(regs, syscall, compat, ret, now, ids);
+        aggregate::returned::<M>(regs, syscall, compat, ret, now, ids);
         return;
     }
-    let enter_lost = maps::leave_call(pid);
-    if exec {
-        crate::exact::end(current, pid, tgid, now, false);
+    // The sums, and the enter if it is still held, first; then the marks are read, one of
+    // which (`ENTER_LOST`) sending them can set.
+    let held = if exec { attempt::end(task::current(), pid, tgid, now, false) } else { None };
+    let enter_lost = maps::leave_call(pid) & id_flags::ENTER_LOST != 0;
+    let exit = Exit { syscall, compat, ret, now, enter_lost };
+    match held {
+        // One item: the enter, then the exit.
+        Some(enter) => {
+            let Some(mut entry) = maps::EVENTS.reserve::<EnterThenExit>(0) else {
+                maps::count(counter::RING_FULL);
+                maps::count(counter::EXEC_ENTER_DROPPED);
+                return;
+            };
+            // SAFETY: our reservation, sized for both records; every field the user side
+            // reads is written (the name bytes past `filename_len` are not read).
+            let both = unsafe { &mut *entry.as_mut_ptr() };
+            both.enter = enter;
+            fill_exit::<M>(&mut both.exit, regs, &exit, (pid, tgid, current));
+            entry.submit(maps::NO_WAKEUP);
+        }
+        None => {
+            let Some(mut entry) = maps::EVENTS.reserve::<SyscallExitRecord>(0) else {
+                maps::count(counter::RING_FULL);
+                return;
+            };
+            // SAFETY: as above, for one SyscallExitRecord.
+            let rec = unsafe { &mut *entry.as_mut_ptr() };
+            fill_exit::<M>(rec, regs, &exit, (pid, tgid, current));
+            entry.submit(maps::NO_WAKEUP);
+        }
     }
-    let Some(mut entry) = maps::EVENTS.reserve::<SyscallExitRecord>(0) else {
-        maps::count(counter::RING_FULL);
-        return;
-    };
-    // SAFETY: the reservation is ours and sized for one SyscallExitRecord; every field the user
-    // side reads is written below (the name bytes past `filename_len` are not read).
-    let rec = unsafe { &mut *entry.as_mut_ptr() };
+}
+
+/// An exec attempt's enter and exit records, sent as one ring buffer item.
+#[repr(C)]
+struct EnterThenExit {
+    enter: SyscallEnterRecord,
+    exit: SyscallExitRecord,
+}
+
+/// What [`on_exit`] knows of the returning call.
+struct Exit {
+    syscall: u32,
+    compat: bool,
+    ret: i64,
+    now: u64,
+    enter_lost: bool,
+}
+
+/// Writes every field of the exit record `rec` user space reads.
+#[inline(always)]
+fn fill_exit<M: Kmem>(rec: &mut SyscallExitRecord, regs: u64, e: &Exit, (pid, tgid, current): (u32, u32, u64)) {
+    let Exit { syscall, compat, ret, now, enter_lost } = *e;
     rec.header = RecordHeader { kind: SyscallExitRecord::KIND, cpu: unsafe { bpf_get_smp_processor_id() }, ts_ns: now, pid, tgid };
     rec.ret = ret;
     rec.syscall = syscall;
     rec.dirfd = 0;
-    (rec.min_flt, rec.maj_flt, rec.flags) = match task::faults(current) {
+    (rec.min_flt, rec.maj_flt, rec.flags) = match M::faults(current) {
         Some((min, maj)) => (min, maj, 0),
         None => (0, 0, record_flags::FAULTS_UNAVAILABLE),
     };
@@ -173,20 +221,19 @@ pub fn on_exit(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, ids: (
     // A failed exec leaves the caller's memory, and its arguments, as they were (x86_64: the
     // name in rdi for execve, rsi for execveat, ebx/ecx in the ia32 ABI; arm64: orig_x0 / x1
     // in both ABIs). A successful one's name comes from the kernel's copy.
-    if exec && ret != 0 {
+    if syscall < traced_syscall::CLONE && ret != 0 {
         let (name_reg, dirfd_reg, flags_reg) = arg_regs(syscall, compat);
-        read_user_filename(reg(regs, name_reg, compat), rec);
+        read_user_filename(reg::<M>(regs, name_reg, compat), rec);
         if dirfd_reg != 0 {
-            rec.dirfd = reg(regs, dirfd_reg, compat) as i32;
-            if reg(regs, flags_reg, compat) & AT_EMPTY_PATH != 0 {
+            rec.dirfd = reg::<M>(regs, dirfd_reg, compat) as i32;
+            if reg::<M>(regs, flags_reg, compat) & AT_EMPTY_PATH != 0 {
                 rec.flags |= record_flags::AT_EMPTY_PATH;
             }
         } else {
             rec.dirfd = AT_FDCWD;
         }
-        rec.flags |= task::kill_flags(current);
+        rec.flags |= task::kill_flags::<M>(current);
     }
-    entry.submit(maps::NO_WAKEUP);
 }
 
 #[inline(always)]

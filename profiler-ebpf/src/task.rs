@@ -40,9 +40,15 @@ unsafe fn read_at<T: Copy>(base: u64, offset: u64) -> Option<T> {
 
 /// How a program reads a field of a kernel structure at `base + off`, by the kind of pointer
 /// its hook gives it.
-pub trait Kmem {
+pub trait Kmem: Sized {
     /// The field, or its default when `base` is null or the read fails.
     fn at<T: Copy + Default>(base: u64, off: u64) -> T;
+
+    /// (minor, major) fault counts of `task`, or None when the offsets are unknown.
+    #[inline(always)]
+    fn faults(task: u64) -> Option<(u64, u64)> {
+        faults_with::<Self>(task)
+    }
 }
 
 /// `bpf_probe_read_kernel`: works on any address, from any hook; a helper call each
@@ -63,6 +69,12 @@ impl Kmem for Probe {
             return T::default();
         }
         unsafe { bpf_probe_read_kernel((base + off) as *const T) }.unwrap_or_default()
+    }
+
+    /// Both counts in one helper call ([`faults`]).
+    #[inline(always)]
+    fn faults(task: u64) -> Option<(u64, u64)> {
+        faults(task)
     }
 }
 
@@ -94,9 +106,11 @@ pub fn faults_with<M: Kmem>(task: u64) -> Option<(u64, u64)> {
     Some((M::at(task, min_off), M::at(task, maj_off)))
 }
 
-/// [`kill_flags`] with `M`.
+/// Why a failed exec's thread is dying, as [`record_flags`] bits: SIGKILL pending on the thread
+/// (`task->pending.signal`; zap_other_threads and a process-wide SIGKILL both set it there),
+/// and whether another thread's exec is under way (`signal->group_exec_task`, set by de_thread).
 #[inline(always)]
-pub fn kill_flags_with<M: Kmem>(task: u64) -> u32 {
+pub fn kill_flags<M: Kmem>(task: u64) -> u32 {
     const SIGKILL_BIT: u64 = 1 << (9 - 1);
     let pending_off = global(&TASK_PENDING_SIGNAL_OFFSET);
     if pending_off == 0 || M::at::<u64>(task, pending_off) & SIGKILL_BIT == 0 {
@@ -176,33 +190,6 @@ pub fn parent_tgid(task: u64) -> Option<u32> {
         return None;
     }
     unsafe { read_at::<u64>(task, parent_off).filter(|p| *p != 0).and_then(|p| read_at::<u32>(p, tgid_off)) }
-}
-
-/// Why a failed exec's thread is dying, as [`record_flags`] bits: SIGKILL pending on the thread
-/// (`task->pending.signal`; zap_other_threads and a process-wide SIGKILL both set it there),
-/// and whether another thread's exec is under way (`signal->group_exec_task`, set by de_thread).
-#[inline(always)]
-pub fn kill_flags(task: u64) -> u32 {
-    const SIGKILL_BIT: u64 = 1 << (9 - 1);
-    let pending_off = global(&TASK_PENDING_SIGNAL_OFFSET);
-    if pending_off == 0 {
-        return 0;
-    }
-    let pending = unsafe { read_at::<u64>(task, pending_off) }.unwrap_or(0);
-    if pending & SIGKILL_BIT == 0 {
-        return 0;
-    }
-    let (sig_off, exec_off) = (global(&TASK_SIGNAL_OFFSET), global(&SIGNAL_GROUP_EXEC_TASK_OFFSET));
-    let exec_task = if sig_off == 0 || exec_off == 0 {
-        0
-    } else {
-        unsafe { read_at::<u64>(task, sig_off).filter(|s| *s != 0).and_then(|s| read_at::<u64>(s, exec_off)) }.unwrap_or(0)
-    };
-    if exec_task != 0 && exec_task != task {
-        record_flags::KILLED | record_flags::KILLED_BY_OTHER_THREADS_EXEC
-    } else {
-        record_flags::KILLED
-    }
 }
 
 /// True when no thread of `task`'s process is left alive (`signal->live == 0`). At

@@ -46,6 +46,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
     if let Some((pid, tgid)) = next_traced {
         if let Some(&since) = unsafe { OFF_CPU_SINCE.get(&pid) } {
             let _ = OFF_CPU_SINCE.remove(&pid);
+            crate::attempt::flush(next);
             maps::send(&OffCpuRecord { header: header::<OffCpuRecord>(pid, tgid, now), start_ns: since });
         }
     }

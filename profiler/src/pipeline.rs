@@ -148,8 +148,17 @@ impl<S: EventSink> Pipeline<S> {
         Self { assembler: Assembler::new(), sink, recorder, recorder_error: None, undecodable: 0, first_decode_error: None }
     }
 
-    /// One ring buffer item, as the kernel sent it.
+    /// One ring buffer item, as the kernel sent it: one record, or a held exec enter and the
+    /// record it came in front of ([`record::split_item`]).
     pub(crate) fn item(&mut self, bytes: &[u8]) {
+        let (first, next) = record::split_item(bytes);
+        self.decoded(first);
+        if let Some(next) = next {
+            self.decoded(next);
+        }
+    }
+
+    fn decoded(&mut self, bytes: &[u8]) {
         match record::decode(bytes) {
             Ok(r) => self.record(r),
             Err(e) => {

@@ -513,12 +513,12 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
         let want = if btf_name && trampolines { Mechanism::Fentry } else { Mechanism::Kprobe };
         check(f.mechanism == want, format!("{} ({}) timed by {} (want {})", f.function, f.raw_name, f.mechanism.label(), want.label()));
     }
-    // arm64's calls' boundaries: fentry/fexit on `__arm64_sys_execve[at]` where trampolines
-    // exist, else the raw syscall tracepoints (`orig_x0` holds the first argument at sys_exit).
-    if run.arch == Arch::Arm64 {
-        let want = if trampolines { Boundaries::Fentry } else { Boundaries::RawTracepoints };
-        check(r.meta.mode.boundaries == want, format!("boundaries {:?} (want {want:?})", r.meta.mode.boundaries));
-    }
+    // The calls' boundaries: fentry/fexit on the syscalls' functions (`__x64_sys_execve`,
+    // `__arm64_sys_execve` and kin) where trampolines exist, else the raw syscall tracepoints
+    // (arm64: `orig_x0` holds the first argument at sys_exit). Auto mode falls back without
+    // failing, so a boundary program the verifier refuses shows only here.
+    let want = if trampolines { Boundaries::Fentry } else { Boundaries::RawTracepoints };
+    check(r.meta.mode.boundaries == want, format!("boundaries {:?} (want {want:?})", r.meta.mode.boundaries));
     check(
         r.meta.kernel.machine == run.arch.machine_name(),
         format!("the guest's machine is {:?} (want {:?})", r.meta.kernel.machine, run.arch.machine_name()),

@@ -600,6 +600,24 @@ mod tests {
         assert_eq!(attempt.inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![3]);
     }
 
+    /// A held enter reaches user space with the attempt's exit, after the samples taken
+    /// inside the attempt: they are placed by their time, as if the enter had come first.
+    #[test]
+    fn samples_of_an_attempt_whose_enter_was_held_are_inside_it() {
+        let (events, unjoined) = assemble([
+            rec(900, 100, Body::Sample { frames: vec![1] }),
+            rec(1_500, 100, Body::Sample { frames: vec![2] }),
+            rec(1_900, 100, Body::Sample { frames: vec![3] }),
+            enter(1_000, 100, EXECVE, (0, 0)),
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("x")),
+        ]);
+        assert_eq!(unjoined, Unjoined::default());
+        assert_eq!(only_exec(&events).inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![2, 3]);
+        assert!(
+            matches!(events.iter().find(|e| matches!(e, Event::SampleBeforeEnter(_))), Some(Event::SampleBeforeEnter(s)) if s.frames == [1])
+        );
+    }
+
     #[test]
     fn two_threads_entering_in_the_same_nanosecond_stay_apart() {
         let (events, _) = assemble([

@@ -11,7 +11,7 @@ use aya::{
     },
 };
 use profiler_common::{
-    counter, id_flags,
+    Attempt, SyscallEnterRecord, counter, id_flags,
     limits::{self, IDS_PER_ENTRY},
     names,
 };
@@ -134,6 +134,23 @@ impl Tracer {
         };
         out.push((crate::model::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));
         Ok(LossCounters(out))
+    }
+
+    /// The enter records exec attempts still in flight hold back (`profiler_common::Attempt`):
+    /// read once tracing has stopped and the ring buffer is drained, they go to the pipeline
+    /// last, as the enters of attempts that never returned.
+    pub(crate) fn held_enters(&self) -> Result<Vec<SyscallEnterRecord>> {
+        let Some(map) = self.ebpf.map(names::MAP_ATTEMPTS) else { return Ok(Vec::new()) };
+        let cells = Array::<_, Attempt>::try_from(map).context("reading the exec attempts in flight")?;
+        let mut held = Vec::new();
+        for cell in cells.iter() {
+            let a = cell.context("reading the exec attempts in flight")?;
+            if a.owner != 0 && a.held != 0 {
+                held.push(a.enter);
+            }
+        }
+        held.sort_by_key(|e| e.header.ts_ns);
+        Ok(held)
     }
 
     /// Samples kernel stacks at `hz` on every online CPU; the program keeps only samples of
@@ -356,6 +373,8 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .map_max_entries(names::MAP_IN_FLIGHT, in_flight)
         .map_max_entries(names::MAP_MISSES, agent.max_misses)
         .map_max_entries(names::MAP_PROCESSES, in_flight)
+        // The agent holds its attempts in IN_FLIGHT.
+        .map_max_entries(names::MAP_ATTEMPTS, if opts.agent.is_some() { 1 } else { profiler_common::call_sums::TABLE })
         .map_max_entries(names::MAP_EVENTS, ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {

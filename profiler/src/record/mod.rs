@@ -151,7 +151,29 @@ fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
-/// Decodes one ring buffer item.
+/// A held enter read from its attempt's cell, as the ring buffer would have carried it.
+#[cfg(any(test, feature = "tracer"))]
+pub(crate) fn enter_bytes(r: &SyscallEnterRecord) -> &[u8] {
+    // SAFETY: a repr(C) record of integers without padding (asserted in profiler-common):
+    // every byte is initialised.
+    unsafe { std::slice::from_raw_parts((r as *const SyscallEnterRecord).cast::<u8>(), size_of::<SyscallEnterRecord>()) }
+}
+
+/// The records of one ring buffer item: most hold one; an exec attempt's enter, which the
+/// kernel holds back until the thread's next record (`profiler_common::Attempt`), comes in
+/// front of that record in the same item.
+pub(crate) fn split_item(bytes: &[u8]) -> (&[u8], Option<&[u8]>) {
+    const ENTER: usize = size_of::<SyscallEnterRecord>();
+    match read::<RecordHeader>(bytes) {
+        Ok(h) if h.kind == kind::SYSCALL_ENTER && bytes.len() > ENTER => {
+            let (enter, next) = bytes.split_at(ENTER);
+            (enter, Some(next))
+        }
+        _ => (bytes, None),
+    }
+}
+
+/// Decodes one record (an item, or a part of one: [`split_item`]).
 pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
     let h: RecordHeader = read(bytes)?;
     let head = Head { ts_ns: h.ts_ns, pid: h.pid, tgid: h.tgid, cpu: h.cpu };
@@ -375,6 +397,35 @@ mod tests {
         );
         let r = SyscallEnterRecord { flags: record_flags::COMPAT, ..r };
         assert!(matches!(decode(&bytes_of(&r)).unwrap().body, Body::SyscallEnter { abi: Abi::Compat, faults: Some(_), .. }));
+    }
+
+    /// The kernel holds an exec's enter back until the thread's next record, and sends the two
+    /// in one item: the enter first. Any other item is one record.
+    #[test]
+    fn a_held_enter_comes_in_front_of_the_next_record_in_one_item() {
+        let enter = SyscallEnterRecord {
+            header: header(kind::SYSCALL_ENTER, 1_000, 10, 10),
+            min_flt: 7,
+            maj_flt: 0,
+            syscall: traced_syscall::EXECVE,
+            flags: 0,
+        };
+        let exit = exit_record(-2, traced_syscall::EXECVE, 0, b"/m1/t");
+        let mut item = bytes_of(&enter);
+        item.extend(bytes_of(&exit));
+        let (first, next) = split_item(&item);
+        assert_eq!(
+            decode(first).unwrap().body,
+            Body::SyscallEnter { syscall: TracedSyscall::Execve, abi: Abi::Native, faults: Some((7, 0)) }
+        );
+        let Body::SyscallExit { ret: -2, name: Some(n), .. } = decode(next.expect("the exit")).unwrap().body else { panic!() };
+        assert_eq!(n.bytes, b"/m1/t");
+        assert_eq!(enter_bytes(&enter), &item[..size_of::<SyscallEnterRecord>()], "a held enter read from its cell");
+        for alone in [bytes_of(&enter), bytes_of(&exit)] {
+            assert_eq!(split_item(&alone), (&alone[..], None));
+        }
+        // Too short for a header: left whole, for decode to refuse and count.
+        assert_eq!(split_item(&[1, 2]), (&[1u8, 2][..], None));
     }
 
     /// A failed execveat is named as the kernel names a successful one: by its fd.

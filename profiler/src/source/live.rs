@@ -291,8 +291,12 @@ pub(crate) async fn trace(
         }
     }
     drop(run_stats);
-    // The last records of the tree are in the buffer already.
+    // The last records of the tree are in the buffer already; then the enters of exec
+    // attempts still in flight, which the kernel side holds until their next record.
     drain(ring.get_mut(), pipeline);
+    for enter in tracer.held_enters()? {
+        pipeline.item(crate::record::enter_bytes(&enter));
+    }
     say_recording_failure(pipeline, progress, &mut recording_failure_said);
     if let Some(l) = &mut logger {
         l.get_mut().flush();

@@ -1,0 +1,102 @@
+//! Exec attempts in flight: a thread's attempt claims its [`Attempt`] cell at the enter and
+//! holds its enter record there instead of sending it; the attempt's next record of the thread
+//! carries it in front, in the same ring buffer item. A failed exec then costs one ring record,
+//! its exit, where it cost two (under icount, with the fentry programs' plain loads of the same
+//! change: the enter program ran 520 instructions, now 310; the boundaries added 1,544 to a
+//! failed exec, now 1,148). Exact mode sums the attempt's probed calls in the same cell
+//! (`crate::exact`).
+//!
+//! The cell is claimed with a compare-and-exchange, so two threads that pick one cell never
+//! both write it: the one that finds it taken sends its enter at once, as before. Every probe
+//! that sends a record of a thread that may be inside an attempt sends the held enter first
+//! ([`flush`]), so user space sees each thread's records in their order; samples are not
+//! held up for it (user space places a sample by its time once the enter arrives).
+use aya_ebpf::{macros::map, maps::Array};
+use profiler_common::{Attempt, SyscallEnterRecord, call_sums, counter, id_flags};
+
+use crate::maps;
+
+#[map]
+static ATTEMPTS: Array<Attempt> = Array::with_max_entries(call_sums::TABLE, 0);
+
+/// The cell of thread `task`, whoever holds it.
+#[inline(always)]
+fn cell(task: u64) -> Option<&'static mut Attempt> {
+    let a = ATTEMPTS.get_ptr_mut(call_sums::cell(task))?;
+    // SAFETY: a live map value; only its owner's programs write it while it is owned (one
+    // thread runs one program at a time), and it is claimed atomically.
+    Some(unsafe { &mut *a })
+}
+
+/// The attempt in flight on thread `task`, if it holds its cell.
+#[inline(always)]
+pub fn of(task: u64) -> Option<&'static mut Attempt> {
+    cell(task).filter(|a| a.owner == task)
+}
+
+/// An exec attempt enters on thread `task` (`pid`): its cell is claimed, if free (or still
+/// held by an attempt of its own that never returned), and `enter` is held there. False when
+/// another thread's attempt holds the cell: the caller sends `enter` now.
+#[inline(always)]
+pub fn begin(task: u64, pid: u32, enter: &SyscallEnterRecord, summing: bool) -> bool {
+    let Some(a) = cell(task) else { return false };
+    let was = maps::compare_exchange(&raw mut a.owner, 0, task);
+    if was != 0 && was != task {
+        return false;
+    }
+    a.enter = *enter;
+    a.held = 1;
+    a.summing = u32::from(summing);
+    if summing {
+        a.depth = 0;
+        a.root_child = u32::from(call_sums::NONE);
+        a.sums.count = 0;
+        a.sums.unsummed = 0;
+    }
+    maps::set_held(pid, summing);
+    true
+}
+
+/// Thread `task` is about to send a record inside its attempt: the held enter goes first.
+#[inline(always)]
+pub fn flush(task: u64) {
+    let Some(a) = of(task) else { return };
+    if a.held == 0 {
+        return;
+    }
+    a.held = 0;
+    if !maps::try_send(&a.enter) {
+        enter_dropped(a);
+    }
+}
+
+/// The held enter of `a` could not be sent (a full ring buffer): counted as a dropped enter,
+/// and the attempt's exit is marked so that it joins no older call.
+#[inline(always)]
+pub fn enter_dropped(a: &Attempt) {
+    maps::count(counter::EXEC_ENTER_DROPPED);
+    maps::enter_lost(a.enter.header.pid);
+}
+
+/// The attempt on thread `task` ends (its exit, or the thread's: `exiting`): its call sums go
+/// out (after the held enter, in the same item), the cell is freed, and the enter, if still
+/// held, is returned for the caller to send in front of its own record. Found by the task, not
+/// the thread id, which an exec from a non-leader thread changes; the id's flags only tell
+/// that the attempt had claimed a cell.
+#[inline(always)]
+pub fn end(task: u64, pid: u32, tgid: u32, now: u64, exiting: bool) -> Option<SyscallEnterRecord> {
+    let Some(a) = of(task) else {
+        if !exiting && maps::flags(pid) & id_flags::SUMMED != 0 {
+            maps::count(counter::CALL_SUMS_LOST);
+        }
+        return None;
+    };
+    if a.summing != 0 {
+        crate::exact::send_sums(a, pid, tgid, now);
+    }
+    let held = (a.held != 0).then_some(a.enter);
+    // Freed with the same atomic instruction that claims it (a full barrier): the copy of
+    // the enter above is done before another thread can claim the cell and overwrite it.
+    maps::compare_exchange(&raw mut a.owner, task, 0);
+    held
+}
