@@ -44,6 +44,11 @@ pub fn begin(task: u64, pid: u32, enter: &SyscallEnterRecord, summing: bool) -> 
     if was != 0 && was != task {
         return false;
     }
+    if was == task && a.held != 0 && !maps::try_send(&a.enter) {
+        // An earlier attempt of the thread whose exit was never seen (it entered before the
+        // exit probe was attached): its enter goes out, counted as one without exit.
+        maps::count(counter::EXEC_ENTER_DROPPED);
+    }
     a.enter = *enter;
     a.held = 1;
     a.summing = u32::from(summing);
