@@ -294,9 +294,6 @@ pub mod id_flags {
     pub const ENTER_LOST: u8 = 4;
     /// Exact mode: the thread's current exec attempt sums its probed calls in the kernel.
     pub const SUMMED: u8 = 8;
-    /// The thread's current exec attempt holds its enter record in its [`crate::Attempt`]
-    /// cell, to go out with the attempt's next record.
-    pub const HELD: u8 = 16;
 }
 
 /// Values of the `SCOPE` global: which processes the kernel side traces.

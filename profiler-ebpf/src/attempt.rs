@@ -44,10 +44,10 @@ pub fn begin(task: u64, pid: u32, enter: &SyscallEnterRecord, summing: bool) -> 
     if was != 0 && was != task {
         return false;
     }
-    if was == task && a.held != 0 && !maps::try_send(&a.enter) {
+    if was == task && a.held != 0 {
         // An earlier attempt of the thread whose exit was never seen (it entered before the
         // exit probe was attached): its enter goes out, counted as one without exit.
-        maps::count(counter::EXEC_ENTER_DROPPED);
+        send_enter(&a.enter);
     }
     a.enter = *enter;
     a.held = 1;
@@ -58,8 +58,21 @@ pub fn begin(task: u64, pid: u32, enter: &SyscallEnterRecord, summing: bool) -> 
         a.sums.count = 0;
         a.sums.unsummed = 0;
     }
-    maps::set_held(pid, summing);
+    if summing {
+        maps::set_summed(pid);
+    }
     true
+}
+
+/// Sends a held enter on its own; false, and counted as a dropped exec enter, when the ring
+/// buffer is full.
+#[inline(always)]
+pub fn send_enter(enter: &SyscallEnterRecord) -> bool {
+    let sent = maps::try_send(enter);
+    if !sent {
+        maps::count(counter::EXEC_ENTER_DROPPED);
+    }
+    sent
 }
 
 /// Thread `task` is about to send a record inside its attempt: the held enter goes first.
@@ -70,8 +83,9 @@ pub fn flush(task: u64) {
         return;
     }
     a.held = 0;
-    if !maps::try_send(&a.enter) {
-        enter_dropped(a);
+    if !send_enter(&a.enter) {
+        // The attempt's exit must not join an older call.
+        maps::enter_lost(a.enter.header.pid);
     }
 }
 

@@ -146,17 +146,15 @@ pub fn set_in_call(pid: u32, on: bool) {
 #[inline(always)]
 pub fn enter_call(pid: u32) {
     if let Some(b) = id_byte(pid) {
-        unsafe { *b = (*b | id_flags::IN_CALL) & !(id_flags::ENTER_LOST | id_flags::HELD | id_flags::SUMMED) };
+        unsafe { *b = (*b | id_flags::IN_CALL) & !(id_flags::ENTER_LOST | id_flags::SUMMED) };
     }
 }
 
-/// Thread `pid`'s exec attempt holds its enter in its cell, and sums its probed calls there
-/// if `summing` ([`crate::attempt::begin`]).
+/// Exact mode: thread `pid`'s exec attempt sums its probed calls in its cell
+/// ([`crate::attempt::begin`]).
 #[inline(always)]
-pub fn set_held(pid: u32, summing: bool) {
-    if let Some(b) = id_byte(pid) {
-        unsafe { *b |= id_flags::HELD | if summing { id_flags::SUMMED } else { 0 } };
-    }
+pub fn set_summed(pid: u32) {
+    set(pid, id_flags::SUMMED, true);
 }
 
 /// The enter record of `pid`'s current call was dropped.
@@ -166,10 +164,10 @@ pub fn enter_lost(pid: u32) {
 }
 
 /// The call on thread `pid` returns: its marks are cleared, and returned as they were
-/// (`ENTER_LOST`: its enter record was dropped; `HELD`, `SUMMED`: what its attempt claimed).
+/// (`ENTER_LOST`: its enter record was dropped; `SUMMED`: its attempt summed its calls).
 #[inline(always)]
 pub fn leave_call(pid: u32) -> u8 {
-    clear(pid, id_flags::IN_CALL | id_flags::ENTER_LOST | id_flags::HELD | id_flags::SUMMED)
+    clear(pid, id_flags::IN_CALL | id_flags::ENTER_LOST | id_flags::SUMMED)
 }
 
 /// Clears `bits` of `id`'s flags (the thread's own hooks are their only writers) and returns

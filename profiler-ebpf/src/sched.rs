@@ -183,10 +183,8 @@ pub fn sched_process_exit(_ctx: RawTracePointContext) -> u32 {
     }
     // An exec attempt in flight: its enter and its calls summed so far go before the exit.
     let current = task::current();
-    if let Some(enter) = crate::attempt::end(current, pid, tgid, unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }, true)
-        && !maps::try_send(&enter)
-    {
-        maps::count(counter::EXEC_ENTER_DROPPED);
+    if let Some(enter) = crate::attempt::end(current, pid, tgid, unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }, true) {
+        crate::attempt::send_enter(&enter);
     }
     let rec = TaskExitRecord {
         header: header::<TaskExitRecord>(pid, tgid),
