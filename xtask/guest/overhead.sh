@@ -174,6 +174,16 @@ side() {
     budget-exact) /execprof run $chain --mode exact --sample-hz 0 --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
     budget-bare) /execprof run $chain --mode sampled --sample-hz 1 --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
     budget-bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 1 --boundaries tracepoint --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
+    # Where the guest's instructions go while execprof traces the chain (default mode, the
+    # boundaries alone): a machine-wide perf profile (cpu-clock at 4999 Hz: under icount a
+    # sample every 200,000 instructions), execprof and the chain in the chroot so perf finds
+    # both binaries; the report by command, object and symbol. Once each, after the rounds.
+    profile-default | profile-bare)
+      opts=; [ $tag = profile-bare ] && opts="--mode sampled --sample-hz 1"
+      in_userland perf record -q -a -F 4999 -o /tmp/profile.data -- /tmp/execprof run $chain $opts --json /tmp/$tag.json > /dev/null 2>&1 || return 1
+      $B cp $U/tmp/$tag.json $R/
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null ;;
     # The peers, on the same chain: perf and perf trace run it as their command (in the
     # chroot, from the same lab directory), bpftrace watches the whole machine while it runs.
     perf-record)

@@ -54,7 +54,11 @@ const BUDGET_SIDES: &[(&str, &str)] = &[
     ("budget-bare", "the boundaries alone, fentry/fexit"),
     ("budget-bare-tracepoint", "the boundaries alone, raw tracepoints"),
     ("budget-agent", "execprof agent --all --sample-hz 0 (fentry/fexit)"),
+    ("profile-default", "where the guest's instructions go under execprof run (default mode): perf record -a"),
+    ("profile-bare", "where the guest's instructions go under execprof run, the boundaries alone: perf record -a"),
 ];
+/// Lines of a profile side's symbol table printed (its whole table is in the results directory).
+const PROFILE_LINES: usize = 45;
 /// getpid sides.
 const GETPID_SIDES: &[(&str, &str)] = &[
     ("getpid-untraced", "nothing traced"),
@@ -242,6 +246,10 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
         println!("| {what} | {m:.0} | {} | {:+.0} | {:.1}% | {measured} |", shown.join(", "), m - base, 100.0 * (m - base) / m);
     }
     for (tag, what) in &budget_sides {
+        if tag.starts_with("profile-") {
+            print_profile(what, &dir, tag)?;
+            continue;
+        }
         if *tag == "budget-agent" {
             let (programs, attempts) = agent_costs(&dir.join(format!("{tag}.agent.json")))?;
             print_budget(what, &programs, attempts, steps);
@@ -258,6 +266,26 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
     println!(
         "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and a `rep movs` counts once."
     );
+    Ok(())
+}
+
+/// A profile side's tables: by command and object, then the top symbols (perf's own report,
+/// its comment lines left out; under icount a sample's share is a share of instructions).
+fn print_profile(what: &str, dir: &Path, tag: &str) -> Result<()> {
+    println!("\n{what} (samples' shares are instructions' shares):\n\n```");
+    for (file, limit) in [(format!("{tag}.dso.txt"), usize::MAX), (format!("{tag}.txt"), PROFILE_LINES)] {
+        let path = dir.join(&file);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+        if lines.is_empty() {
+            bail!("{}: perf report printed no samples", path.display());
+        }
+        for l in lines.iter().take(limit) {
+            println!("{}", l.trim_end());
+        }
+        println!();
+    }
+    println!("```\n(whole tables: {})", dir.display());
     Ok(())
 }
 
