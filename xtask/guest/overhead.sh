@@ -176,11 +176,18 @@ side() {
     budget-bare-tracepoint) /execprof run $chain --mode sampled --sample-hz 1 --boundaries tracepoint --probe-costs --json $R/$tag.json > /dev/null 2>&1 ;;
     # Where the guest's instructions go while execprof traces the chain (default mode, the
     # boundaries alone): a machine-wide perf profile (cpu-clock at 4999 Hz: under icount a
-    # sample every 200,000 instructions), execprof and the chain in the chroot so perf finds
-    # both binaries; the report by command, object and symbol. Once each, after the rounds.
+    # sample every 200,000 instructions) of the chain's run only, not execprof's set-up or its
+    # report: perf starts disabled and the traced command (a shell running the bench chain,
+    # 10× the steps) switches it on and off through perf's control fifo. Everything runs in the
+    # chroot, so perf finds the binaries; the report by command and object, then by symbol.
+    # Once each, after the rounds.
     profile-default | profile-bare)
       opts=; [ $tag = profile-bare ] && opts="--mode sampled --sample-hz 1"
-      in_userland perf record -q -a -F 4999 -o /tmp/profile.data -- /tmp/execprof run $chain $opts --json /tmp/$tag.json > /dev/null 2>&1 || return 1
+      $B rm -f $U/tmp/perf.ctl; $B mkfifo $U/tmp/perf.ctl
+      in_userland perf record -q -a -F 4999 -D -1 --control fifo:/tmp/perf.ctl -o /tmp/profile.data -- \
+        /tmp/execprof run $opts --json /tmp/$tag.json -- \
+        /bin/sh -c "echo enable > /tmp/perf.ctl; /tmp/execprof bench chain --steps $((STEPS * 10)) --misses 6 --rounds 1 > /dev/null; echo disable > /tmp/perf.ctl" \
+        > /dev/null 2>&1 || return 1
       $B cp $U/tmp/$tag.json $R/
       in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
       in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null ;;
