@@ -1285,6 +1285,12 @@ const _: () = assert!(core::mem::size_of::<AggKey>() == 32);
 const _: () = assert!(core::mem::size_of::<MissKey>() == 16);
 const _: () = assert!(core::mem::size_of::<MissValue>() == 32 + aggregate::MISS_NAME);
 const _: () = assert!(core::mem::offset_of!(MissValue, name).is_multiple_of(8) && aggregate::MISS_NAME.is_multiple_of(8));
+// The kernel side copies these task names a word at a time (`task::copy_comm`).
+const _: () = assert!(
+    core::mem::offset_of!(InFlight, comm).is_multiple_of(8)
+        && core::mem::offset_of!(ProcessState, comm).is_multiple_of(8)
+        && core::mem::offset_of!(AggValue, comm).is_multiple_of(8)
+);
 const _: () = assert!(core::mem::size_of::<ProcessState>() == 72 + 8 * aggregate::TRIED_PER_SEARCH);
 const _: () = assert!(aggregate::TRIED_PER_SEARCH.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<ProgramPath>() == 8 + aggregate::PATH_DEPTH * aggregate::PATH_COMPONENT);

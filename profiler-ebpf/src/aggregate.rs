@@ -3,7 +3,7 @@
 //! boundary hooks call [`start`] and [`finish`] instead of sending records when the loader set
 //! `AGGREGATE`; what a call needs between them waits in its `IN_FLIGHT` slot.
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns, generated},
+    helpers::{bpf_get_current_cgroup_id, bpf_ktime_get_ns, generated},
     macros::map,
     maps::{Array, HashMap, PerCpuArray, StackTrace},
     programs::{PerfEventContext, tracing::StackIdContext as _},
@@ -157,7 +157,7 @@ fn identify<M: Kmem>(f: &mut InFlight, tgid: u32, mm: u64) {
     let inode: u64 = M::at(exe_file, global(&FILE_INODE_OFFSET));
     if mm == 0 || exe_file == 0 || inode == 0 {
         f.flags |= key_flags::NO_PROGRAM;
-        f.comm = bpf_get_current_comm().unwrap_or_default();
+        f.comm = task::comm();
         return;
     }
     f.exe_file = exe_file;
@@ -167,12 +167,13 @@ fn identify<M: Kmem>(f: &mut InFlight, tgid: u32, mm: u64) {
     let p = unsafe { &mut *p };
     let same = |p: &ProcessState| p.tgid == tgid && p.mm == mm && p.inode == inode;
     if same(p) {
-        (f.ino, f.dev, f.generation, f.comm) = (p.ino, p.dev, p.generation, p.comm);
+        (f.ino, f.dev, f.generation) = (p.ino, p.dev, p.generation);
+        task::copy_comm(&mut f.comm, &p.comm);
         if same(p) {
             return;
         }
     }
-    f.comm = bpf_get_current_comm().unwrap_or_default();
+    f.comm = task::comm();
     f.ino = M::at(inode, global(&INODE_INO_OFFSET));
     f.generation = M::at(inode, global(&INODE_GENERATION_OFFSET));
     f.dev = M::at(M::at::<u64>(inode, global(&INODE_SB_OFFSET)), global(&SB_DEV_OFFSET));
@@ -180,10 +181,12 @@ fn identify<M: Kmem>(f: &mut InFlight, tgid: u32, mm: u64) {
         if p.tgid != 0 && p.misses != 0 {
             count(agg_counter::SEARCH_PUSHED_OUT);
         }
-        (p.tgid, p.misses, p.nr_tried, p.name_hash) = (tgid, 0, 0, 0);
+        p.tgid = tgid;
+        (crate::maps::put(&raw mut p.misses, 0), crate::maps::put(&raw mut p.nr_tried, 0), crate::maps::put(&raw mut p.name_hash, 0));
     }
     p.mm = 0;
-    (p.inode, p.ino, p.dev, p.generation, p.comm) = (inode, f.ino, f.dev, f.generation, f.comm);
+    (p.inode, p.ino, p.dev, p.generation) = (inode, f.ino, f.dev, f.generation);
+    task::copy_comm(&mut p.comm, &f.comm);
     p.mm = mm;
 }
 
@@ -245,7 +248,11 @@ fn finish<M: Kmem>((pid, tgid): (u32, u32), current: u64, syscall: u32, ret: i64
                     let p = unsafe { &mut *p };
                     if p.tgid == tgid && p.misses != 0 {
                         search_misses = if outcome == OUTCOME_SUCCESS { u64::from(p.misses) } else { 0 };
-                        (p.misses, p.nr_tried, p.name_hash) = (0, 0, 0);
+                        (
+                            crate::maps::put(&raw mut p.misses, 0),
+                            crate::maps::put(&raw mut p.nr_tried, 0),
+                            crate::maps::put(&raw mut p.name_hash, 0),
+                        );
                     }
                 }
             }
@@ -361,7 +368,8 @@ fn count_miss(tgid: u32, cgroup_id: u64, name: u64, ns: u64) {
     let value = match MISSES.get_ptr_mut(&key) {
         Some(v) => v,
         None => {
-            (scratch.count, scratch.sum_ns, scratch.repeated, scratch.repeated_ns) = (0, 0, 0, 0);
+            let z = |f: &mut u64| crate::maps::put(f, 0);
+            (z(&mut scratch.count), z(&mut scratch.sum_ns), z(&mut scratch.repeated), z(&mut scratch.repeated_ns));
             let _ = MISSES.insert(&key, &*scratch, aggregate_noexist());
             match MISSES.get_ptr_mut(&key) {
                 Some(v) => v,
@@ -467,7 +475,7 @@ fn new_entry(key: &AggKey, f: &InFlight) -> Option<*mut AggValue> {
     // SAFETY: this CPU's slot; only its header fields are written, its buckets stay zero.
     unsafe {
         (*template).first_tgid = f.tgid;
-        (*template).comm = f.comm;
+        task::copy_comm(&mut (*template).comm, &f.comm);
         program_path(&mut (*template).path, f.exe_file);
         let _ = AGGREGATES.insert(key, &*template, aggregate_noexist());
     }

@@ -1,15 +1,14 @@
 //! `sched_*` raw tracepoints: the point of no return, the new image, and the process tree.
 //! Raw tracepoints are the cheapest hook per hit; their arguments are the TP_PROTO ones.
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, generated},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
 use aya_log_ebpf::warn;
 use profiler_common::{
     AdoptedRecord, KernelFilename, LoadedRecord, NoReturnRecord, RecordHeader, TaskExitRecord, TaskNewRecord, WireRecord, counter,
-    limits::{COMM_LEN, FILENAME_CAP},
-    record_flags, task_exit_flags, task_new_flags,
+    limits::FILENAME_CAP, record_flags, task_exit_flags, task_new_flags,
 };
 
 use crate::{maps, task};
@@ -94,9 +93,9 @@ fn loaded(pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>) {
 /// Fills in `bprm->filename`, or an empty name when `bprm` is None.
 #[inline(always)]
 fn kernel_filename(out: &mut KernelFilename, bprm: Option<u64>) {
-    out.flags = 0;
-    out.filename_len = 0;
-    out._reserved = 0;
+    maps::put(&raw mut out.flags, 0);
+    maps::put(&raw mut out.filename_len, 0);
+    maps::put(&raw mut out._reserved, 0);
     if let Some(filename) = bprm.and_then(task::bprm_filename) {
         let n =
             unsafe { generated::bpf_probe_read_kernel_str(out.filename.as_mut_ptr().cast(), FILENAME_CAP as u32, filename as *const _) };
@@ -158,7 +157,7 @@ pub fn adopted(tgid: u32) {
         header: header::<AdoptedRecord>(pid, tgid),
         ppid: task::parent_tgid(task::current()).unwrap_or(0),
         _reserved: 0,
-        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+        comm: task::comm(),
     };
     maps::send(&rec);
 }

@@ -1,7 +1,7 @@
 //! Reads of `struct task_struct` fields at offsets user space found in the running kernel's
 //! BTF (Rust eBPF has no CO-RE). An offset of 0 means "not available on this kernel".
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel};
-use profiler_common::record_flags;
+use profiler_common::{limits::COMM_LEN, record_flags};
 
 #[unsafe(no_mangle)]
 static TASK_PID_OFFSET: u64 = 0;
@@ -206,5 +206,32 @@ pub fn group_dead(task: u64) -> bool {
             Some(signal) if signal != 0 => read_at::<i32>(signal, live_off).map_or(true, |live| live <= 0),
             _ => true,
         }
+    }
+}
+
+/// The current task's name, NUL-padded (all zeros if there is none). The buffer is zeroed a
+/// word at a time first: 6.1's helper copies with `strscpy`, which leaves the bytes after the
+/// NUL as they were, and aya's `bpf_get_current_comm` zeroes it with a byte-loop `memset`.
+#[inline(always)]
+pub fn comm() -> [u8; COMM_LEN] {
+    let mut words = [0u64; COMM_LEN / 8];
+    for w in &mut words {
+        crate::maps::put(w, 0);
+    }
+    // SAFETY: the helper writes at most COMM_LEN bytes into the buffer.
+    unsafe { aya_ebpf::helpers::generated::bpf_get_current_comm(words.as_mut_ptr().cast(), COMM_LEN as u32) };
+    // SAFETY: two u64 words are 16 bytes, any bit pattern a valid [u8; 16].
+    unsafe { core::mem::transmute::<[u64; COMM_LEN / 8], [u8; COMM_LEN]>(words) }
+}
+
+/// Copies a task name between two 8-aligned fields of map values (asserted in
+/// profiler-common) as two words: as bytes LLVM copies it with a byte-loop `memmove`. Not for
+/// names on the stack, whose alignment the verifier checks and LLVM does not promise.
+#[inline(always)]
+pub fn copy_comm(dst: &mut [u8; COMM_LEN], src: &[u8; COMM_LEN]) {
+    let (d, s) = (dst.as_mut_ptr().cast::<u64>(), src.as_ptr().cast::<u64>());
+    for i in 0..COMM_LEN / 8 {
+        // SAFETY: both point at COMM_LEN bytes, 8-aligned (see above).
+        unsafe { core::ptr::write_volatile(d.add(i), core::ptr::read_volatile(s.add(i))) };
     }
 }
