@@ -19,7 +19,7 @@ use crate::{
     arch::{self, candidate, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task::{self, Btf},
+    task::{self, Btf, Probe},
 };
 
 // The agent's calls read the kernel's structures through the BTF-typed pointers these
@@ -58,7 +58,7 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
 #[inline(always)]
 fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
     let regs = unsafe { generated::bpf_task_pt_regs(generated::bpf_get_current_task_btf()) } as u64;
-    let nr = arch::call_nr(regs)?;
+    let nr = arch::call_nr::<Probe>(regs)?;
     if arch::untimed_abi(nr) {
         if at_entry {
             arch::count_untimed(nr);
@@ -68,7 +68,7 @@ fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
     if !candidate(nr) {
         return None;
     }
-    let compat = arch::in_compat_syscall(current, regs);
+    let compat = arch::in_compat_syscall::<Probe>(current, regs);
     let syscall = classify(nr, compat).filter(|&s| s >= CLONE)?;
     Some((regs, syscall, compat))
 }

@@ -9,29 +9,19 @@
 //! a 32-bit image is counted at `sched_process_exec` ([`count_non_native`]), and user space
 //! adds the 32-bit processes that were running when tracing began. The records are the raw
 //! tracepoints' own ([`crate::syscalls`]).
-use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, generated},
-    macros::tracepoint,
-    programs::TracePointContext,
-};
+use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::tracepoint, programs::TracePointContext};
 use profiler_common::counter;
 
 use crate::{
     arch::{self, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task::{self, Probe},
+    task::{self, Btf},
 };
 
 /// Byte offsets in a `syscalls:*` event's record, after the 8 bytes of common fields.
 const SYSCALL_NR: usize = 8;
 const EXIT_RET: usize = 16;
-
-/// The thread's saved user registers (the arguments, as at `sys_enter`).
-#[inline(always)]
-fn user_regs() -> u64 {
-    unsafe { generated::bpf_task_pt_regs(generated::bpf_get_current_task_btf()) as u64 }
-}
 
 /// `syscalls:sys_enter_{execve,execveat,clone,clone3,fork,vfork}`: only the 64-bit ABI's.
 #[tracepoint]
@@ -42,7 +32,8 @@ pub fn sys_enter_event(ctx: TracePointContext) -> u32 {
     if !maps::current_is_traced(tgid) {
         return 0;
     }
-    on_enter::<Probe>(user_regs(), syscall, false, pid, tgid, task::current());
+    let current = task::current_btf();
+    on_enter::<Btf>(task::pt_regs_btf(current), syscall, false, pid, tgid, current);
     0
 }
 
@@ -57,7 +48,8 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
     let Ok(nr) = (unsafe { ctx.read_at::<i32>(SYSCALL_NR) }) else { return 0 };
     let Some(syscall) = classify(nr as u64, false) else { return 0 };
     let Ok(ret) = (unsafe { ctx.read_at::<i64>(EXIT_RET) }) else { return 0 };
-    on_exit::<Probe>(user_regs(), syscall, false, ret, now, (pid, tgid, task::current()));
+    let current = task::current_btf();
+    on_exit::<Btf>(task::pt_regs_btf(current), syscall, false, ret, now, (pid, tgid, current));
     0
 }
 
@@ -66,7 +58,7 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
 /// only where the syscall events timed the calls.
 #[inline(always)]
 pub fn count_non_native(current: u64) {
-    if arch::image_32_bit(current, user_regs()) {
+    if arch::image_32_bit(current, task::pt_regs_btf(task::current_btf())) {
         maps::count(counter::NON_NATIVE_EXEC);
     }
 }

@@ -22,7 +22,7 @@ use crate::{
     aggregate,
     arch::{self, arg_regs, argv_reg, candidate, classify},
     argv, attempt, maps,
-    task::{self, Kmem, Probe},
+    task::{self, Btf, Kmem, Probe},
 };
 
 const AT_FDCWD: i32 = -100;
@@ -50,14 +50,23 @@ pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
     if !maps::current_is_traced(tgid) {
         return 0;
     }
-    let current = task::current();
-    // ctx.arg() again where it is used: a read x86_64's compat test does not need is dropped.
-    let compat = arch::in_compat_syscall(current, ctx.arg(0));
-    let Some(syscall) = classify(nr, compat) else {
-        return 0;
-    };
-    on_enter::<Probe>(ctx.arg(0), syscall, compat, pid, tgid, current);
+    if task::btf_loads() {
+        let current = task::current_btf();
+        entered::<Btf>(task::pt_regs_btf(current), nr, pid, tgid, current);
+    } else {
+        // ctx.arg() again where it is used: a read x86_64's compat test does not need is dropped.
+        entered::<Probe>(ctx.arg(0), nr, pid, tgid, task::current());
+    }
     0
+}
+
+/// A candidate call `nr` entered by traced thread `pid` at the raw tracepoint: its ABI, then
+/// [`on_enter`]. `M` reads `regs` and `current` (BTF-typed where [`task::btf_loads`]).
+#[inline(always)]
+fn entered<M: Kmem>(regs: u64, nr: u64, pid: u32, tgid: u32, current: u64) {
+    let compat = arch::in_compat_syscall::<M>(current, regs);
+    let Some(syscall) = classify(nr, compat) else { return };
+    on_enter::<M>(regs, syscall, compat, pid, tgid, current);
 }
 
 /// An exec or fork-family call entered by a traced thread, whichever hook saw it: its
@@ -116,24 +125,32 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
     if !maps::is_traced(tgid) {
         return 0;
     }
-    let regs: u64 = ctx.arg(0);
-    let nr = arch::call_nr(regs).unwrap_or(u64::MAX);
-    if !candidate(nr) {
-        return 0;
-    }
-    let current = task::current();
-    let compat = arch::in_compat_syscall(current, regs);
     // The return value read once: reading the context twice let LLVM keep `ctx + 8` in a
     // register for the second read, which the verifier refuses ("dereference of modified ctx
     // ptr", arm64's build on 6.1).
     let ret: i64 = ctx.arg(1);
-    let Some(syscall) = arch::classify_exit(nr, compat, ret, pid) else {
-        return 0;
-    };
+    if task::btf_loads() {
+        let current = task::current_btf();
+        returned::<Btf>(task::pt_regs_btf(current), ret, pid, tgid, current);
+    } else {
+        returned::<Probe>(ctx.arg(0), ret, pid, tgid, task::current());
+    }
+    0
+}
+
+/// A call of traced thread `pid` returned `ret` at the raw tracepoint: its number and ABI from
+/// `regs` and `current` read with `M`, then [`on_exit`] if it is an exec or fork-family call.
+#[inline(always)]
+fn returned<M: Kmem>(regs: u64, ret: i64, pid: u32, tgid: u32, current: u64) {
+    let nr = arch::call_nr::<M>(regs).unwrap_or(u64::MAX);
+    if !candidate(nr) {
+        return;
+    }
+    let compat = arch::in_compat_syscall::<M>(current, regs);
+    let Some(syscall) = arch::classify_exit(nr, compat, ret, pid) else { return };
     // First thing past the filter: the probe's own work below stays outside the attempt.
     let now = unsafe { bpf_ktime_get_ns() };
-    on_exit::<Probe>(regs, syscall, compat, ret, now, (pid, tgid, current));
-    0
+    on_exit::<M>(regs, syscall, compat, ret, now, (pid, tgid, current));
 }
 
 /// An exec or fork-family call of a traced thread returned `ret` at `now`, whichever hook saw

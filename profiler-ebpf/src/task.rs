@@ -25,6 +25,9 @@ static TASK_PENDING_SIGNAL_OFFSET: u64 = 0;
 static SIGNAL_GROUP_EXEC_TASK_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static THREAD_STATUS_OFFSET: u64 = 0;
+/// See `names::GLOBAL_BTF_LOADS`.
+#[unsafe(no_mangle)]
+static BTF_LOADS: u64 = 0;
 
 /// A global the loader set (a read-only setting for the run).
 #[inline(always)]
@@ -88,6 +91,19 @@ impl Kmem for Btf {
         // SAFETY: a kernel pointer the verifier typed; a faulting load reads 0.
         unsafe { core::ptr::read((base + off) as *const T) }
     }
+}
+
+/// The raw syscall tracepoints may read through BTF-typed pointers (a constant to the
+/// verifier, which checks only the branch it selects).
+#[inline(always)]
+pub fn btf_loads() -> bool {
+    global(&BTF_LOADS) != 0
+}
+
+/// The saved user registers of `task` (a BTF-typed task pointer), BTF-typed.
+#[inline(always)]
+pub fn pt_regs_btf(task: u64) -> u64 {
+    unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(task as *mut _) as u64 }
 }
 
 /// The current task as a BTF-typed pointer (fentry/fexit and other BTF-aware programs).
@@ -156,10 +172,10 @@ pub fn faults(task: u64) -> Option<(u64, u64)> {
 /// (`crate::arch`).
 #[cfg(bpf_target_arch = "x86_64")]
 #[inline(always)]
-pub fn in_compat_syscall(task: u64) -> bool {
+pub fn in_compat_syscall<M: Kmem>(task: u64) -> bool {
     const TS_COMPAT: u32 = 0x0002;
     let off = global(&THREAD_STATUS_OFFSET);
-    off != 0 && unsafe { read_at::<u32>(task, off) }.is_some_and(|status| status & TS_COMPAT != 0)
+    off != 0 && M::at::<u32>(task, off) & TS_COMPAT != 0
 }
 
 /// `bprm->filename`: the kernel's copy of the exec'd path.

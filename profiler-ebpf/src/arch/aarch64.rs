@@ -3,10 +3,12 @@
 //! (`pstate`'s AArch32 bit). Both ABIs pass a call's arguments in x0.. (r0.. for AArch32), so
 //! one register map serves both, and x0 holds the return value by `sys_exit`: the first
 //! argument is read from `orig_x0`, which the kernel saves at every syscall entry.
-use aya_ebpf::helpers::bpf_probe_read_kernel;
 use profiler_common::traced_syscall;
 
-use crate::maps;
+use crate::{
+    maps,
+    task::{Kmem, Probe},
+};
 
 /// Native (asm-generic) syscall numbers: no `fork` or `vfork` (libc makes them `clone`).
 mod native {
@@ -108,8 +110,8 @@ pub fn argv_reg(syscall: u32, _compat: bool) -> u64 {
 /// The syscall number in the thread's saved registers (`syscallno`, an `s32`: -1, no
 /// syscall, becomes `u64::MAX`); None if unreadable.
 #[inline(always)]
-pub fn call_nr(regs: u64) -> Option<u64> {
-    unsafe { bpf_probe_read_kernel((regs + REGS_SYSCALLNO) as *const i32) }.ok().map(|nr| i64::from(nr) as u64)
+pub fn call_nr<M: Kmem>(regs: u64) -> Option<u64> {
+    Some(i64::from(M::at::<i32>(regs, REGS_SYSCALLNO)) as u64)
 }
 
 /// The current call is in the AArch32 ABI: `pstate` says the task runs AArch32 code (the
@@ -117,12 +119,12 @@ pub fn call_nr(regs: u64) -> Option<u64> {
 /// reverse, so this is the call's ABI, and after a successful exec the new image's, as
 /// `TIF_32BIT` would say; unlike `thread_info.flags` it needs no BTF offset.
 #[inline(always)]
-pub fn in_compat_syscall(_current: u64, regs: u64) -> bool {
-    unsafe { bpf_probe_read_kernel((regs + REGS_PSTATE) as *const u64) }.is_ok_and(|pstate| pstate & PSR_MODE32_BIT != 0)
+pub fn in_compat_syscall<M: Kmem>(_current: u64, regs: u64) -> bool {
+    M::at::<u64>(regs, REGS_PSTATE) & PSR_MODE32_BIT != 0
 }
 
 /// At `sched_process_exec`: the new image is 32-bit (AArch32).
 #[inline(always)]
 pub fn image_32_bit(current: u64, regs: u64) -> bool {
-    in_compat_syscall(current, regs)
+    in_compat_syscall::<Probe>(current, regs)
 }

@@ -3,7 +3,10 @@
 use aya_ebpf::helpers::bpf_probe_read_kernel;
 use profiler_common::{counter, traced_syscall};
 
-use crate::{maps, task};
+use crate::{
+    maps,
+    task::{self, Kmem, Probe},
+};
 
 /// x86_64 syscall numbers.
 mod x64 {
@@ -129,15 +132,15 @@ pub fn argv_reg(syscall: u32, compat: bool) -> u64 {
 
 /// The syscall number in the thread's saved registers (`orig_ax`); None if unreadable.
 #[inline(always)]
-pub fn call_nr(regs: u64) -> Option<u64> {
-    unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.ok()
+pub fn call_nr<M: Kmem>(regs: u64) -> Option<u64> {
+    Some(M::at(regs, REGS_ORIG_AX))
 }
 
 /// The current call is in the ia32 ABI: `TS_COMPAT` ([`task::in_compat_syscall`]; the
 /// registers' `cs` would miss `int $0x80` from 64-bit code).
 #[inline(always)]
-pub fn in_compat_syscall(current: u64, _regs: u64) -> bool {
-    task::in_compat_syscall(current)
+pub fn in_compat_syscall<M: Kmem>(current: u64, _regs: u64) -> bool {
+    task::in_compat_syscall::<M>(current)
 }
 
 /// At `sched_process_exec`: the new image is 32-bit (ia32: `TS_COMPAT`; x32: the x32 bit in
@@ -145,5 +148,5 @@ pub fn in_compat_syscall(current: u64, _regs: u64) -> bool {
 #[inline(always)]
 pub fn image_32_bit(current: u64, regs: u64) -> bool {
     let x32 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.is_ok_and(|nr| nr & X32_SYSCALL_BIT != 0);
-    x32 || task::in_compat_syscall(current)
+    x32 || task::in_compat_syscall::<Probe>(current)
 }

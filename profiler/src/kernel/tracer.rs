@@ -326,6 +326,9 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     let id_entries = crate::kernel::facts::pid_max()?.div_ceil(IDS_PER_ENTRY as u32);
     let argv = u64::from(opts.argv);
     let call_sums = u64::from(opts.call_sums);
+    // bpf_get_current_task_btf (5.11) and bpf_task_pt_regs (5.15), for the raw syscall
+    // tracepoints' plain loads.
+    let btf_loads = u64::from(crate::model::meta::KernelInfo::current().version().is_some_and(|v| v >= (5, 15)));
     let aggregate = u64::from(opts.agent.is_some());
     // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
     // sends no records: its ring buffer is one page.
@@ -348,6 +351,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_TASK_PENDING_SIGNAL, &layout.pending_signal, true)
         .override_global(names::GLOBAL_SIGNAL_GROUP_EXEC_TASK, &layout.group_exec_task, true)
         .override_global(names::GLOBAL_THREAD_STATUS, &layout.thread_status, true)
+        .override_global(names::GLOBAL_BTF_LOADS, &btf_loads, true)
         .override_global(names::GLOBAL_SCOPE, &opts.scope.kind, true)
         .override_global(names::GLOBAL_CGROUP_ID, &opts.scope.cgroup_id, true)
         .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
