@@ -190,7 +190,9 @@ side() {
         > /dev/null 2>&1 || return 1
       $B cp $U/tmp/$tag.json $R/
       in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null ;;
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null || return 1
+      # execprof's own share, symbol by symbol, as shares of the whole guest.
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --comms execprof --sort dso,sym --percent-limit 0.05 > $R/$tag.execprof.txt 2> /dev/null ;;
     # The peers, on the same chain: perf and perf trace run it as their command (in the
     # chroot, from the same lab directory), bpftrace watches the whole machine while it runs.
     perf-record)

@@ -269,11 +269,14 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// A profile side's tables: by command and object, then the top symbols (perf's own report,
-/// its comment lines left out; under icount a sample's share is a share of instructions).
+/// A profile side's tables: by command and object, the top symbols, then execprof's own top
+/// symbols (perf's own report, its comment lines left out; under icount a sample's share is a
+/// share of instructions).
 fn print_profile(what: &str, dir: &Path, tag: &str) -> Result<()> {
     println!("\n{what} (samples' shares are instructions' shares):\n\n```");
-    for (file, limit) in [(format!("{tag}.dso.txt"), usize::MAX), (format!("{tag}.txt"), PROFILE_LINES)] {
+    for (file, limit) in
+        [(format!("{tag}.dso.txt"), usize::MAX), (format!("{tag}.txt"), PROFILE_LINES), (format!("{tag}.execprof.txt"), PROFILE_LINES)]
+    {
         let path = dir.join(&file);
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();

@@ -302,11 +302,21 @@ impl<'a> Analyzer<'a> {
         if let Some(plan) = self.ctx.exact {
             self.exact.attempt(outcome, &a.inside.probed, a.inside.sums.as_ref(), plan, self.ctx.model);
         }
-        let file = self.files.entry(a.name.bytes.clone()).or_default();
-        file.0 += 1;
-        file.1 += u64::from(a.ret == 0);
+        // Looked up by reference first: the name is copied only to make a new entry.
+        let succeeded = u64::from(a.ret == 0);
+        match self.files.get_mut(&a.name.bytes) {
+            Some(file) => *file = (file.0 + 1, file.1 + succeeded),
+            None => {
+                self.files.insert(a.name.bytes.clone(), (1, succeeded));
+            }
+        }
         if outcome == outcome::Outcome::Enoent {
-            *self.enoent.entry(a.name.bytes.clone()).or_default() += 1;
+            match self.enoent.get_mut(&a.name.bytes) {
+                Some(n) => *n += 1,
+                None => {
+                    self.enoent.insert(a.name.bytes.clone(), 1);
+                }
+            }
         }
         self.counts.filenames_truncated += u64::from(a.name.truncated);
         self.counts.filenames_unreadable += u64::from(a.name.unreadable);
