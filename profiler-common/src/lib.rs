@@ -105,9 +105,9 @@ pub mod names {
     pub const GLOBAL_SIGNAL_GROUP_EXEC_TASK: &str = "SIGNAL_GROUP_EXEC_TASK_OFFSET";
     /// `task_struct.thread_info.status` (x86: its `TS_COMPAT` bit marks an ia32 syscall).
     pub const GLOBAL_THREAD_STATUS: &str = "THREAD_STATUS_OFFSET";
-    /// 1: the raw syscall tracepoints read the task and its registers through BTF-typed
-    /// pointers (`bpf_get_current_task_btf`, `bpf_task_pt_regs`: Linux 5.15+), plain loads
-    /// instead of a `bpf_probe_read_kernel` call each.
+    /// 1: the raw syscall tracepoints and the per-syscall events read the task and its
+    /// registers through BTF-typed pointers (`bpf_get_current_task_btf`, `bpf_task_pt_regs`:
+    /// Linux 5.15+), plain loads instead of a `bpf_probe_read_kernel` call each (`run` only).
     pub const GLOBAL_BTF_LOADS: &str = "BTF_LOADS";
     /// Which processes are traced: one of [`crate::scope`].
     pub const GLOBAL_SCOPE: &str = "SCOPE";

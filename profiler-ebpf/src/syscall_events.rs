@@ -16,7 +16,7 @@ use crate::{
     arch::{self, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task::{self, Btf},
+    task::{self, Btf, Probe},
 };
 
 /// Byte offsets in a `syscalls:*` event's record, after the 8 bytes of common fields.
@@ -33,7 +33,11 @@ pub fn sys_enter_event(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let current = task::current_btf();
-    on_enter::<Btf>(task::pt_regs_btf(current), syscall, false, pid, tgid, current);
+    if task::btf_loads() {
+        on_enter::<Btf>(task::pt_regs_btf(current), syscall, false, pid, tgid, current);
+    } else {
+        on_enter::<Probe>(task::pt_regs_btf(current), syscall, false, pid, tgid, task::current());
+    }
     0
 }
 
@@ -49,7 +53,11 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
     let Some(syscall) = classify(nr as u64, false) else { return 0 };
     let Ok(ret) = (unsafe { ctx.read_at::<i64>(EXIT_RET) }) else { return 0 };
     let current = task::current_btf();
-    on_exit::<Btf>(task::pt_regs_btf(current), syscall, false, ret, now, (pid, tgid, current));
+    if task::btf_loads() {
+        on_exit::<Btf>(task::pt_regs_btf(current), syscall, false, ret, now, (pid, tgid, current));
+    } else {
+        on_exit::<Probe>(task::pt_regs_btf(current), syscall, false, ret, now, (pid, tgid, task::current()));
+    }
     0
 }
 

@@ -327,8 +327,10 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     let argv = u64::from(opts.argv);
     let call_sums = u64::from(opts.call_sums);
     // bpf_get_current_task_btf (5.11) and bpf_task_pt_regs (5.15), for the raw syscall
-    // tracepoints' plain loads.
-    let btf_loads = u64::from(crate::model::meta::KernelInfo::current().version().is_some_and(|v| v >= (5, 15)));
+    // tracepoints' and the per-syscall events' plain loads; not for the agent, which also
+    // reads fields 6.1's verifier refuses as plain loads there (mm's `atomic_long_t` RSS
+    // counters: "Type 'atomic_long_t' is not a struct").
+    let btf_loads = u64::from(opts.agent.is_none() && crate::model::meta::KernelInfo::current().version().is_some_and(|v| v >= (5, 15)));
     let aggregate = u64::from(opts.agent.is_some());
     // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
     // sends no records: its ring buffer is one page.
