@@ -301,6 +301,10 @@ impl Drop for BusyCaller {
 /// Whether tmux can start a session here: the guests' minimal userlands may lack what it
 /// needs (a pty file system, a UTF-8 locale); this machine has it.
 fn tmux_works(socket: &str) -> Result<(), String> {
+    // The probe has a server of its own: a server still exiting after `kill-server` takes the
+    // next client's connection on its socket ("server exited unexpectedly"), so the test's
+    // session must not follow the probe's on the same socket.
+    let socket = &format!("{socket}-probe");
     let out = tmux(socket, &["new-session", "-d", "-s", "probe", "true"]);
     tmux(socket, &["kill-server"]);
     if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
