@@ -39,7 +39,9 @@ fn main() {
         Command::Report(args) => run::replay(&args.recording, &outputs(args.outputs)),
         Command::Diff(args) => {
             let shown = execprof::report::diff::Shown { outcome: args.outcome, lines: args.lines };
-            run::diff(&args.a, &args.b, args.json.as_deref(), args.folded.as_deref(), &shown)
+            args.rounds()
+                .map_err(anyhow::Error::from)
+                .and_then(|rounds| run::diff_rounds(&rounds, args.json.as_deref(), args.folded.as_deref(), &shown))
         }
         Command::Agent(args) => agent_command_config(args, cli.verbose).map_err(anyhow::Error::from).and_then(agent::agent),
         Command::Top(args) => top_config(args, cli.verbose).map_err(anyhow::Error::from).and_then(top::top),

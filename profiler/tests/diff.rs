@@ -1,7 +1,7 @@
 //! `execprof diff`: against known answers. A recording compared with itself changes nothing;
 //! a chain against a command is weighed per exec attempt; figures from one attempt have no
-//! interval; recorded chains that differ in one thing attribute the change to what differs
-//! (root).
+//! interval; rounds (`--round`) combine further pairs; recorded chains that differ in one thing
+//! attribute the change to what differs (root).
 use std::{path::Path, process::Command};
 
 use serde_json::Value;
@@ -136,6 +136,64 @@ fn a_bad_recording_is_refused_with_its_own_code() {
     let out = execprof().arg("diff").arg(FIXTURE).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.execprof"), "names the file");
+}
+
+/// `--round A2 B2`: further pairs of recordings (here the same pair three times). Counts are
+/// summed, figures are means over the rounds (the same recording's: no change), the JSON and
+/// the text say so, and the flame graphs are the rounds' mean.
+#[test]
+fn rounds_combine_further_pairs_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, folded) = (dir.path().join("diff.json"), dir.path().join("flames"));
+    let out = execprof()
+        .arg("diff")
+        .args([FIXTURE, FIXTURE, "--round", FIXTURE, FIXTURE, "--round", FIXTURE, FIXTURE, "--json"])
+        .arg(&json)
+        .arg("--folded")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["rounds"]["count"], 3, "{}", v["rounds"]);
+    assert!(v["rounds"]["method"].as_str().unwrap().contains("Welch"), "{}", v["rounds"]);
+    assert_eq!(v["a"]["round_paths"].as_array().unwrap().len(), 3);
+    assert_eq!((v["a"]["steps"].as_u64(), v["b"]["attempts"].as_u64()), (Some(600), Some(3 * 1401)));
+    assert_eq!(outcome(&v, "enoent")["count_a"].as_u64(), Some(3 * 1200));
+    for l in lines(&v).iter().chain(v["outcomes"].as_array().unwrap()) {
+        assert_eq!(l["significant"], false, "{l}");
+        let change = if l["change"].is_null() { &l["median_change"] } else { &l["change"] };
+        assert_eq!(change["value"], 0.0, "{l}");
+    }
+    assert!(text.contains("means over 3 rounds with 95% Student intervals") && text.contains("Welch"), "{text}");
+    assert!(text.contains("and 2 more rounds") && text.contains(" over 3 rounds; kernel"), "{text}");
+    // A diff of two recordings has no rounds.
+    assert_eq!(diff(Path::new(FIXTURE), Path::new(FIXTURE)).0["rounds"], Value::Null);
+    // The same pair three times: the flame graph of one.
+    let once = dir.path().join("once");
+    let out = execprof().arg("diff").args([FIXTURE, FIXTURE, "--folded"]).arg(&once).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |d: &Path| std::fs::read_to_string(d.join("enoent.diff.folded")).unwrap();
+    assert_eq!(read(&folded), read(&once));
+}
+
+#[test]
+fn a_round_without_its_b_is_a_usage_error_and_a_missing_round_is_named() {
+    let out = execprof().arg("diff").args([FIXTURE, FIXTURE, "--round", FIXTURE]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 values required for '--round <A> <B>'"), "says a round is two recordings: {err}");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("b2.execprof");
+    let out = execprof().arg("diff").args([FIXTURE, FIXTURE, "--round", FIXTURE]).arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("b2.execprof"), "names the file");
+    // Rounds whose figures are per different units do not combine.
+    let out = execprof().arg("diff").args([FIXTURE, FIXTURE, "--round", COMMAND, COMMAND]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("round 2 is compared per exec attempt") && err.contains("built-in chain"), "{err}");
 }
 
 /// 6 missed PATH directories per step against 1: the change is in ENOENT attempts (5 fewer per

@@ -256,6 +256,98 @@ pub(crate) mod tests {
         assert_eq!(holm(&[], 0.05), Vec::<bool>::new());
     }
 
+    /// Two-sided 95% t quantiles of the tables (three decimals).
+    #[test]
+    fn student_quantiles_match_the_t_table() {
+        for (df, t) in [(1.0, 12.706), (2.0, 4.303), (3.0, 3.182), (4.0, 2.776), (10.0, 2.228), (30.0, 2.042), (120.0, 1.980)] {
+            assert!((student_t95(df) - t).abs() < 5e-4, "t(0.975, {df}) = {} not {t}", student_t95(df));
+        }
+        assert!((student_t95(1e9) - Z95).abs() < 1e-5);
+        // Fractional (Welch) degrees of freedom fall between their neighbours.
+        assert!(student_t95(2.5) < student_t95(2.0) && student_t95(2.5) > student_t95(3.0));
+        assert_eq!(student_t95(0.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn student_p_values_match_the_t_table() {
+        // At the tabled quantiles: two-sided 0.05, 0.01 and 0.10.
+        for (t, df, p) in [
+            (4.302_653, 2.0, 0.05),
+            (2.776_445, 4.0, 0.05),
+            (2.228_139, 10.0, 0.05),
+            (12.706_205, 1.0, 0.05),
+            (9.924_843, 2.0, 0.01),
+            (1.812_461, 10.0, 0.10),
+        ] {
+            let got = student_two_sided_p(t, df);
+            assert!((got - p).abs() < 1e-6, "p(|T| > {t}, {df} df) = {got} not {p}");
+        }
+        // Cauchy (1 df) in closed form: p = 1 − 2·atan(t)/π.
+        assert!((student_two_sided_p(1.0, 1.0) - 0.5).abs() < 1e-12);
+        assert!((student_two_sided_p(3.0, 1.0) - (1.0 - 2.0 * 3f64.atan() / std::f64::consts::PI)).abs() < 1e-12);
+        // 2 df in closed form: p = 1 − t/√(2 + t²).
+        assert!((student_two_sided_p(1.5, 2.0) - (1.0 - 1.5 / (2.0f64 + 2.25).sqrt())).abs() < 1e-12);
+        assert_eq!(student_two_sided_p(0.0, 3.0), 1.0);
+        assert_eq!(student_two_sided_p(-4.302_653, 2.0), student_two_sided_p(4.302_653, 2.0));
+        // Many degrees of freedom: the normal's.
+        assert!((student_two_sided_p(1.959_964, 1e6) - 0.05).abs() < 1e-5);
+        assert!(student_two_sided_p(1.0, 0.0).is_nan());
+    }
+
+    #[test]
+    fn incomplete_beta_in_closed_forms() {
+        // I_x(1, 1) = x; I_x(a, 1) = x^a; I_x(1, b) = 1 − (1 − x)^b.
+        for x in [0.1, 0.5, 0.9] {
+            assert!((incomplete_beta(1.0, 1.0, x) - x).abs() < 1e-12);
+            assert!((incomplete_beta(3.0, 1.0, x) - x.powi(3)).abs() < 1e-12);
+            assert!((incomplete_beta(1.0, 4.0, x) - (1.0 - (1.0 - x).powi(4))).abs() < 1e-12);
+        }
+        assert_eq!((incomplete_beta(2.0, 3.0, 0.0), incomplete_beta(2.0, 3.0, 1.0)), (0.0, 1.0));
+        assert!((ln_gamma(5.0) - 24f64.ln()).abs() < 1e-12 && (ln_gamma(0.5) - std::f64::consts::PI.sqrt().ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_mean_over_rounds_has_a_student_interval() {
+        let i = over_rounds(&[10.0, 12.0, 14.0]);
+        // s = 2, n = 3: 12 ± 4.303 · 2/√3.
+        assert_eq!(i.value, 12.0);
+        assert!((i.high - 12.0 - 4.302_653 * 2.0 / 3f64.sqrt()).abs() < 1e-5, "{i:?}");
+        assert_eq!(over_rounds(&[5.0]), Interval { value: 5.0, low: 5.0, high: 5.0 });
+        assert_eq!(over_rounds(&[]), Interval::default());
+        // Rounds that agree exactly keep the spread each measured within itself.
+        let i = over_rounds_floored(&[7.0, 7.0, 7.0], &[4.0, 4.0, 4.0]);
+        assert!((i.high - 7.0 - 4.302_653 * (4.0f64 / 3.0).sqrt()).abs() < 1e-5, "{i:?}");
+        // The floor is a floor: rounds spread wider than their own errors keep their spread.
+        assert_eq!(over_rounds_floored(&[10.0, 12.0, 14.0], &[0.01; 3]), over_rounds(&[10.0, 12.0, 14.0]));
+    }
+
+    #[test]
+    fn welch_between_rounds() {
+        let none = [0.0; 3];
+        // Every round agrees on +10 with a little spread: significant.
+        let (i, p) = welch_over_rounds_floored(&[100.0, 101.0, 99.0], &none, &[110.0, 111.0, 109.5], &none);
+        assert!(i.excludes_zero() && p < 0.01 && (i.value - 10.166_666).abs() < 1e-5, "{i:?} {p}");
+        // A change whose sign moves between rounds: not.
+        let (i, p) = welch_over_rounds_floored(&[100.0, 101.0, 99.0], &none, &[110.0, 92.0, 105.0], &none);
+        assert!(!i.excludes_zero() && p > 0.05, "{i:?} {p}");
+        // Unpaired: B's rounds in any order give the same answer.
+        let shuffled = welch_over_rounds_floored(&[100.0, 101.0, 99.0], &none, &[105.0, 110.0, 92.0], &none);
+        assert_eq!(shuffled, (i, p));
+        // Equal variances and sizes: Welch's df is 2(n − 1); the interval is t(0.975, 4)·se.
+        let (i, p) = welch_over_rounds_floored(&[1.0, 2.0, 3.0], &none, &[3.0, 4.0, 5.0], &none);
+        assert!((i.high - 2.0 - 2.776_445 * (2.0f64 / 3.0).sqrt()).abs() < 1e-5, "{i:?}");
+        assert!((p - student_two_sided_p(2.0 / (2.0f64 / 3.0).sqrt(), 4.0)).abs() < 1e-12);
+        // Rounds that coincide exactly (discrete values: −1 in every round) with within-round
+        // errors of 2: zero sample variance, yet not significant.
+        let (i, p) = welch_over_rounds_floored(&[300.0; 3], &[4.0; 3], &[299.0; 3], &[4.0; 3]);
+        assert!(!i.excludes_zero() && p > 0.05, "{i:?} {p}");
+        // Without the floor's errors, exactly equal rounds are a certain change.
+        assert_eq!(welch_over_rounds_floored(&[300.0; 3], &none, &[299.0; 3], &none).1, 0.0);
+        assert_eq!(welch_over_rounds_floored(&[300.0; 3], &none, &[300.0; 3], &none).1, 1.0);
+        // Fewer than two rounds a side: nothing tested.
+        assert_eq!(welch_over_rounds_floored(&[1.0], &[0.0], &[3.0, 4.0], &[0.0; 2]), (Interval { value: 2.5, low: 2.5, high: 2.5 }, 1.0));
+    }
+
     #[test]
     fn moments_give_a_mean_interval_and_count_zero_units() {
         let mut m = Moments::default();
@@ -404,6 +496,199 @@ pub fn holm(p_values: &[f64], alpha: f64) -> Vec<bool> {
         out[i] = true;
     }
     out
+}
+
+/// ln Γ(x) for x > 0: Lanczos' approximation (g = 7, 9 terms; about 15 significant digits).
+fn ln_gamma(x: f64) -> f64 {
+    const G: f64 = 7.0;
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        // Reflection: Γ(x)·Γ(1 − x) = π / sin(πx).
+        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).abs().ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let sum = C[1..].iter().enumerate().fold(C[0], |acc, (i, c)| acc + c / (x + i as f64 + 1.0));
+    let t = x + G + 0.5;
+    0.5 * std::f64::consts::TAU.ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+/// The continued fraction of the incomplete beta function (Numerical Recipes' `betacf`),
+/// evaluated by the modified Lentz method; converges fast for x < (a + 1) / (a + b + 2).
+fn beta_continued_fraction(a: f64, b: f64, x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    const EPSILON: f64 = 1e-15;
+    let nonzero = |v: f64| if v.abs() < TINY { TINY } else { v };
+    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
+    let mut c = 1.0;
+    let mut d = 1.0 / nonzero(1.0 - qab * x / qap);
+    let mut h = d;
+    for m in 1..=1_000 {
+        let m = f64::from(m);
+        let m2 = 2.0 * m;
+        // Even step.
+        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+        d = 1.0 / nonzero(1.0 + aa * d);
+        c = nonzero(1.0 + aa / c);
+        h *= d * c;
+        // Odd step.
+        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+        d = 1.0 / nonzero(1.0 + aa * d);
+        c = nonzero(1.0 + aa / c);
+        let step = d * c;
+        h *= step;
+        if (step - 1.0).abs() < EPSILON {
+            break;
+        }
+    }
+    h
+}
+
+/// The regularized incomplete beta function I_x(a, b) (a, b > 0; x clamped to [0, 1]): the
+/// continued fraction on whichever side of the mean converges, the other by symmetry,
+/// I_x(a, b) = 1 − I_{1−x}(b, a).
+pub fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x.is_nan() || a.is_nan() || b.is_nan() || a <= 0.0 || b <= 0.0 {
+        return f64::NAN;
+    }
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    let i = if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_continued_fraction(a, b, x) / a
+    } else {
+        1.0 - front * beta_continued_fraction(b, a, 1.0 - x) / b
+    };
+    i.clamp(0.0, 1.0)
+}
+
+/// Degrees of freedom beyond which Student's t is taken as normal (they differ by less than
+/// 1e-6 in a p-value there, and the continued fraction would need ever more terms).
+const STUDENT_NORMAL_DF: f64 = 1e7;
+
+/// Two-sided p-value of a Student t statistic with `df` degrees of freedom (fractional ones
+/// too, as Welch's): P(|T| ≥ |t|) = I_{df/(df+t²)}(df/2, ½). 1 for t = 0 or a NaN statistic; NaN
+/// for `df` ≤ 0.
+pub fn student_two_sided_p(t: f64, df: f64) -> f64 {
+    if df.is_nan() || df <= 0.0 {
+        return f64::NAN;
+    }
+    if t.is_nan() {
+        return 1.0;
+    }
+    if t.is_infinite() {
+        return 0.0;
+    }
+    if df > STUDENT_NORMAL_DF {
+        return two_sided_p(t);
+    }
+    incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+}
+
+/// The 97.5% quantile of Student's t with `df` degrees of freedom (fractional ones too): the
+/// half-width, in standard errors, of a two-sided 95% interval (12.71 at 1, 2.776 at 4, 1.96
+/// in the limit). By bisection on [`student_two_sided_p`]; infinite for `df` ≤ 0.
+pub fn student_t95(df: f64) -> f64 {
+    if df.is_nan() || df <= 0.0 {
+        return f64::INFINITY;
+    }
+    let (mut low, mut high) = (0.0, Z95);
+    while student_two_sided_p(high, df) > 0.05 {
+        low = high;
+        high *= 2.0;
+        if high > 1e12 {
+            return f64::INFINITY;
+        }
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (low + high);
+        if student_two_sided_p(mid, df) > 0.05 {
+            low = mid;
+        } else {
+            high = mid;
+        }
+        if high - low <= 1e-12 * high {
+            break;
+        }
+    }
+    0.5 * (low + high)
+}
+
+fn mean_of(values: &[f64]) -> f64 {
+    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+}
+
+/// The sample variance (n − 1 in the denominator) of `values`; 0 for fewer than two.
+pub fn sample_variance(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
+    }
+    let m = mean_of(values);
+    values.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (values.len() - 1) as f64
+}
+
+/// The variance of a figure between rounds (boots, machines: the unit of replication), at
+/// least what each round measured within itself: the larger of the rounds' sample variance
+/// and the mean of their squared within-round standard errors `within_se2`. R rounds that
+/// happen to agree exactly (discrete values) then still have the spread each one had, not
+/// none.
+pub fn floored_variance(values: &[f64], within_se2: &[f64]) -> f64 {
+    sample_variance(values).max(mean_of(within_se2))
+}
+
+/// The mean of a figure over rounds with its 95% Student interval (len − 1 degrees of
+/// freedom). From one value the interval is the value itself (zero wide: no spread to tell);
+/// from none, the default (all zero).
+pub fn over_rounds(values: &[f64]) -> Interval {
+    over_rounds_floored(values, &[])
+}
+
+/// [`over_rounds`] with the variance floored by the rounds' squared within-round standard
+/// errors ([`floored_variance`]).
+pub fn over_rounds_floored(values: &[f64], within_se2: &[f64]) -> Interval {
+    let m = mean_of(values);
+    if values.len() < 2 {
+        return Interval { value: m, low: m, high: m };
+    }
+    let n = values.len() as f64;
+    let half = student_t95(n - 1.0) * (floored_variance(values, within_se2) / n).sqrt();
+    Interval { value: m, low: m - half, high: m + half }
+}
+
+/// B's rounds against A's, unpaired (the rounds of two sides are independent: two kernels'
+/// boots), by Welch's t-test with Welch–Satterthwaite degrees of freedom, each side's
+/// variance floored as in [`floored_variance`]: the change of means B − A with its 95% interval
+/// and the two-sided p-value of no change. Each side needs two values or more; with fewer the
+/// interval is the bare difference (zero wide) and p is 1 (nothing tested). Where both sides
+/// have no spread at all (every round exact and equal), p is 1 for no change and 0 for any.
+pub fn welch_over_rounds_floored(a: &[f64], a_se2: &[f64], b: &[f64], b_se2: &[f64]) -> (Interval, f64) {
+    let d = mean_of(b) - mean_of(a);
+    let bare = Interval { value: d, low: d, high: d };
+    if a.len() < 2 || b.len() < 2 {
+        return (bare, 1.0);
+    }
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let (va, vb) = (floored_variance(a, a_se2) / na, floored_variance(b, b_se2) / nb);
+    let se = (va + vb).sqrt();
+    if se == 0.0 || !se.is_finite() {
+        return (bare, if d == 0.0 { 1.0 } else { 0.0 });
+    }
+    let df = (va + vb).powi(2) / (va * va / (na - 1.0) + vb * vb / (nb - 1.0));
+    let half = student_t95(df) * se;
+    (Interval { value: d, low: d - half, high: d + half }, student_two_sided_p(d / se, df))
 }
 
 impl Interval {

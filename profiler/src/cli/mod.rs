@@ -293,6 +293,27 @@ pub struct DiffArgs {
     /// How many phase and function lines to print, largest change first (the JSON keeps them all).
     #[arg(long, value_name = "N", default_value_t = crate::report::diff::LINES_SHOWN)]
     pub lines: usize,
+    /// A further round: its recording of A and of B (`--round A2 B2 --round A3 B3`; round 1 is
+    /// A B). Figures become means over the rounds with Student intervals, changes Welch tests
+    /// between B's rounds and A's: for boots or machines, whose spread one recording's
+    /// intervals do not show.
+    #[arg(long, num_args = 2, action = clap::ArgAction::Append, value_names = ["A", "B"])]
+    pub round: Vec<PathBuf>,
+}
+
+impl DiffArgs {
+    /// Every round's (A, B): the positional pair, then each `--round`'s.
+    pub fn rounds(&self) -> Result<Vec<(PathBuf, PathBuf)>, crate::model::failure::Failure> {
+        if !self.round.len().is_multiple_of(2) {
+            return Err(crate::model::failure::Failure::usage(format!(
+                "--round takes two recordings per round, A then B (`--round A2 B2`); got {} paths",
+                self.round.len()
+            )));
+        }
+        let mut pairs = vec![(self.a.clone(), self.b.clone())];
+        pairs.extend(self.round.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())));
+        Ok(pairs)
+    }
 }
 
 /// Exec outcomes on the command line (`--outcome enoent`), by the names the JSON uses.

@@ -310,6 +310,18 @@ pub fn replay(path: &Path, outputs: &Outputs) -> Result<i32> {
 
 /// `execprof diff A B`: both recordings through the pipeline, then compared.
 pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, shown: &crate::report::diff::Shown) -> Result<i32> {
+    diff_rounds(&[(a.to_path_buf(), b.to_path_buf())], json, folded, shown)
+}
+
+/// `execprof diff A B [--round A2 B2 …]`: each round's pair compared, and over two rounds or
+/// more the rounds combined ([`crate::report::diff::combine`]): means over the rounds, Welch
+/// tests between them.
+pub fn diff_rounds(
+    rounds: &[(PathBuf, PathBuf)],
+    json: Option<&Path>,
+    folded: Option<&Path>,
+    shown: &crate::report::diff::Shown,
+) -> Result<i32> {
     let outputs = Outputs {
         json: json.map(Path::to_path_buf),
         trace: None,
@@ -322,25 +334,35 @@ pub fn diff(a: &Path, b: &Path, json: Option<&Path>, folded: Option<&Path>, show
         argv: false,
     };
     check_outputs(&outputs, None)?;
-    let (ra, rb) = (replay::report(a)?, replay::report(b)?);
-    for (side, recording) in [("A", ra.recording_read()), ("B", rb.recording_read())] {
-        if let Some(f) = recording
-            && let Some(at) = f.cut_position()
-        {
-            eprintln!(
-                "execprof: warning: recording {side} ({}) was cut {at}: its figures cover the intact prefix; the run was killed or its disk filled up",
-                escape_name(f.path.as_bytes()),
-            );
+    let mut diffs = Vec::with_capacity(rounds.len());
+    // The reports, kept only for the flame graphs (a diff keeps what it needs of them).
+    let mut reports = Vec::new();
+    for (r, (a, b)) in rounds.iter().enumerate() {
+        let (ra, rb) = (replay::report(a)?, replay::report(b)?);
+        for (side, recording) in [("A", ra.recording_read()), ("B", rb.recording_read())] {
+            if let Some(f) = recording
+                && let Some(at) = f.cut_position()
+            {
+                let of_round = if rounds.len() > 1 { format!(" of round {}", r + 1) } else { String::new() };
+                eprintln!(
+                    "execprof: warning: recording {side}{of_round} ({}) was cut {at}: its figures cover the intact prefix; the run was killed or its disk filled up",
+                    escape_name(f.path.as_bytes()),
+                );
+            }
+        }
+        diffs.push(crate::report::diff::compare(&a.display().to_string(), &ra, &b.display().to_string(), &rb));
+        if folded.is_some() {
+            reports.push((ra, rb));
         }
     }
-    let (pa, pb) = (a.display().to_string(), b.display().to_string());
-    let d = crate::report::diff::compare(&pa, &ra, &pb, &rb);
+    let d = crate::report::diff::combine(&diffs).map_err(Failure::usage)?;
     print!("{}", crate::report::diff::render(&d, shown));
     let mut errors = Vec::new();
-    if let Some(dir) = folded
-        && let Err(e) = crate::report::diff::write_differential(dir, &ra, &rb)
-    {
-        errors.push(format!("writing differential flame graphs into {} failed: {e:#}", dir.display()));
+    if let Some(dir) = folded {
+        let (a, b): (Vec<&RunReport>, Vec<&RunReport>) = reports.iter().map(|(a, b)| (a, b)).unzip();
+        if let Err(e) = crate::report::diff::write_differential_rounds(dir, &a, &b) {
+            errors.push(format!("writing differential flame graphs into {} failed: {e:#}", dir.display()));
+        }
     }
     if let Some(path) = json {
         let written = serde_json::to_string_pretty(&d)

@@ -2,15 +2,18 @@
 //! function by function, normalised per attempt (never by raw sample counts) and per chain
 //! step (when both are the built-in chain), each change with a 95% interval and whether it is
 //! significant (where both sides have two values or more), sorted by how much of the total
-//! change it explains. Pure: it reads two [`RunReport`]s.
+//! change it explains. Pure: it reads two [`RunReport`]s. With rounds (`--round A2 B2`: boots,
+//! machines), [`rounds::combine`] makes one diff of the rounds' diffs, tested between rounds.
 mod flame;
 mod render;
+pub mod rounds;
 pub mod who_pays;
 
 use serde::Serialize;
 
-pub use flame::write_differential;
+pub use flame::{write_differential, write_differential_rounds};
 pub use render::{LINES_SHOWN, Shown, render};
+pub use rounds::{Rounds, combine};
 
 use crate::{
     analysis::{
@@ -34,6 +37,16 @@ pub const METHOD_EXACT: &str = "exact: mean per attempt over attempts, 95% norma
 /// How lines are tested for significance.
 pub const METHOD_LINES: &str = "lines: sig = significant after Holm's correction over all lines with an interval (family-wise 5%), from normal p-values; \
      intervals are the unadjusted 95% ones";
+/// How a diff over rounds (`--round`) makes its figures: the first of its methods.
+pub const METHOD_ROUNDS: &str = "rounds: each figure is the mean of its rounds' figures (a round: one recording of A and one of B, e.g. one boot of each \
+     kernel), with a 95% Student interval (rounds − 1 degrees of freedom); a change is B's rounds against A's, unpaired, by Welch's t-test \
+     (Welch–Satterthwaite degrees of freedom); each side's variance over its rounds is at least the mean of the rounds' own squared standard \
+     errors (a round's 95% interval half-width / 1.96), so rounds that agree exactly keep the spread each measured; counts are summed";
+/// How a diff over rounds tests its lines, and what a line missing from a round counts as.
+pub const METHOD_ROUNDS_LINES: &str = "lines: sig = significant after Holm's correction over all lines with an interval (family-wise 5%), from the Welch \
+     p-values between rounds; intervals are the unadjusted 95% ones; a line missing from a round that measured its outcome the same way \
+     (sampled or exact) is 0 there, nothing having been attributed to it; a round without attempts of the outcome counts 0 per unit and is \
+     left out per attempt; a round that did not measure the outcome that way is left out";
 
 /// One side of the comparison, as the diff shows it.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
@@ -55,6 +68,10 @@ pub struct SideFacts {
     pub steps: Option<u64>,
     /// False when the run lost records or was cut short.
     pub complete: bool,
+    /// In a diff over rounds, every round's recording of this side in order (the first is
+    /// `path`); the counts above are then summed over them. Empty for a diff of two recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_paths: Vec<String>,
 }
 
 /// What the per-unit figures are per: chain steps when both runs are the built-in chain, else
@@ -114,7 +131,9 @@ impl Figure {
         self.bounds.map(|b| Interval { value: self.value, low: b.low, high: b.high })
     }
 
-    /// Two-sided p-value of no change; None where there is no interval to test with.
+    /// Two-sided p-value of no change (normal, from the interval's width); None where there is
+    /// no interval to test with. A diff over rounds keeps its Student p-values in its lines'
+    /// `p_value`s instead.
     pub fn p_value(&self) -> Option<f64> {
         self.interval().map(|i| i.p_value())
     }
@@ -163,8 +182,8 @@ pub struct LatencyChange {
     pub mean_b: Option<Figure>,
     /// B − A of the means, in ns, with its Welch interval.
     pub mean_change: Option<Figure>,
-    /// The medians differ (the Price–Bonett interval excludes zero); false where there is no
-    /// interval to tell.
+    /// The medians differ (the Price–Bonett interval excludes zero; over rounds, the Welch
+    /// interval between the rounds' medians); false where there is no interval to tell.
     pub significant: bool,
 }
 
@@ -231,8 +250,9 @@ pub struct LineChange {
     pub change: Figure,
     /// Nanoseconds per unit: B − A, weighed by how often the outcome occurs on each side.
     pub per_unit_change: Figure,
-    /// Two-sided p-value of no change per attempt (normal approximation); None, and not
-    /// significant, without an interval (fewer than [`MIN_OBSERVATIONS`] attempts on a side).
+    /// Two-sided p-value of no change per attempt (normal approximation; over rounds, Welch's
+    /// t-test between them); None, and not significant, without an interval (fewer than
+    /// [`MIN_OBSERVATIONS`] attempts on a side).
     pub p_value: Option<f64>,
     /// The change per attempt is significant after Holm's correction over all tested lines
     /// (at most a 5% chance of any false positive among them).
@@ -266,6 +286,11 @@ pub struct Diff {
     /// The calling programs and PATH searches side by side, when either report shows them.
     #[serde(default)]
     pub who_pays: Option<who_pays::WhoPaysChange>,
+    /// Set in a diff over rounds (`--round`): how many, and how its figures were made. Its
+    /// figures are then means over the rounds with Student intervals, its changes and
+    /// p-values Welch tests between the rounds, not within one recording.
+    #[serde(default)]
+    pub rounds: Option<Rounds>,
 }
 
 fn facts(path: &str, r: &RunReport) -> SideFacts {
@@ -278,6 +303,7 @@ fn facts(path: &str, r: &RunReport) -> SideFacts {
         attempts: r.analysis.attempts,
         steps: builtin_chain(r).map(|c| c.steps),
         complete: r.complete,
+        round_paths: Vec::new(),
     }
 }
 
@@ -384,20 +410,7 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
         lines.extend(sampled_lines(a, b, w));
         lines.extend(exact_lines(a, b, w));
     }
-    let p: Vec<Option<f64>> = lines.iter().map(|l| l.p_value).collect();
-    let per_unit_p: Vec<Option<f64>> = lines.iter().map(|l| l.per_unit_p_value).collect();
-    for ((l, s), u) in lines.iter_mut().zip(holm_tested(&p)).zip(holm_tested(&per_unit_p)) {
-        l.significant = s;
-        l.per_unit_significant = u;
-    }
-    // Where the time went: significant contributions first, largest first; then the rest.
-    lines.sort_by(|x, y| {
-        y.per_unit_significant
-            .cmp(&x.per_unit_significant)
-            .then(y.per_unit_change.value.abs().total_cmp(&x.per_unit_change.value.abs()))
-            .then(x.name.cmp(&y.name))
-            .then(x.outcome.cmp(&y.outcome))
-    });
+    test_and_sort(&mut lines);
     let who_pays = who_pays::compare(a, b);
     let mut warnings = warnings(a, b);
     if let Some(w) = who_pays.as_ref().filter(|w| w.windows_differ()) {
@@ -417,7 +430,27 @@ pub fn compare(path_a: &str, a: &RunReport, path_b: &str, b: &RunReport) -> Diff
         step,
         lines,
         who_pays,
+        rounds: None,
     }
+}
+
+/// Marks the lines significant by Holm's correction over their p-values (per attempt and per
+/// unit, each its own family) and sorts them: where the time went, significant contributions
+/// first, largest first; then the rest.
+fn test_and_sort(lines: &mut [LineChange]) {
+    let p: Vec<Option<f64>> = lines.iter().map(|l| l.p_value).collect();
+    let per_unit_p: Vec<Option<f64>> = lines.iter().map(|l| l.per_unit_p_value).collect();
+    for ((l, s), u) in lines.iter_mut().zip(holm_tested(&p)).zip(holm_tested(&per_unit_p)) {
+        l.significant = s;
+        l.per_unit_significant = u;
+    }
+    lines.sort_by(|x, y| {
+        y.per_unit_significant
+            .cmp(&x.per_unit_significant)
+            .then(y.per_unit_change.value.abs().total_cmp(&x.per_unit_change.value.abs()))
+            .then(x.name.cmp(&y.name))
+            .then(x.outcome.cmp(&y.outcome))
+    });
 }
 
 /// Holm's correction over the tested lines (those with a p-value); the rest are not

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    Diff, Figure, LatencyChange, LineChange, MIN_OBSERVATIONS, Unit,
+    Diff, Figure, LatencyChange, LineChange, MIN_OBSERVATIONS, Rounds, SideFacts, Unit,
     who_pays::{Pair, WhoPaysChange},
 };
 use crate::analysis::outcome::Outcome;
@@ -35,11 +35,13 @@ impl Default for Shown {
 /// two values on a side), and what the methods call that.
 const UNTESTED: &str = "n<2";
 
-/// A side's latency: with its interval; from one value, the value and `(n=1)`; without
-/// values, `no attempts` (never a distribution of zeros).
-fn side_cell(f: Option<&Figure>, values: u64) -> String {
+/// A side's latency: with its interval; from one value, the value and `(n=1)` (over rounds,
+/// `(no CI)`: a round's figure had none, or one round had a value); without values, `no
+/// attempts` (never a distribution of zeros).
+fn side_cell(f: Option<&Figure>, values: u64, rounds: bool) -> String {
     match (f, f.and_then(Figure::interval)) {
         (None, _) => "no attempts".into(),
+        (Some(f), None) if rounds => format!("{} (no CI)", human_ns(f.value)),
         (Some(f), None) => format!("{} (n={values})", human_ns(f.value)),
         (Some(_), Some(i)) => format!("{} [{} – {}]", human_ns(i.value), human_ns(i.low), human_ns(i.high)),
     }
@@ -81,16 +83,46 @@ fn means(l: &LatencyChange) -> String {
     format!("mean {} → {}{change}", side(l.mean_a), side(l.mean_b))
 }
 
+/// Paths of a side's further rounds the header names (the JSON has them all).
+const ROUND_PATHS_SHOWN: usize = 4;
+
+/// A side's recording, or over rounds its first and the others': `a1 and 2 more rounds (a2, a3)`.
+fn paths(f: &SideFacts) -> String {
+    let first = terminal_safe(&f.path);
+    let Some(rest) = f.round_paths.get(1..).filter(|r| !r.is_empty()) else { return first };
+    let mut shown: Vec<String> = rest.iter().take(ROUND_PATHS_SHOWN).map(|p| terminal_safe(p)).collect();
+    if rest.len() > ROUND_PATHS_SHOWN {
+        shown.push("… (all in --json)".into());
+    }
+    let more = if rest.len() == 1 { "1 more round".to_owned() } else { format!("{} more rounds", rest.len()) };
+    format!("{first} and {more} ({})", shown.join(", "))
+}
+
+/// Over rounds: what the figures now are, said before them.
+fn rounds_header(o: &mut String, r: &Rounds) {
+    let n = r.count;
+    let _ = writeln!(
+        o,
+        "Over {n} rounds (each an A and a B recording: boots, machines): figures are means over {n} rounds with 95% Student intervals ({} degrees of freedom), changes Welch tests of B's rounds against A's (unpaired); with {n} rounds a side the intervals are wide: they are the spread between rounds, not within one recording",
+        n.saturating_sub(1)
+    );
+}
+
 /// The diff as the terminal shows it, with the phase and function lines `shown` selects.
 pub fn render(d: &Diff, shown: &Shown) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "execprof diff — B compared with A (change = B − A)");
+    let rounds = d.rounds.is_some();
+    if let Some(r) = &d.rounds {
+        rounds_header(&mut o, r);
+    }
     for (side, f) in [("A", &d.a), ("B", &d.b)] {
         let steps = f.steps.map_or(String::new(), |s| format!(", {s} chain steps"));
+        let over = d.rounds.as_ref().map_or(String::new(), |r| format!(" over {} rounds", r.count));
         let _ = writeln!(
             o,
-            "{side}  {}: {} exec attempts{steps}; kernel {}, {} mode, {} Hz{}",
-            terminal_safe(&f.path),
+            "{side}  {}: {} exec attempts{steps}{over}; kernel {}, {} mode, {} Hz{}",
+            paths(f),
             f.attempts,
             terminal_safe(&f.kernel),
             f.functions_mode,
@@ -117,8 +149,8 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
             label,
             na,
             nb,
-            side_cell(l.median_a.as_ref(), na),
-            side_cell(l.median_b.as_ref(), nb),
+            side_cell(l.median_a.as_ref(), na, rounds),
+            side_cell(l.median_b.as_ref(), nb, rounds),
             change_cell(l.median_change.as_ref()),
             sig_cell(l.median_change.as_ref(), l.significant)
         );
@@ -173,11 +205,14 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
         }
         let untested = selected.iter().filter(|l| l.p_value.is_none()).count();
         if untested > 0 {
-            let _ = writeln!(
-                o,
-                "  {untested} of {} lines{of_outcome} not tested ({UNTESTED}): their outcome has fewer than {MIN_OBSERVATIONS} attempts on a side, so no interval",
-                selected.len(),
-            );
+            let why = if rounds {
+                format!(
+                    "fewer than {MIN_OBSERVATIONS} rounds with a value on a side, or a round with fewer than {MIN_OBSERVATIONS} attempts of their outcome"
+                )
+            } else {
+                format!("their outcome has fewer than {MIN_OBSERVATIONS} attempts on a side")
+            };
+            let _ = writeln!(o, "  {untested} of {} lines{of_outcome} not tested ({UNTESTED}): {why}, so no interval", selected.len());
         }
     }
     if let Some(w) = &d.who_pays {
@@ -190,7 +225,16 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
     }
     let few = |n: u64| n < MIN_OBSERVATIONS;
     let step_few = d.step.is_some() && (few(d.a.steps.unwrap_or(0)) || few(d.b.steps.unwrap_or(0)));
-    if step_few || d.outcomes.iter().any(|c| few(c.count_a) || few(c.count_b)) {
+    if rounds {
+        if d.outcomes.iter().map(|c| &c.latency).chain(&d.step).any(untested)
+            || d.outcomes.iter().any(|c| c.per_unit_change.bounds.is_none())
+        {
+            let _ = writeln!(
+                o,
+                "  {UNTESTED}, no CI: fewer than {MIN_OBSERVATIONS} rounds with a value on a side, or a round with fewer than {MIN_OBSERVATIONS} attempts (or steps): no interval and no test; no attempts: the outcome did not occur on that side in any round"
+            );
+        }
+    } else if step_few || d.outcomes.iter().any(|c| few(c.count_a) || few(c.count_b)) {
         let _ = writeln!(
             o,
             "  {UNTESTED}: fewer than {MIN_OBSERVATIONS} attempts (or steps) on a side: one value has no spread, so no interval and no test; no attempts: the outcome did not occur on that side"
@@ -201,6 +245,11 @@ pub fn render(d: &Diff, shown: &Shown) -> String {
             writeln!(o, "  not both runs of the built-in chain: changes are weighed per exec attempt of any outcome, not per chain step");
     }
     o
+}
+
+/// A latency figure that is there without an interval.
+fn untested(l: &LatencyChange) -> bool {
+    [l.median_a, l.median_b, l.median_change, l.mean_a, l.mean_b, l.mean_change].iter().flatten().any(|f| f.bounds.is_none())
 }
 
 fn line(l: &LineChange) -> String {
