@@ -19,8 +19,8 @@ pub(crate) const VM_TEST_INIT: &str = include_str!("../guest/vm-test.sh");
 /// vm-suite's init, and the script it runs inside the test root.
 pub(crate) const SUITE_INIT: &str = include_str!("../guest/suite-init.sh");
 pub(crate) const SUITE_SCRIPT: &str = include_str!("../guest/suite.sh");
-/// The fast-path lab's init.
-pub(crate) const FASTPATH_INIT: &str = include_str!("../guest/fastpath.sh");
+/// `cargo xtask lab`'s init: one kernel's boot, the workload's exact and sampled passes.
+pub(crate) const LAB_INIT: &str = include_str!("../guest/lab.sh");
 /// `cargo xtask overhead`'s init.
 pub(crate) const OVERHEAD_INIT: &str = include_str!("../guest/overhead.sh");
 

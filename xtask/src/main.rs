@@ -4,7 +4,7 @@
 //! Every step checks before it acts, so a second run on a ready machine does nothing and
 //! takes well under a second.
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, ExitCode},
     time::Duration,
 };
@@ -15,9 +15,9 @@ use setup::{Needs, setup};
 
 mod cpio;
 mod deb;
-mod fastpath;
 mod guest;
 mod kernel;
+mod lab;
 mod overhead;
 mod setup;
 mod suite;
@@ -48,8 +48,8 @@ enum Task {
     },
     /// Set up, check formatting and clippy, build, and run every test as root here, then the
     /// whole suite inside stock Debian 6.1 and 6.12 kernels (QEMU) and inside arm64 6.12, the
-    /// exact-mode checks on both architectures, and the fast-path lab in the patched kernel
-    /// (built once and cached).
+    /// exact-mode checks on both architectures, and the lab on kernel/patches/ (the kernels
+    /// built once and cached).
     Ci,
     /// Build the Debian packages `execprof_VERSION_amd64.deb` and `_arm64.deb` under
     /// target/debian/ (the arm64 one from the cross-build).
@@ -89,18 +89,56 @@ enum Task {
         #[arg(long, default_value_t = 600)]
         timeout: u64,
     },
-    /// The fast-path lab: build (once, cached) Debian's 6.12 with kernel/exec-lookup-strategy.patch
-    /// and run the chain under each lookup strategy (fs.exec_lookup) inside it, then diff them.
-    Fastpath {
-        /// Chain steps per run inside the guest.
+    /// The lab for any exec-path patch: build (once each, cached) the base kernel (Debian's
+    /// linux-source-6.12, or --kernel-src) and one kernel per patch, boot each under QEMU with
+    /// -icount shift=0 (time = instructions) in alternating rounds running the same workload,
+    /// and `execprof diff` every patched kernel against the base over the rounds: per outcome,
+    /// phase and function. Results (recordings, diffs, kernels' configs) in --out.
+    Lab {
+        /// A patch to measure (`patch -p1` at the top of the kernel tree, applied exactly, on
+        /// its own); repeat for several. kernel/patches/ has examples with known answers.
+        #[arg(long = "patch", value_name = "FILE", required = true)]
+        patches: Vec<PathBuf>,
+        /// The workload every boot runs (or a command of your own after `--`, run in the
+        /// guest's busybox userland).
+        #[arg(long, value_enum, default_value_t = lab::WorkloadKind::Chain)]
+        workload: lab::WorkloadKind,
+        /// Chain steps per pass (spawns per method for spawn).
         #[arg(long, default_value_t = LAB_STEPS)]
         steps: u32,
-        /// Runs per variant (alternating).
+        /// Rounds: every kernel boots once per round, alternating; the diff tests changes
+        /// between the rounds (the boot is the unit of replication).
         #[arg(long, default_value_t = LAB_REPEAT)]
         repeat: u32,
-        /// Do not boot: analyse the recordings of the last lab run (target/vm/fastpath/results) again.
+        /// The sampled pass's rate (Hz).
+        #[arg(long, default_value_t = lab::SAMPLE_HZ)]
+        sample_hz: u32,
+        /// A kernel source tree of your own as the base (copied, never changed; its .config, if
+        /// it has one, gets the lab's options merged in and every change is listed).
+        #[arg(long, value_name = "DIR")]
+        kernel_src: Option<PathBuf>,
+        /// The results directory (emptied first).
+        #[arg(long, value_name = "DIR", default_value = "target/lab")]
+        out: PathBuf,
+        /// Only build the kernels.
         #[arg(long)]
-        analyse_only: bool,
+        build_only: bool,
+        /// --workload spawn: a spawn method (fork-exec, vfork-exec, posix-spawn, clone-vm-exec;
+        /// repeat; all by default).
+        #[arg(long, value_name = "METHOD")]
+        spawn_method: Vec<String>,
+        /// --workload spawn: the parent's memory (e.g. 64M, 1G).
+        #[arg(long, value_name = "BYTES")]
+        spawn_mem: Option<String>,
+        /// --workload spawn: touch the parent's memory.
+        #[arg(long)]
+        spawn_dirty: bool,
+        /// --workload spawn: map it as alternating read-only/read-write pages.
+        #[arg(long)]
+        spawn_fragment: bool,
+        /// A command of your own as the workload (after `--`), instead of --workload.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
     },
     /// What watching costs, in instructions: the chain untraced and under execprof, and an
     /// untraced getpid loop beside it, inside the lab kernel under QEMU -icount shift=0.
@@ -127,7 +165,7 @@ enum Task {
 /// Chain steps of the arm64 exact-mode checks in `cargo xtask ci`.
 const ARM64_CHECK_STEPS: u32 = 600;
 
-/// The fast-path lab's size, as `cargo xtask ci` runs it: chain steps per run, runs per variant.
+/// The lab's size, as `cargo xtask ci` runs it: chain steps per pass, rounds.
 const LAB_STEPS: u32 = 300;
 const LAB_REPEAT: u32 = 3;
 
@@ -144,7 +182,29 @@ fn main() -> ExitCode {
         }),
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
-        Task::Fastpath { steps, repeat, analyse_only } => setup(Needs::Test).and_then(|()| fastpath::lab(steps, repeat, analyse_only)),
+        Task::Lab {
+            patches,
+            workload,
+            steps,
+            repeat,
+            sample_hz,
+            kernel_src,
+            out,
+            build_only,
+            spawn_method,
+            spawn_mem,
+            spawn_dirty,
+            spawn_fragment,
+            command,
+        } => lab_workload(
+            workload,
+            command,
+            lab::SpawnShape { methods: spawn_method, mem: spawn_mem, dirty: spawn_dirty, fragment: spawn_fragment },
+        )
+        .and_then(|workload| {
+            setup(Needs::Test)?;
+            lab::lab(&lab::LabArgs { patches, workload, steps, repeat, sample_hz, kernel_src, out, build_only })
+        }),
         Task::Overhead { steps, rounds, getpid_calls, enoent_calls, only } => {
             setup(Needs::Test).and_then(|()| overhead::overhead(overhead::Sizes { steps, rounds, getpid_calls, enoent_calls }, &only))
         }
@@ -156,6 +216,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The lab's workload from its options: a command after `--` or a built-in one; the spawn
+/// options only with `--workload spawn`.
+fn lab_workload(kind: lab::WorkloadKind, command: Vec<String>, spawn: lab::SpawnShape) -> Result<lab::Workload> {
+    let spawn_given = !spawn.methods.is_empty() || spawn.mem.is_some() || spawn.dirty || spawn.fragment;
+    if spawn_given && kind != lab::WorkloadKind::Spawn {
+        bail!("--spawn-method, --spawn-mem, --spawn-dirty and --spawn-fragment shape `--workload spawn`; add it, or drop them");
+    }
+    if !command.is_empty() {
+        if kind != lab::WorkloadKind::Chain {
+            bail!("give either --workload or a command after `--`, not both");
+        }
+        return Ok(lab::Workload::Command(command));
+    }
+    Ok(lab::Workload::Builtin(kind, spawn))
 }
 
 fn run_builtin(args: &[String]) -> Result<()> {
@@ -260,11 +336,12 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
 }
 
 /// The guests' part of `cargo xtask ci`. Everything is built first, one build after another
-/// (each uses both cores): the x86_64 and the arm64 test binaries, the lab's kernel. Then two
+/// (each uses both cores): the x86_64 and the arm64 test binaries, the lab's kernels (after its
+/// refusals are checked: a patch that does not apply, one that does not build). Then two
 /// workers, one TCG guest per core, take the guests' jobs from one queue, longest first, each
 /// the next job when it finishes its own (so neither core idles while the other has two jobs
-/// left): the arm64 6.12 suite, the x86_64 6.1 suite, the x86_64 6.12 suite, the fast-path
-/// lab, vm-test on arm64, vm-test on x86_64.
+/// left): the arm64 6.12 suite, the x86_64 6.1 suite, the x86_64 6.12 suite, the lab on
+/// kernel/patches/, vm-test on arm64, vm-test on x86_64.
 ///
 /// The arm64 6.1 suite is left to `cargo xtask vm-suite --arch arm64` (it would add a fourth
 /// suite to a cold run, which must stay under 60 minutes). Every job runs to its end, and
@@ -276,7 +353,7 @@ fn ci_guests() -> Result<()> {
     // Both Debian packages, from these builds: lintian, the amd64 one installed, used and
     // purged here; the arm64 guest's suite runs the arm64 package's own binary.
     let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
-    fastpath::lab_kernel()?;
+    lab::ci_prepare()?;
     type Job = Box<dyn FnOnce() -> Vec<String> + Send>;
     let suite_job = |p: suite::PreparedSuite| -> Job { Box::new(move || suite_failures([suite::boot_suite(p, SUITE_TIMEOUT)])) };
     let check_job = |f: fn() -> Result<()>| -> Job { Box::new(move || f().err().map(|e| format!("{e:#}")).into_iter().collect()) };
@@ -284,7 +361,7 @@ fn ci_guests() -> Result<()> {
         ("arm64 6.12 suite", suite_job(suite::prepare_suite(Arm64, "6.12", (&arm64, &arm64_execprof), None)?)),
         ("x86_64 6.1 suite", suite_job(suite::prepare_suite(X86_64, "6.1", (&x86, &x86_execprof), None)?)),
         ("x86_64 6.12 suite", suite_job(suite::prepare_suite(X86_64, "6.12", (&x86, &x86_execprof), None)?)),
-        ("fast-path lab", check_job(|| fastpath::lab(LAB_STEPS, LAB_REPEAT, false))),
+        ("lab: kernel/patches", check_job(lab::ci_run)),
         // Debian's arm64 kernels, the cross-built execprof inside (~3 minutes). 600 steps:
         // under TCG, 6.1's kprobes (BRK exceptions) give failed attempts a tail of
         // millisecond outliers, and at 200 steps copy_strings' drop to 0 once fell short of

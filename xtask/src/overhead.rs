@@ -1,8 +1,8 @@
-//! `cargo xtask overhead`: what watching costs, in instructions. Boots the lab's kernel (the
-//! patched 6.12 of [`crate::kernel`], which has BPF trampolines and the per-syscall
-//! tracepoints) under QEMU with `-icount shift=0`, where the guest's clock advances one
-//! nanosecond per instruction executed, so each figure is an instruction count, the same from
-//! run to run and free of the host's noise. Inside (`xtask/guest/overhead.sh`), in rotating
+//! `cargo xtask overhead`: what watching costs, in instructions. Boots the lab's base kernel
+//! (Debian's 6.12 with the lab's config, unpatched, [`crate::kernel`]; it has BPF trampolines
+//! and the per-syscall tracepoints) under QEMU with `-icount shift=0`, where the guest's clock
+//! advances one nanosecond per instruction executed, so each figure is an instruction count,
+//! the same from run to run and free of the host's noise. Inside (`xtask/guest/overhead.sh`), in rotating
 //! rounds: the built-in chain (6 misses, as the seeds) untraced, under execprof (default,
 //! which is exact mode plus sampling in this kernel; sampled only; exact only; the boundaries
 //! alone, with fentry/fexit, raw tracepoints and per-syscall events) and under the peers
@@ -122,7 +122,7 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
     crate::run(Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&enoent).arg("benches/enoent.c"))
         .context("building benches/enoent.c statically (gcc and the static C library: `cargo xtask setup`)")?;
     let userland = crate::userland::image(crate::vm::Arch::X86_64)?;
-    let image = crate::fastpath::lab_kernel()?;
+    let image = crate::kernel::lab_kernel()?;
     let busybox = fetch_package("busybox-static")?.join("root/bin/busybox");
     let results = ResultsDisk::create(work.join("results.img"), 256)?;
     let mut c = initramfs_base(&execprof, &busybox, guest::OVERHEAD_INIT)?;
@@ -145,7 +145,7 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
         "xtask: overhead: {rounds} rounds of {} sides inside the lab kernel under -icount (TCG: minutes)",
         chain_sides.len() + getpid_sides.len() + enoent_sides.len()
     );
-    crate::fastpath::boot_lab(&image, &initrd, &[userland], &results, &work, Duration::from_secs(3600))?;
+    crate::lab::boot_lab(&image, &initrd, &[userland], &results, &work, Duration::from_secs(3600))?;
     let console = work.join("console.log");
     let result = results.read_back(&work.join("results"), &console)?;
     if !result.finished() {

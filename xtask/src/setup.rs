@@ -24,7 +24,7 @@ use crate::{run, unpacked::UNPACKED};
 pub(crate) const BUILD_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "libllvm22", "musl-tools"];
 
 /// What the tests add: the guests (QEMU for x86_64 and, for `vm-test --arch arm64`, aarch64; ext4 images, unpacking kernels), 32-bit test programs
-/// (`gcc -m32 -static`), and building the fast-path lab's kernel.
+/// (`gcc -m32 -static`), and building the lab's kernels.
 pub(crate) const TEST_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "qemu-system-arm",

@@ -652,8 +652,26 @@ pub fn reordering_diff(execprof: &Path, old: &GuestRun, new: &GuestRun) -> Resul
 
 /// The first oops line and the panic line of a guest's console, when its kernel crashed: so a
 /// crash reads as one (a suite's binaries would only seem not to have finished).
+/// An oops the kernel survived (no panic: a BUG or an oops in a process's context kills
+/// only that process): its `BUG`/`Oops` and `RIP` lines, joined; None without one.
+pub fn kernel_oops(console: &str) -> Option<String> {
+    let lines: Vec<&str> = console
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("Oops: ") || l.contains("kernel BUG at") || l.contains("BUG: ") || l.contains("RIP: 0010:"))
+        .take(4)
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
+}
+
 pub fn kernel_crash(console: &str) -> Option<String> {
-    let text = |l: &str| l.split_once("] ").map_or(l, |(_, t)| t).trim().to_string();
+    // A printk timestamp (`[    1.234567] `) is cut off; nothing else: the lab's kernels print
+    // none, and "Oops: … [#1] SMP NOPTI" holds a "] " of its own.
+    let text = |l: &str| {
+        let l = l.trim();
+        let stamp = l.strip_prefix('[').and_then(|r| r.split_once("] ")).filter(|(t, _)| t.trim().parse::<f64>().is_ok());
+        stamp.map_or(l, |(_, t)| t).trim().to_string()
+    };
     let panic = console.lines().find(|l| l.contains("Kernel panic - not syncing"))?;
     let oops = console.lines().find(|l| l.contains("Oops: ") || l.contains("BUG: ")).map(text);
     let rip = console.lines().find(|l| l.contains("RIP: 0010:") || l.contains(" pc : ")).map(text);
@@ -703,6 +721,21 @@ mod tests {
             kernel_crash(console).as_deref(),
             Some(
                 "Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI; RIP: 0010:kmem_cache_alloc_noprof+0xc3/0x2f0; Kernel panic - not syncing: Fatal exception in interrupt"
+            )
+        );
+    }
+
+    #[test]
+    fn a_console_without_timestamps_keeps_the_whole_oops_line() {
+        // The lab's kernels print no timestamps: the oops line's own "] " is not one.
+        let console = "kernel BUG at fs/exec.c:2218!\n\
+            Oops: invalid opcode: 0000 [#1] SMP NOPTI\n\
+            RIP: 0010:init_fs_exec_sysctls+0x28/0x30\n\
+            Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n";
+        assert_eq!(
+            kernel_crash(console).as_deref(),
+            Some(
+                "Oops: invalid opcode: 0000 [#1] SMP NOPTI; RIP: 0010:init_fs_exec_sysctls+0x28/0x30; Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b"
             )
         );
     }
