@@ -594,11 +594,17 @@ pub(crate) fn inclusive_line<'a>(d: &'a Diff, outcome: Outcome, source: &str, fu
 
 /// `execprof diff A B --json`, read back as execprof's own type; the text goes to `text`.
 pub(crate) fn execprof_diff(execprof: &Path, a: &Path, b: &Path, json: &Path, text: &Path) -> Result<(Diff, String)> {
-    let out = Command::new(execprof).arg("diff").arg(a).arg(b).arg("--json").arg(json).output()?;
+    run_diff(Command::new(execprof).arg("diff").arg(a).arg(b).arg("--json").arg(json), json, text)
+}
+
+/// Runs an `execprof diff … --json JSON` command: its text goes to `text`, its JSON is read
+/// back as execprof's own type.
+pub(crate) fn run_diff(cmd: &mut Command, json: &Path, text: &Path) -> Result<(Diff, String)> {
+    let out = cmd.output().with_context(|| format!("starting {cmd:?}"))?;
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
     std::fs::write(text, &printed)?;
     if !out.status.success() {
-        bail!("execprof diff {} {} failed: {}", a.display(), b.display(), String::from_utf8_lossy(&out.stderr));
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     let diff =
         serde_json::from_str(&std::fs::read_to_string(json)?).with_context(|| format!("{} is not execprof's diff", json.display()))?;

@@ -47,10 +47,10 @@ pub const KNOWN_PATCHES: &[(&str, Known)] = &[
 
 /// What the checks read: every round's reports of both kernels, and the two diffs over rounds.
 pub struct Inputs<'a> {
-    pub base_exact: Vec<RunReport>,
-    pub patched_exact: Vec<RunReport>,
-    pub base_sampled: Vec<RunReport>,
-    pub patched_sampled: Vec<RunReport>,
+    pub base_exact: &'a [RunReport],
+    pub patched_exact: &'a [RunReport],
+    pub base_sampled: &'a [RunReport],
+    pub patched_sampled: &'a [RunReport],
     pub exact: &'a Diff,
     pub sampled: &'a Diff,
     pub sample_hz: u32,
@@ -85,7 +85,7 @@ impl Known {
             }
         };
         // The same attempts per outcome in every boot of both kernels.
-        let all: Vec<&RunReport> = x.base_exact.iter().chain(&x.patched_exact).chain(&x.base_sampled).chain(&x.patched_sampled).collect();
+        let all: Vec<&RunReport> = x.base_exact.iter().chain(x.patched_exact).chain(x.base_sampled).chain(x.patched_sampled).collect();
         for o in [Outcome::Success, Outcome::Enoent, Outcome::Other, Outcome::Abandoned] {
             let counts: Vec<u64> = all.iter().map(|r| count(r, o)).collect();
             check(
@@ -110,7 +110,7 @@ impl Known {
             check(opens >= 0.99, format!("base round {}: every failed attempt opens ({opens:.2})", r + 1));
             check(calls(b, Outcome::Enoent, "mm_alloc") == 0.0, format!("base round {}: no mm set-up in failed attempts", r + 1));
         }
-        let rounds = x.base_exact.iter().zip(&x.patched_exact).enumerate().map(|(r, (b, p))| (r + 1, b, p));
+        let rounds = x.base_exact.iter().zip(x.patched_exact).enumerate().map(|(r, (b, p))| (r + 1, b, p));
         match self {
             Known::DoubleLookup => {
                 for (r, b, p) in rounds {
@@ -197,7 +197,7 @@ fn check_sampled(name: &str, x: &Inputs<'_>) -> Vec<String> {
     };
     // The timers deliver the asked rate (a kernel without high-resolution timers, or on the
     // jiffies clocksource, samples only on the tick: 250 Hz, and the intervals stay wide).
-    for (side, reports) in [("base", &x.base_sampled), ("patched", &x.patched_sampled)] {
+    for (side, reports) in [("base", x.base_sampled), ("patched", x.patched_sampled)] {
         for r in reports.iter() {
             let hz = r.analysis.sampled.as_ref().and_then(|s| s.delivered_hz).unwrap_or(0.0);
             check(hz >= f64::from(x.sample_hz) / 4.0, format!("{side}: samples delivered at {hz:.0} Hz of the {} Hz asked", x.sample_hz));
@@ -205,8 +205,8 @@ fn check_sampled(name: &str, x: &Inputs<'_>) -> Vec<String> {
     }
     let stack = |reports: &[RunReport], f: &str| reports.iter().map(|r| on_stack(r, Outcome::Enoent, f)).sum::<u64>();
     for f in ["do_filp_open", "alloc_empty_file"] {
-        check(stack(&x.base_sampled, f) > 0, format!("base: failed attempts' stacks reach {f}"));
-        let n = stack(&x.patched_sampled, f);
+        check(stack(x.base_sampled, f) > 0, format!("base: failed attempts' stacks reach {f}"));
+        let n = stack(x.patched_sampled, f);
         check(n == 0, format!("no failed attempt's stack reaches {f} ({n} samples)"));
     }
     // The failed-attempt change is the struct file: present in the base, gone with the patch.
@@ -214,12 +214,20 @@ fn check_sampled(name: &str, x: &Inputs<'_>) -> Vec<String> {
         check(file_part(b).is_some_and(|v| v > 0.0), format!("base: struct file alloc+release in failed attempts ({:?} ns)", file_part(b)));
         check(file_part(p) == Some(0.0), format!("no struct file in failed attempts ({:?} ns)", file_part(p)));
     }
-    let line = inclusive_line(x.sampled, Outcome::Enoent, "sampled", "alloc_empty_file");
     check(
-        line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0),
-        format!("the diff shows alloc_empty_file leaving failed attempts ({line:?})"),
+        struct_file_leaves_failed_attempts(x.sampled),
+        format!(
+            "the diff shows alloc_empty_file leaving failed attempts ({:?})",
+            inclusive_line(x.sampled, Outcome::Enoent, "sampled", "alloc_empty_file")
+        ),
     );
     failed
+}
+
+/// The sampled diff's `alloc_empty_file` in failed attempts goes from some time to none: the
+/// patch took the struct file out of them.
+fn struct_file_leaves_failed_attempts(sampled: &Diff) -> bool {
+    inclusive_line(sampled, Outcome::Enoent, "sampled", "alloc_empty_file").is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0)
 }
 
 /// Where the fast-path estimate applies — the base's failed attempts all allocate a struct
@@ -227,8 +235,7 @@ fn check_sampled(name: &str, x: &Inputs<'_>) -> Vec<String> {
 /// attempts goes to 0) — the base's `--fast-path` estimate (of its first round's sampled
 /// recording `rec`) beside what the patched kernel measured.
 pub fn estimate_if_it_applies(name: &str, base: &RunReport, sampled: &Diff, execprof: &Path, rec: &Path) -> Result<Option<String>> {
-    let line = inclusive_line(sampled, Outcome::Enoent, "sampled", "alloc_empty_file");
-    if !line.is_some_and(|l| l.a.value > 0.0 && l.b.value == 0.0) || file_part(base).is_none_or(|v| v <= 0.0) {
+    if !struct_file_leaves_failed_attempts(sampled) || file_part(base).is_none_or(|v| v <= 0.0) {
         return Ok(None);
     }
     let out = Command::new(execprof).arg("report").arg(rec).arg("--fast-path").output()?;

@@ -29,7 +29,7 @@ use execprof::report::{RunReport, diff::Diff};
 use crate::{
     guest::{self, GuestEnv, ResultsDisk},
     kernel::{Kernel, Source, base_kernel, patched_kernel},
-    vm::{Boot, boot, fetch_package, initramfs_base, kernel_crash, kernel_oops},
+    vm::{Boot, boot, fetch_package, initramfs_base, kernel_crash, kernel_oops, run_diff},
 };
 
 pub(crate) mod known;
@@ -364,6 +364,29 @@ fn exit_statuses(kernels: &[LabKernel], results: &[Vec<BootResult>]) -> Option<S
     ))
 }
 
+/// A boot's two recordings.
+#[derive(Clone, Copy)]
+enum Pass {
+    Exact,
+    Sampled,
+}
+
+/// The reports of one pass of every round of a kernel.
+fn reports(execprof: &Path, boots: &[BootResult], pass: Pass) -> Result<Vec<RunReport>> {
+    boots
+        .iter()
+        .map(|b| {
+            report(
+                execprof,
+                match pass {
+                    Pass::Exact => &b.exact,
+                    Pass::Sampled => &b.sampled,
+                },
+            )
+        })
+        .collect()
+}
+
 /// `execprof report RECORDING --json`, read back as execprof's own type.
 pub(crate) fn report(execprof: &Path, rec: &Path) -> Result<RunReport> {
     let json = rec.with_extension("json");
@@ -396,14 +419,8 @@ fn diff_command(pairs: &[(PathBuf, PathBuf)], json: &Path, out: &Path) -> Vec<St
 fn diff_rounds(execprof: &Path, out: &Path, pairs: &[(PathBuf, PathBuf)], name: &str) -> Result<(Diff, String, Vec<String>)> {
     let json = out.join("diffs").join(format!("{name}.json"));
     let args = diff_command(pairs, &json, out);
-    let run = Command::new(execprof).args(&args).current_dir(out).output()?;
-    let text = String::from_utf8_lossy(&run.stdout).into_owned();
-    std::fs::write(out.join("diffs").join(format!("{name}.txt")), &text)?;
-    if !run.status.success() {
-        bail!("execprof {} failed: {}", args.join(" "), String::from_utf8_lossy(&run.stderr).trim());
-    }
-    let diff =
-        serde_json::from_str(&std::fs::read_to_string(&json)?).with_context(|| format!("{} is not execprof's diff", json.display()))?;
+    let (diff, text) =
+        run_diff(Command::new(execprof).args(&args).current_dir(out), &json, &out.join("diffs").join(format!("{name}.txt")))?;
     Ok((diff, text, args))
 }
 
@@ -552,6 +569,10 @@ pub fn lab(args: &LabArgs) -> Result<()> {
     let mut commands = Vec::new();
     let mut failed = Vec::new();
     let mut summary = Vec::new();
+    // The base's reports, read once for every patch: its sampled ones for the estimate, its
+    // exact ones when a known answer is checked.
+    let base_sampled = reports(&execprof, &results[0], Pass::Sampled)?;
+    let mut base_exact: Option<Vec<RunReport>> = None;
     for (i, k) in kernels.iter().enumerate().skip(1) {
         let mut diffs = Vec::new();
         for pass in ["exact", "sampled"] {
@@ -567,8 +588,7 @@ pub fn lab(args: &LabArgs) -> Result<()> {
             diffs.push(d);
         }
         let [exact, sampled] = <[Diff; 2]>::try_from(diffs).map_err(|_| anyhow!("two diffs"))?;
-        let base_reports: Vec<RunReport> = results[0].iter().map(|r| report(&execprof, &r.sampled)).collect::<Result<_>>()?;
-        if let Some(text) = known::estimate_if_it_applies(&k.name, &base_reports[0], &sampled, &execprof, &results[0][0].sampled)? {
+        if let Some(text) = known::estimate_if_it_applies(&k.name, &base_sampled[0], &sampled, &execprof, &results[0][0].sampled)? {
             println!("{text}");
         }
         let lines = significant_lines(&exact, 8);
@@ -584,14 +604,17 @@ pub fn lab(args: &LabArgs) -> Result<()> {
         if let Some(check) = k.kernel.patch.as_deref().and_then(known::Known::of) {
             let builtin = matches!(args.workload, Workload::Builtin(..));
             if check.applies(builtin, args.workload.has_misses()) {
-                let reports = |pass: &str, r: &[BootResult]| -> Result<Vec<RunReport>> {
-                    r.iter().map(|b| report(&execprof, if pass == "exact" { &b.exact } else { &b.sampled })).collect()
+                let (patched_exact, patched_sampled) =
+                    (reports(&execprof, &results[i], Pass::Exact)?, reports(&execprof, &results[i], Pass::Sampled)?);
+                let base_exact = match &base_exact {
+                    Some(r) => r,
+                    None => base_exact.insert(reports(&execprof, &results[0], Pass::Exact)?),
                 };
                 let inputs = known::Inputs {
-                    base_exact: reports("exact", &results[0])?,
-                    patched_exact: reports("exact", &results[i])?,
-                    base_sampled: base_reports,
-                    patched_sampled: reports("sampled", &results[i])?,
+                    base_exact,
+                    patched_exact: &patched_exact,
+                    base_sampled: &base_sampled,
+                    patched_sampled: &patched_sampled,
                     exact: &exact,
                     sampled: &sampled,
                     sample_hz: args.sample_hz,
