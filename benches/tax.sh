@@ -6,18 +6,23 @@
 # the per-syscall events); execprof --all --boundaries tracepoint (the raw sys_enter/sys_exit
 # tracepoints); execprof --pid on a sleeping process; execprof agent --all (in-kernel
 # aggregates, without and with its default 99 Hz stack sampling); perf trace -e execve (system wide);
-# bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide). Prints ns per call per
-# round, then the median of each and its ratio to no tracer.
+# bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide: the enter side alone);
+# bpftrace-timed, a bpftrace script that times what the agent times (per-(comm, outcome)
+# latency histograms of execve, execveat and the fork family on the per-syscall enter and exit
+# events: the floor of any tracer that times a call with them). Prints ns per call per round,
+# then the median of each and its ratio to no tracer.
 #
-#   sudo benches/tax.sh [--rounds N] [--execprof PATH]
+#   sudo benches/tax.sh [--rounds N] [--execprof PATH] [--tracers none,agent,...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 exe="$here/../target/release/execprof"
 rounds=5
+only=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --execprof) exe=$2; shift 2 ;;
+    --tracers) IFS=, read -r -a only <<<"$2"; shift 2 ;;
     *) echo "tax.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -69,12 +74,24 @@ start() {
     agent-sampled) "$exe" agent --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: agent counting' ;;
     perf-trace) perf trace -e execve -a >/dev/null 2>"$work/err" & tracer=$!; sleep 2 ;;
     bpftrace) bpftrace /usr/sbin/execsnoop.bt >"$work/err" 2>&1 & tracer=$!; wait_for 'PID' ;;
+    bpftrace-timed) bpftrace -e "$BT_TIMED" >"$work/err" 2>&1 & tracer=$!; wait_for 'attached' ;;
+    *) echo "tax.sh: unknown tracer $1 (known: ${tracers[*]})" >&2; exit 2 ;;
   esac
 }
 wait_for() { for _ in $(seq 300); do grep -q "$1" "$work/err" 2>/dev/null && return; sleep 0.1; done; echo "tax.sh: tracer did not start: $(cat "$work/err")" >&2; exit 1; }
 stop() { [ -z "$tracer" ] || { kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true; }; }
 
-tracers=(none execprof-all execprof-all-tracepoint execprof-pid agent agent-sampled perf-trace bpftrace)
+tracers=(none execprof-all execprof-all-tracepoint execprof-pid agent agent-sampled perf-trace bpftrace bpftrace-timed)
+# The agent's per-syscall events (profiler-common's SYSCALL_EVENTS), timed the way it times them.
+calls=(execve execveat clone clone3)
+[ "$(uname -m)" = aarch64 ] || calls+=(fork vfork)
+BT_TIMED='BEGIN { printf("attached\n"); }'
+for c in "${calls[@]}"; do
+  BT_TIMED+="
+tracepoint:syscalls:sys_enter_$c { @start[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_$c /@start[tid]/ { @t[comm, args->ret < 0 ? args->ret : 0] = hist(nsecs - @start[tid]); delete(@start[tid]); }"
+done
+[ ${#only[@]} -eq 0 ] || { [ "${only[0]}" = none ] || only=(none "${only[@]}"); tracers=("${only[@]}"); }
 for r in $(seq "$rounds"); do
   for t in "${tracers[@]}"; do
     start "$t"

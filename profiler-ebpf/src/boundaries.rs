@@ -8,7 +8,7 @@
 //! no BTF in Debian's kernels), classified by the syscall number in the thread's registers as
 //! at `sys_enter`. The records are the raw tracepoints' own ([`crate::syscalls`]).
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, generated},
+    helpers::bpf_ktime_get_ns,
     macros::{fentry, fexit},
     programs::{FEntryContext, FExitContext},
 };
@@ -19,7 +19,7 @@ use crate::{
     arch::{self, candidate, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task::{self, Btf, Probe},
+    task::{self, Btf},
 };
 
 // The agent's calls read the kernel's structures through the BTF-typed pointers these
@@ -54,11 +54,13 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
 
 /// The fork-family syscall the current thread is in, from its saved registers: (registers,
 /// syscall, compat). None for another caller of `kernel_clone` (a kernel thread starting a
-/// user one), and for x32's calls, which are counted at entry (`at_entry`).
+/// user one), and for x32's calls, which are counted at entry (`at_entry`). `current` is the
+/// BTF-typed task, and its registers too: both read with plain loads (a helper call each
+/// cost ~150 instructions, four of them per fork).
 #[inline(always)]
 fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
-    let regs = unsafe { generated::bpf_task_pt_regs(generated::bpf_get_current_task_btf()) } as u64;
-    let nr = arch::call_nr::<Probe>(regs)?;
+    let regs = task::pt_regs_btf(current);
+    let nr = arch::call_nr::<Btf>(regs)?;
     if arch::untimed_abi(nr) {
         if at_entry {
             arch::count_untimed(nr);
@@ -68,7 +70,7 @@ fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
     if !candidate(nr) {
         return None;
     }
-    let compat = arch::in_compat_syscall::<Probe>(current, regs);
+    let compat = arch::in_compat_syscall::<Btf>(current, regs);
     let syscall = classify(nr, compat).filter(|&s| s >= CLONE)?;
     Some((regs, syscall, compat))
 }
@@ -80,12 +82,12 @@ pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
     if !maps::current_is_traced(tgid) {
         return 0;
     }
-    let current = task::current();
+    let current = task::current_btf();
     if let Some((regs, syscall, compat)) = fork_call(current, true) {
         if aggregate::on() {
-            aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
+            aggregate::start::<Btf>(pid, tgid, current, syscall, compat);
         } else {
-            on_enter::<Btf>(regs, syscall, compat, pid, tgid, task::current_btf());
+            on_enter::<Btf>(regs, syscall, compat, pid, tgid, current);
         }
     }
     0
@@ -99,13 +101,13 @@ pub fn out_kernel_clone(ctx: FExitContext) -> u32 {
         return 0;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    let current = task::current();
+    let current = task::current_btf();
     if let Some((regs, syscall, compat)) = fork_call(current, false) {
         let ret: i32 = ctx.arg(1);
         if aggregate::on() {
-            aggregate::returned::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, task::current_btf()));
+            aggregate::returned::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
         } else {
-            on_exit::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, task::current_btf()));
+            on_exit::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
         }
     }
     0

@@ -75,6 +75,15 @@ kfunc:kernel_clone { @start[tid] = nsecs; }
 kretfunc:__x64_sys_execve /@start[tid]/ { @exec[comm, retval] = hist(nsecs - @start[tid]); delete(@start[tid]); }
 kretfunc:__x64_sys_execveat /@start[tid]/ { @exec[comm, retval] = hist(nsecs - @start[tid]); delete(@start[tid]); }
 kretfunc:kernel_clone /@start[tid]/ { @fork[comm] = hist(nsecs - @start[tid]); delete(@start[tid]); }'
+# The same six hooks with empty bodies: what the trampolines' dispatch into two BPF programs
+# costs per call, the floor under any fentry/fexit tracer that times these calls.
+BT_EMPTY='BEGIN { printf("attached\n"); }
+kfunc:__x64_sys_execve { }
+kfunc:__x64_sys_execveat { }
+kfunc:kernel_clone { }
+kretfunc:__x64_sys_execve { }
+kretfunc:__x64_sys_execveat { }
+kretfunc:kernel_clone { }'
 
 # Starts a system-wide bpftrace with the script $1 (default: the three probes); returns once
 # its probes are attached.
@@ -121,6 +130,29 @@ under_agent() {
 # Runs "$@" while the histogram script watches the whole machine.
 under_bpftrace_hist() {
   bpftrace_start "$BT_HIST" || return 1
+  "$@"; rc=$?
+  bpftrace_stop
+  return $rc
+}
+# Runs "$@" while the empty hooks are attached.
+under_bpftrace_empty() {
+  bpftrace_start "$BT_EMPTY" || return 1
+  "$@"; rc=$?
+  bpftrace_stop
+  return $rc
+}
+# Runs "$@" while empty kfunc/kretfunc programs sit on the boundaries and on every function
+# execprof's exact mode probes on this kernel (its own plan, read from a report): the floor
+# of any tracer that times each of those calls with fentry/fexit.
+under_bpftrace_empty_exact() {
+  if [ ! -e /tmp/empty-exact.bt ]; then
+    /execprof run --mode exact --sample-hz 0 --json /tmp/plan.json -- $B true > /dev/null 2>&1 || return 1
+    { echo "$BT_EMPTY"
+      for f in $($B sed -n 's/.*"raw_name": "\([^"]*\)".*/\1/p' /tmp/plan.json); do
+        echo "kfunc:$f { }"; echo "kretfunc:$f { }"
+      done; } > /tmp/empty-exact.bt
+  fi
+  bpftrace_start "$($B cat /tmp/empty-exact.bt)" || return 1
   "$@"; rc=$?
   bpftrace_stop
   return $rc
@@ -193,6 +225,29 @@ side() {
       in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null || return 1
       # execprof's own share, symbol by symbol, as shares of the whole guest.
       in_userland perf report -i /tmp/profile.data --stdio --no-children --comms execprof --sort dso,sym --percent-limit 0.05 > $R/$tag.execprof.txt 2> /dev/null ;;
+    # Where a failed exec's instructions go while the agent counts the whole machine, or
+    # while execprof run (the boundaries alone) traces the loop: the failed-attempt loop (10×
+    # the calls) profiled machine-wide, the tracer started first.
+    profile-agent | profile-enoent-bare)
+      $B cp /enoent $U/tmp/enoent
+      $B cp /execprof $U/tmp/execprof
+      loop="/tmp/enoent $((ENOENT_CALLS * 10)) /tmp/missing /tmp/enoent.txt"
+      if [ $tag = profile-agent ]; then
+        agent_start --sample-hz 0 || return 1
+        in_userland perf record -q -a -F 4999 -o /tmp/profile.data -- $loop > /dev/null 2>&1
+        rc=$?
+        agent_stop || return 1
+      else
+        $B rm -f $U/tmp/perf.ctl; $B mkfifo $U/tmp/perf.ctl
+        in_userland perf record -q -a -F 4999 -D -1 --control fifo:/tmp/perf.ctl -o /tmp/profile.data -- \
+          /tmp/execprof run --mode sampled --sample-hz 1 -- \
+          /bin/sh -c "echo enable > /tmp/perf.ctl; $loop; echo disable > /tmp/perf.ctl" > /dev/null 2>&1
+        rc=$?
+      fi
+      [ $rc = 0 ] || return $rc
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null || return 1
+      in_userland perf report -i /tmp/profile.data --stdio --no-children --comms enoent --sort dso,sym --percent-limit 0.05 > $R/$tag.execprof.txt 2> /dev/null ;;
     # The peers, on the same chain: perf and perf trace run it as their command (in the
     # chroot, from the same lab directory), bpftrace watches the whole machine while it runs.
     perf-record)
@@ -211,6 +266,8 @@ side() {
     agent) AGENT_OPTS="--json $R/$r-$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     agent-bare) AGENT_OPTS="--sample-hz 0 --json $R/$r-$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     bpftrace-hist) under_bpftrace_hist /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bpftrace-empty) under_bpftrace_empty /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bpftrace-empty-exact) under_bpftrace_empty_exact /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     budget-agent) AGENT_OPTS="--sample-hz 0 --probe-costs --json $R/$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$tag.json > /dev/null 2>&1 ;;
     bare-syscall-events) /execprof run $chain --mode sampled --sample-hz 1 --boundaries syscall-events --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
@@ -222,6 +279,7 @@ side() {
     enoent-default) /execprof run --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
     enoent-agent) AGENT_OPTS="--json $R/$r-$tag.json" under_agent /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
     enoent-bpftrace-hist) under_bpftrace_hist /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-bpftrace-empty) under_bpftrace_empty /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
   esac
 }
 

@@ -42,9 +42,21 @@ const CHAIN_SIDES: &[(&str, &str)] = &[
     ("agent", "execprof agent --all (default here: fentry/fexit, sampled at 99 Hz)"),
     ("agent-bare", "execprof agent --all --sample-hz 0"),
     ("bpftrace-hist", "bpftrace: per-(comm, outcome) exec and per-comm fork histograms, kfunc/kretfunc"),
+    ("bpftrace-empty", "bpftrace: the same kfunc/kretfunc with empty bodies (the trampolines' dispatch alone)"),
+    ("bpftrace-empty-exact", "bpftrace: empty kfunc/kretfunc on those and on every function exact mode probes (its plan here)"),
 ];
 /// Chain sides whose JSON is the bench chain's, not an execprof report.
-const BENCH_JSON: &[&str] = &["untraced", "perf-record", "perf-trace", "bpftrace", "agent", "agent-bare", "bpftrace-hist"];
+const BENCH_JSON: &[&str] = &[
+    "untraced",
+    "perf-record",
+    "perf-trace",
+    "bpftrace",
+    "agent",
+    "agent-bare",
+    "bpftrace-hist",
+    "bpftrace-empty",
+    "bpftrace-empty-exact",
+];
 /// Sides where `execprof agent` counted the whole machine; its report is `SIDE.agent.json`
 /// beside the chain's JSON (the failed-attempt loop's is the side's own JSON).
 const AGENT_SIDES: &[&str] = &["agent", "agent-bare", "enoent-agent"];
@@ -56,6 +68,14 @@ const BUDGET_SIDES: &[(&str, &str)] = &[
     ("budget-agent", "execprof agent --all --sample-hz 0 (fentry/fexit)"),
     ("profile-default", "where the guest's instructions go under execprof run (default mode): perf record -a"),
     ("profile-bare", "where the guest's instructions go under execprof run, the boundaries alone: perf record -a"),
+    (
+        "profile-agent",
+        "where a failed exec's instructions go under execprof agent --all --sample-hz 0: perf record -a around the failed-attempt loop",
+    ),
+    (
+        "profile-enoent-bare",
+        "where a failed exec's instructions go under execprof run, the boundaries alone: perf record -a around the failed-attempt loop",
+    ),
 ];
 /// Lines of a profile side's symbol table printed (its whole table is in the results directory).
 const PROFILE_LINES: usize = 45;
@@ -78,6 +98,7 @@ const ENOENT_SIDES: &[(&str, &str)] = &[
     ("enoent-default", "execprof run (default here: exact + sampled at 999 Hz)"),
     ("enoent-agent", "execprof agent --all (default: fentry/fexit, 99 Hz samples)"),
     ("enoent-bpftrace-hist", "the bpftrace histogram script (kfunc/kretfunc)"),
+    ("enoent-bpftrace-empty", "the same kfunc/kretfunc with empty bodies (the trampolines' dispatch alone)"),
 ];
 /// What the peers need on this machine: the guest runs them from this machine's userland.
 const PEER_PACKAGES: &[&str] = &["linux-perf", "bpftrace"];
@@ -270,7 +291,7 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
 }
 
 /// A profile side's tables: by command and object, the top symbols, then execprof's own top
-/// symbols (perf's own report, its comment lines left out; under icount a sample's share is a
+/// symbols (`profile-agent`, `profile-enoent-bare`: the failed-attempt loop's) (perf's own report, its comment lines left out; under icount a sample's share is a
 /// share of instructions).
 fn print_profile(what: &str, dir: &Path, tag: &str) -> Result<()> {
     println!("\n{what} (samples' shares are instructions' shares):\n\n```");
