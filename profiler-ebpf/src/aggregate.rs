@@ -293,6 +293,10 @@ struct Timing {
 /// thread is the one making it (or, after `de_thread`, the leader it became).
 #[inline(always)]
 pub fn sample(ctx: &PerfEventContext, pid: u32, tgid: u32) {
+    if pid == 0 {
+        // The idle task: never in a call, and its fork key, 0, is an empty slot's.
+        return;
+    }
     let fork_key = aggregate::in_flight_key(pid, tgid, false);
     let exec_key = aggregate::in_flight_key(pid, tgid, true);
     let f = match slot_of(&IN_FLIGHT, fork_key) {

@@ -397,6 +397,24 @@ fn samples_inside_exec_attempts_are_attributed_per_outcome() {
     assert_eq!(in_phases, samples, "every sample is in a phase: {success}");
 }
 
+/// A sample of a CPU with no call in flight is not a loss: with nothing in the scope, every
+/// sample (most of them in the idle task, whose fork key was an empty slot's) is left alone
+/// and none is counted as not kept.
+#[test]
+#[ignore = "needs root"]
+fn samples_outside_calls_are_not_counted_as_lost() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "quiet");
+    let json = dir.path().join("agent.json");
+    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "999"], &json);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let v = stop_agent(agent, &json);
+    assert_eq!(v["losses"]["samples_not_kept"], 0, "{}", v["losses"]);
+    assert_eq!(v["complete"], true);
+}
+
 /// A status line's value from /proc/PID/status (`CapEff`, `Uid`, …).
 fn status_field(pid: u32, field: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
