@@ -4,7 +4,8 @@
 # while each tracer runs, in interleaved rounds so that every tracer sees the same machine:
 # none; execprof --all (its default boundaries: fentry/fexit where the kernel allows them, else
 # the per-syscall events); execprof --all --boundaries tracepoint (the raw sys_enter/sys_exit
-# tracepoints); execprof --pid on a sleeping process; execprof agent --all (in-kernel
+# tracepoints); execprof --pid on a sleeping process; execprof run -- sleep (a launched command,
+# default boundaries and --boundaries syscall-events); execprof agent --all (in-kernel
 # aggregates, without and with its default 99 Hz stack sampling); perf trace -e execve (system wide);
 # bpftrace's execsnoop.bt (syscalls:sys_enter_execve*, system wide: the enter side alone);
 # bpftrace-timed, a bpftrace script that times what the agent times (per-(comm, outcome)
@@ -70,6 +71,11 @@ start() {
     execprof-all) "$exe" run --sample-hz 0 --all --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
     execprof-all-tracepoint) "$exe" run --sample-hz 0 --all --boundaries tracepoint --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
     execprof-pid) "$exe" run --sample-hz 0 --pid "$sleeper" >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: tracing' ;;
+    # `run -- CMD`: a launched command (a sleep), with the boundaries auto picks for it (here,
+    # fentry refused: the raw tracepoints, which see its 32-bit descendants too), and with the
+    # per-syscall events it can be asked for.
+    execprof-cmd) rm -f "$work/ready"; "$exe" run --sample-hz 0 -- sh -c "touch $work/ready; exec sleep 3600" >/dev/null 2>"$work/err" & tracer=$!; wait_file ;;
+    execprof-cmd-events) rm -f "$work/ready"; "$exe" run --sample-hz 0 --boundaries syscall-events -- sh -c "touch $work/ready; exec sleep 3600" >/dev/null 2>"$work/err" & tracer=$!; wait_file ;;
     agent) "$exe" agent --sample-hz 0 --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: agent counting' ;;
     agent-sampled) "$exe" agent --duration 3600 >/dev/null 2>"$work/err" & tracer=$!; wait_for 'execprof: agent counting' ;;
     perf-trace) perf trace -e execve -a >/dev/null 2>"$work/err" & tracer=$!; sleep 2 ;;
@@ -79,9 +85,10 @@ start() {
   esac
 }
 wait_for() { for _ in $(seq 300); do grep -q "$1" "$work/err" 2>/dev/null && return; sleep 0.1; done; echo "tax.sh: tracer did not start: $(cat "$work/err")" >&2; exit 1; }
+wait_file() { for _ in $(seq 300); do [ -e "$work/ready" ] && return; sleep 0.1; done; echo "tax.sh: the traced command did not start: $(cat "$work/err")" >&2; exit 1; }
 stop() { [ -z "$tracer" ] || { kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true; }; }
 
-tracers=(none execprof-all execprof-all-tracepoint execprof-pid agent agent-sampled perf-trace bpftrace bpftrace-timed)
+tracers=(none execprof-all execprof-all-tracepoint execprof-pid execprof-cmd execprof-cmd-events agent agent-sampled perf-trace bpftrace bpftrace-timed)
 # The agent's per-syscall events (profiler-common's SYSCALL_EVENTS), timed the way it times them.
 calls=(execve execveat clone clone3)
 [ "$(uname -m)" = aarch64 ] || calls+=(fork vfork)
