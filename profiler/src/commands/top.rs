@@ -73,8 +73,9 @@ pub fn top(cfg: TopConfig) -> Result<i32> {
         read(&mut session, &mut totals, &mut last)?;
         std::thread::sleep(cfg.agent.interval);
         let incomplete = read(&mut session, &mut totals, &mut last)?;
-        let width = ratatui::crossterm::terminal::size().map_or(80, |(w, _)| w.max(80));
-        let width = if std::io::stdout().is_terminal() { width } else { 80 };
+        // Asked only of a terminal: elsewhere crossterm falls back to running `tput cols` and
+        // `tput lines`, two PATH searches and execs a script's frame does not need.
+        let width = if std::io::stdout().is_terminal() { ratatui::crossterm::terminal::size().map_or(80, |(w, _)| w.max(80)) } else { 80 };
         print!("{}", text(&model(&totals, &last, state.view, incomplete, cfg.agent.interval), &mut state, width));
         return Ok(0);
     }
