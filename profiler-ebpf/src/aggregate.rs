@@ -337,7 +337,12 @@ fn count_stacks(f: &InFlight, series: &AggKey) {
         let slot = match STACK_COUNTS.get_ptr_mut(&key) {
             Some(v) => Some(v),
             None => {
-                let _ = STACK_COUNTS.insert(&key, &0, aggregate_noexist());
+                // The first value from a local, not `&0`: rustc promotes `&0` to a constant
+                // in .rodata, which LLVM merged with the loader-set `AGGREGATE` global (also
+                // 0 there, 1 once loaded), so every new entry began at 1 and counted its first
+                // sample twice.
+                let zero: u64 = 0;
+                let _ = STACK_COUNTS.insert(&key, &zero, aggregate_noexist());
                 STACK_COUNTS.get_ptr_mut(&key)
             }
         };

@@ -415,6 +415,31 @@ fn samples_outside_calls_are_not_counted_as_lost() {
     assert_eq!(v["complete"], true);
 }
 
+/// Each kept sample counts once: an exec whose argument copy alone takes milliseconds, sampled
+/// at 10 kHz, keeps at most `SAMPLES_PER_CALL` (8) stacks, so four of them have at most 32.
+/// (A new stack entry once began at 1 instead of 0 and counted its first sample twice.)
+#[test]
+#[ignore = "needs root"]
+fn each_kept_sample_counts_once() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "kept");
+    let json = dir.path().join("agent.json");
+    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "10000"], &json);
+    let arg = "a".repeat(100_000);
+    let mut sh = Command::new("/bin/sh");
+    sh.arg("-c").arg(format!("echo $$ > {}/cgroup.procs; for i in 1 2 3 4; do /bin/true \"$@\"; done", cg.path.display())).arg("sh");
+    sh.args(std::iter::repeat_n(&arg, 15));
+    assert!(sh.status().unwrap().success());
+    let v = stop_agent(agent, &json);
+    let outcomes = v["sampled"]["outcomes"].as_array().unwrap_or_else(|| panic!("no sampled section: {}", v["sampled"]));
+    let success = outcomes.iter().find(|o| o["outcome"] == "success").unwrap_or_else(|| panic!("no success samples: {outcomes:?}"));
+    assert_eq!(success["attempts"], 4);
+    let samples = success["samples"].as_u64().unwrap();
+    assert!((1..=4 * 8).contains(&samples), "{samples} samples kept in 4 calls of at most 8 each (losses: {})", v["losses"]);
+}
+
 /// A status line's value from /proc/PID/status (`CapEff`, `Uid`, …).
 fn status_field(pid: u32, field: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
