@@ -408,9 +408,14 @@ fn skeleton(text: &str, split: bool) -> Vec<String> {
         if line.starts_with("warning   ") || (!split && (t.starts_with("before the point of no return") || t.starts_with("after it"))) {
             continue;
         }
-        // Run-dependent notes: a latency that came out multimodal, records a live scope lost
-        // (processes caught mid-call when tracing began), windows of different lengths.
-        if t.starts_with("MULTIMODAL") || t.starts_with("INCOMPLETE") || t.starts_with("warning: the traced windows differ") {
+        // Run-dependent notes: a latency that came out multimodal (run's note, diff's
+        // warning), records a live scope lost (processes caught mid-call when tracing began),
+        // windows of different lengths.
+        if t.starts_with("MULTIMODAL")
+            || t.starts_with("INCOMPLETE")
+            || t.starts_with("warning: the traced windows differ")
+            || (t.starts_with("warning: ") && t.contains(" is multimodal ("))
+        {
             continue;
         }
         let end = t.char_indices().find(|&(i, c)| c.is_ascii_digit() || (i > 0 && t[i..].starts_with("  "))).map_or(t.len(), |(i, _)| i);
