@@ -62,6 +62,15 @@ fn start_agent(args: &[&str], json: &Path) -> Child {
     start_agent_serving(args, json).0
 }
 
+/// A fresh cgroup `name` under the cgroup2 mount, and the agent started on it (`--cgroup`,
+/// then `args`) writing its report to `dir`/agent.json.
+fn agent_on_new_cgroup(dir: &Path, name: &str, args: &[&str]) -> (Cgroup, PathBuf, Child) {
+    let cg = Cgroup::new(&cgroup2_root(dir), name);
+    let json = dir.join("agent.json");
+    let agent = start_agent(&[&["--cgroup", cg.path.to_str().unwrap()], args].concat(), &json);
+    (cg, json, agent)
+}
+
 /// [`start_agent`], and the address of its metrics endpoint when it has one (`--listen`).
 fn start_agent_serving(args: &[&str], json: &Path) -> (Child, Option<String>) {
     start_agent_by(Command::new(env!("CARGO_BIN_EXE_execprof")), args, json)
@@ -139,10 +148,7 @@ fn sh_path() -> String {
 fn known_answers_per_cgroup_program_and_outcome() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let root = cgroup2_root(dir.path());
-    let cg = Cgroup::new(&root, "known");
-    let json = dir.path().join("agent.json");
-    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap()], &json);
+    let (cg, json, agent) = agent_on_new_cgroup(dir.path(), "known", &[]);
     let (n, m) = (7u64, 5u64);
     let script = format!(
         "i=0; while [ $i -lt {n} ]; do /nonexistent/execprof-missing; i=$((i+1)); done; i=0; while [ $i -lt {m} ]; do /bin/true; i=$((i+1)); done"
@@ -381,10 +387,7 @@ fn top_shows_the_callers_row_once_and_in_a_terminal() {
 fn samples_inside_exec_attempts_are_attributed_per_outcome() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let root = cgroup2_root(dir.path());
-    let cg = Cgroup::new(&root, "samples");
-    let json = dir.path().join("agent.json");
-    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "999"], &json);
+    let (cg, json, agent) = agent_on_new_cgroup(dir.path(), "samples", &["--sample-hz", "999"]);
     sh_in(Some(&cg.path), "i=0; while [ $i -lt 400 ]; do /bin/true; i=$((i+1)); done");
     let v = stop_agent(agent, &json);
     assert_eq!(v["sample_hz"], 999);
@@ -405,10 +408,7 @@ fn samples_inside_exec_attempts_are_attributed_per_outcome() {
 fn samples_outside_calls_are_not_counted_as_lost() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let root = cgroup2_root(dir.path());
-    let cg = Cgroup::new(&root, "quiet");
-    let json = dir.path().join("agent.json");
-    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "999"], &json);
+    let (_cg, json, agent) = agent_on_new_cgroup(dir.path(), "quiet", &["--sample-hz", "999"]);
     std::thread::sleep(std::time::Duration::from_secs(2));
     let v = stop_agent(agent, &json);
     assert_eq!(v["losses"]["samples_not_kept"], 0, "{}", v["losses"]);
@@ -423,10 +423,7 @@ fn samples_outside_calls_are_not_counted_as_lost() {
 fn each_kept_sample_counts_once() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
-    let root = cgroup2_root(dir.path());
-    let cg = Cgroup::new(&root, "kept");
-    let json = dir.path().join("agent.json");
-    let agent = start_agent(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "10000"], &json);
+    let (cg, json, agent) = agent_on_new_cgroup(dir.path(), "kept", &["--sample-hz", "10000"]);
     let arg = "a".repeat(100_000);
     let mut sh = Command::new("/bin/sh");
     sh.arg("-c").arg(format!("echo $$ > {}/cgroup.procs; for i in 1 2 3 4; do /bin/true \"$@\"; done", cg.path.display())).arg("sh");

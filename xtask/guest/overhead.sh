@@ -127,24 +127,19 @@ under_agent() {
   agent_stop || return 1
   return $rc
 }
-# Runs "$@" while the histogram script watches the whole machine.
-under_bpftrace_hist() {
-  bpftrace_start "$BT_HIST" || return 1
+# Runs "$@" while bpftrace runs the script $1 machine-wide.
+under_bpftrace() {
+  script=$1; shift
+  [ -n "$script" ] || { echo "overhead guest: no bpftrace script to run"; return 1; }
+  bpftrace_start "$script" || return 1
   "$@"; rc=$?
   bpftrace_stop
   return $rc
 }
-# Runs "$@" while the empty hooks are attached.
-under_bpftrace_empty() {
-  bpftrace_start "$BT_EMPTY" || return 1
-  "$@"; rc=$?
-  bpftrace_stop
-  return $rc
-}
-# Runs "$@" while empty kfunc/kretfunc programs sit on the boundaries and on every function
-# execprof's exact mode probes on this kernel (its own plan, read from a report): the floor
-# of any tracer that times each of those calls with fentry/fexit.
-under_bpftrace_empty_exact() {
+# Empty kfunc/kretfunc programs on the boundaries and on every function execprof's exact mode
+# probes on this kernel (its own plan, read from a report, once): the floor of any tracer that
+# times each of those calls with fentry/fexit.
+empty_exact_script() {
   if [ ! -e /tmp/empty-exact.bt ]; then
     /execprof run --mode exact --sample-hz 0 --json /tmp/plan.json -- $B true > /dev/null 2>&1 || return 1
     { echo "$BT_EMPTY"
@@ -152,10 +147,14 @@ under_bpftrace_empty_exact() {
         echo "kfunc:$f { }"; echo "kretfunc:$f { }"
       done; } > /tmp/empty-exact.bt
   fi
-  bpftrace_start "$($B cat /tmp/empty-exact.bt)" || return 1
-  "$@"; rc=$?
-  bpftrace_stop
-  return $rc
+  $B cat /tmp/empty-exact.bt
+}
+# A profile side's reports of /tmp/profile.data: by command, object and symbol; by command and
+# object; and the symbols of command $1 alone, as shares of the whole guest.
+profile_reports() {
+  in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
+  in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null || return 1
+  in_userland perf report -i /tmp/profile.data --stdio --no-children --comms $1 --sort dso,sym --percent-limit 0.05 > $R/$tag.execprof.txt 2> /dev/null
 }
 
 # Runs "$@" (a getpid loop) while execprof, or a peer, watches a sleeping process elsewhere.
@@ -177,7 +176,7 @@ beside() {
       bpftrace_stop
       return $rc ;;
     agent) AGENT_OPTS= under_agent "$@"; return $? ;;
-    bpftrace-hist) under_bpftrace_hist "$@"; return $? ;;
+    bpftrace-hist) under_bpftrace "$BT_HIST" "$@"; return $? ;;
   esac
   while [ ! -e $ready ]; do $B usleep 10000; done
   "$@"; rc=$?
@@ -221,10 +220,8 @@ side() {
         /bin/sh -c "echo enable > /tmp/perf.ctl; /tmp/execprof bench chain --steps $((STEPS * 10)) --misses 6 --rounds 1 > /dev/null; echo disable > /tmp/perf.ctl" \
         > /dev/null 2>&1 || return 1
       $B cp $U/tmp/$tag.json $R/
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null || return 1
-      # execprof's own share, symbol by symbol, as shares of the whole guest.
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --comms execprof --sort dso,sym --percent-limit 0.05 > $R/$tag.execprof.txt 2> /dev/null ;;
+      # execprof's own share, symbol by symbol.
+      profile_reports execprof ;;
     # Where a failed exec's instructions go while the agent counts the whole machine, or
     # while execprof run (the boundaries alone) traces the loop: the failed-attempt loop (10×
     # the calls) profiled machine-wide, the tracer started first.
@@ -245,9 +242,7 @@ side() {
         rc=$?
       fi
       [ $rc = 0 ] || return $rc
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso,sym --percent-limit 0.25 > $R/$tag.txt 2> /dev/null || return 1
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --sort comm,dso > $R/$tag.dso.txt 2> /dev/null || return 1
-      in_userland perf report -i /tmp/profile.data --stdio --no-children --comms enoent --sort dso,sym --percent-limit 0.05 > $R/$tag.execprof.txt 2> /dev/null ;;
+      profile_reports enoent ;;
     # The peers, on the same chain: perf and perf trace run it as their command (in the
     # chroot, from the same lab directory), bpftrace watches the whole machine while it runs.
     perf-record)
@@ -265,9 +260,9 @@ side() {
     # report beside the chain's JSON.
     agent) AGENT_OPTS="--json $R/$r-$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     agent-bare) AGENT_OPTS="--sample-hz 0 --json $R/$r-$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
-    bpftrace-hist) under_bpftrace_hist /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
-    bpftrace-empty) under_bpftrace_empty /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
-    bpftrace-empty-exact) under_bpftrace_empty_exact /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bpftrace-hist) under_bpftrace "$BT_HIST" /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bpftrace-empty) under_bpftrace "$BT_EMPTY" /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
+    bpftrace-empty-exact) under_bpftrace "$(empty_exact_script)" /execprof bench chain $chain --rounds 1 --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     budget-agent) AGENT_OPTS="--sample-hz 0 --probe-costs --json $R/$tag.agent.json" under_agent /execprof bench chain $chain --rounds 1 --json $R/$tag.json > /dev/null 2>&1 ;;
     bare-syscall-events) /execprof run $chain --mode sampled --sample-hz 1 --boundaries syscall-events --json $R/$r-$tag.json > /dev/null 2>&1 ;;
     getpid-untraced) /getpid $GETPID_CALLS > $R/$r-$tag.txt ;;
@@ -278,8 +273,8 @@ side() {
     enoent-bare-tracepoint) /execprof run --mode sampled --sample-hz 1 --boundaries tracepoint --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
     enoent-default) /execprof run --json $R/$r-$tag.json -- /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
     enoent-agent) AGENT_OPTS="--json $R/$r-$tag.json" under_agent /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
-    enoent-bpftrace-hist) under_bpftrace_hist /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
-    enoent-bpftrace-empty) under_bpftrace_empty /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-bpftrace-hist) under_bpftrace "$BT_HIST" /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
+    enoent-bpftrace-empty) under_bpftrace "$BT_EMPTY" /enoent $ENOENT_CALLS /run/enoent/missing $R/$r-$tag.txt > /dev/null 2>&1 ;;
   esac
 }
 

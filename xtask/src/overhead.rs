@@ -291,8 +291,9 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
 }
 
 /// A profile side's tables: by command and object, the top symbols, then execprof's own top
-/// symbols (`profile-agent`, `profile-enoent-bare`: the failed-attempt loop's) (perf's own report, its comment lines left out; under icount a sample's share is a
-/// share of instructions).
+/// symbols, or the failed-attempt loop's for `profile-agent` and `profile-enoent-bare` (perf's
+/// own report, its comment lines left out; under icount a sample's share is a share of
+/// instructions).
 fn print_profile(what: &str, dir: &Path, tag: &str) -> Result<()> {
     println!("\n{what} (samples' shares are instructions' shares):\n\n```");
     for (file, limit) in
