@@ -62,7 +62,7 @@ impl<W: std::io::Write> EventSink for TraceWriter<W> {
 }
 
 /// `--events`: a file, or standard output (path `-`).
-pub(crate) type EventsOutput = OutputFile<EventLines<Box<dyn std::io::Write>>>;
+pub(crate) type EventsOutput = OutputFile<EventLines<Box<dyn std::io::Write + Send>>>;
 
 /// Where a run's assembled events go: the analysis and the Perfetto trace.
 pub(crate) struct RunSinks<'a> {
@@ -279,7 +279,7 @@ impl<'a> RunPipeline<'a> {
 pub(crate) fn events_output(path: Option<&Path>, meta: &RunMeta, argv: bool) -> anyhow::Result<Option<EventsOutput>> {
     use anyhow::Context as _;
     let Some(path) = path else { return Ok(None) };
-    let out: Box<dyn std::io::Write> = if path == Path::new("-") {
+    let out: Box<dyn std::io::Write + Send> = if path == Path::new("-") {
         Box::new(std::io::stdout())
     } else {
         Box::new(BufWriter::new(File::create(path).with_context(|| format!("creating the events file {}", path.display()))?))

@@ -742,9 +742,15 @@ fn long_run(json: &Path) -> std::process::Child {
     child
 }
 
-fn chain_processes() -> usize {
-    let out = StdCommand::new("pgrep").args(["-x", "execprof-chain"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().count()
+/// Chain processes of the execprof with pid `execprof` (its chain's directory has the pid in
+/// its name): the tests run side by side, each with a chain of its own.
+fn chain_processes(execprof: u32) -> usize {
+    let dir = format!("/execprof-chain.{execprof}.");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path().join("exe")).ok())
+        .filter(|exe| exe.to_string_lossy().contains(&dir))
+        .count()
 }
 
 /// Waits for execprof to end; returns its stdout and how long that took.
@@ -761,6 +767,7 @@ fn sighup_stops_the_tree_and_reports_what_ran() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let child = long_run(&json);
+    let pid = child.id();
     unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     let (stdout, took) = wait_out(child);
     assert!(took < std::time::Duration::from_secs(5) * execprof::testing::slowdown(), "took {took:?}");
@@ -769,7 +776,7 @@ fn sighup_stops_the_tree_and_reports_what_ran() {
     assert_eq!(v["partial"], "interrupted by SIGHUP");
     assert_eq!(v["complete"], false);
     assert!(outcome_count(&v, "enoent") > 0);
-    assert_eq!(chain_processes(), 0, "the traced chain went on after execprof");
+    assert_eq!(chain_processes(pid), 0, "the traced chain went on after execprof");
 }
 
 #[test]
@@ -778,11 +785,12 @@ fn sigterm_ends_execprof_within_a_second_with_a_partial_report() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
     let child = long_run(&dir.path().join("out.json"));
+    let pid = child.id();
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let (stdout, took) = wait_out(child);
     assert!(took < std::time::Duration::from_millis(1_500) * execprof::testing::slowdown(), "took {took:?}");
     assert!(stdout.contains("PARTIAL   interrupted by SIGTERM"), "{stdout}");
-    assert_eq!(chain_processes(), 0);
+    assert_eq!(chain_processes(pid), 0);
 }
 
 #[test]
@@ -791,13 +799,14 @@ fn a_second_sigint_stops_at_once() {
     require_root!();
     let dir = tempfile::tempdir().unwrap();
     let child = long_run(&dir.path().join("out.json"));
+    let pid = child.id();
     for _ in 0..2 {
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     }
     let (stdout, took) = wait_out(child);
     assert!(took < std::time::Duration::from_millis(1_500) * execprof::testing::slowdown(), "took {took:?}");
     assert!(stdout.contains("PARTIAL   interrupted by SIGINT"), "{stdout}");
-    assert_eq!(chain_processes(), 0);
+    assert_eq!(chain_processes(pid), 0);
 }
 
 /// As a shell: 126 with the reason for a command that is there but cannot run, 127 only for
@@ -888,17 +897,16 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
     }
 }
 
-fn chain_dir_paths() -> Vec<std::path::PathBuf> {
+/// The built-in chain's directories of the execprof with pid `execprof` (tests run side by
+/// side, each execprof with its own).
+fn chain_dir_paths(execprof: u32) -> Vec<std::path::PathBuf> {
+    let prefix = format!("execprof-chain.{execprof}.");
     std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("execprof-chain."))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .map(|e| e.path())
         .collect()
-}
-
-fn chain_dirs() -> usize {
-    chain_dir_paths().len()
 }
 
 /// With CAP_BPF and CAP_PERFMON but not root, a tracefs that is mounted but closed to the user
@@ -934,18 +942,17 @@ fn a_tracefs_closed_to_a_capable_user_is_diagnosed_as_such() {
 #[ignore = "needs root"]
 fn sigkill_of_execprof_takes_the_command_with_it() {
     require_root!();
-    let before = chain_dir_paths();
     let dir = tempfile::tempdir().unwrap();
     let mut child = long_run(&dir.path().join("out.json"));
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5) * execprof::testing::slowdown();
-    while chain_processes() > 0 && std::time::Instant::now() < deadline {
+    while chain_processes(child.id()) > 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(chain_processes(), 0, "the chain ran on after execprof was killed");
+    assert_eq!(chain_processes(child.id()), 0, "the chain ran on after execprof was killed");
     // A SIGKILLed execprof cannot remove the chain's directory: the test does.
-    for d in chain_dir_paths().into_iter().filter(|d| !before.contains(d)) {
+    for d in chain_dir_paths(child.id()) {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
@@ -955,12 +962,12 @@ fn sigkill_of_execprof_takes_the_command_with_it() {
 #[ignore = "needs root"]
 fn the_chains_directory_is_removed_after_a_signal() {
     require_root!();
-    let before = chain_dirs();
     let dir = tempfile::tempdir().unwrap();
     let child = long_run(&dir.path().join("out.json"));
+    let pid = child.id();
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     wait_out(child);
-    assert_eq!(chain_dirs(), before, "a /tmp/execprof-chain.* directory was left behind");
+    assert_eq!(chain_dir_paths(pid), Vec::<std::path::PathBuf>::new(), "a /tmp/execprof-chain.* directory was left behind");
 }
 
 #[test]

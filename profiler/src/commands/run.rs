@@ -33,6 +33,7 @@ use crate::{
     report::export,
     report::{self, RecordingFacts, RunReport, Source},
     source::{
+        backlog::Backlog,
         live::{self, Progress, SlowNotice},
         replay::{self, load},
     },
@@ -203,7 +204,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), cfg.outputs.trace_format, &meta)?;
     // Only the launched tree's processes are signalled when execprof is.
     let events = crate::pipeline::events_output(cfg.outputs.events.as_deref(), &meta, cfg.outputs.argv)?;
-    let mut pipeline = RunPipeline::new(ctx, (trace, events), recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
+    let pipeline = RunPipeline::new(ctx, (trace, events), recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
@@ -218,40 +219,44 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
         eprintln!("execprof: --probe-costs: not on this kernel (before 6.10 the statistics with exact mode soft-locked a 6.1 guest)");
         None
     };
-    let cpu_before = crate::launch::child::children_cpu_ns();
-    let released = Instant::now();
-    let running = match child.map(SuspendedChild::release).transpose() {
-        Ok(running) => running,
-        Err((mut running, failure)) => {
-            running.wait_blocking()?;
-            return Err(failure.into());
-        }
-    };
-    if !launched {
-        eprintln!(
-            "execprof: tracing {}{}",
-            scope.describe(),
-            match (cfg.duration, running.is_some()) {
-                (Some(d), _) => format!(" for {} s; Ctrl-C stops it sooner", d.as_secs_f64()),
-                (None, true) => " while the command runs; Ctrl-C stops it sooner".to_owned(),
-                (None, false) if matches!(scope, Scope::Pids { .. }) => " until they exit; Ctrl-C stops it sooner".to_owned(),
-                (None, false) => "; Ctrl-C stops it".to_owned(),
+    // The records go through the pipeline on a worker thread at the lowest priority
+    // (`source::backlog`): the event loop only copies them out of the ring buffer. The worker
+    // starts before the command does, and what it has not taken when the tree ends is taken
+    // after, while the report is being made.
+    let tracer = &attached.tracer;
+    let (end, pipeline, (cpu_before, cpu_after), tree_ended) = std::thread::scope(|s| {
+        let mut backlog = Backlog::start(s, pipeline).context("starting the thread that analyses the records")?;
+        let cpu_before = crate::launch::child::children_cpu_ns();
+        let released = Instant::now();
+        let running = match child.map(SuspendedChild::release).transpose() {
+            Ok(running) => running,
+            Err((mut running, failure)) => {
+                running.wait_blocking()?;
+                return Err(failure.into());
             }
-        );
-    }
-    let watch = live::Watch { child: running, launched, until_scope_gone: matches!(scope, Scope::Pids { .. }), duration: cfg.duration };
-    let end = runtime.block_on(live::trace(
-        &attached.tracer,
-        live::Feeds { ring, logger, run_stats },
-        &mut pipeline,
-        watch,
-        released,
-        &mut progress,
-    ))?;
-    drop(runtime);
-    let cpu_after = crate::launch::child::children_cpu_ns();
-    live::exit_on_signal_while_reporting(workload.iter().map(|w| w.dir().to_owned()).collect());
-    let tree_ended = Instant::now();
+        };
+        if !launched {
+            eprintln!(
+                "execprof: tracing {}{}",
+                scope.describe(),
+                match (cfg.duration, running.is_some()) {
+                    (Some(d), _) => format!(" for {} s; Ctrl-C stops it sooner", d.as_secs_f64()),
+                    (None, true) => " while the command runs; Ctrl-C stops it sooner".to_owned(),
+                    (None, false) if matches!(scope, Scope::Pids { .. }) => " until they exit; Ctrl-C stops it sooner".to_owned(),
+                    (None, false) => "; Ctrl-C stops it".to_owned(),
+                }
+            );
+        }
+        let watch = live::Watch { child: running, launched, until_scope_gone: matches!(scope, Scope::Pids { .. }), duration: cfg.duration };
+        let end =
+            runtime.block_on(live::trace(tracer, live::Feeds { ring, logger, run_stats }, &mut backlog, watch, released, &mut progress));
+        drop(runtime);
+        let cpu_after = crate::launch::child::children_cpu_ns();
+        live::exit_on_signal_while_reporting(workload.iter().map(|w| w.dir().to_owned()).collect());
+        let tree_ended = Instant::now();
+        anyhow::Ok((end, backlog.finish(), (cpu_before, cpu_after), tree_ended))
+    })?;
+    let end = end?;
 
     let mut kernel_losses = attached.tracer.losses()?;
     if running_32_bit > 0 {

@@ -1,7 +1,8 @@
 //! The live event loop, on one current-thread tokio runtime: it waits at once on the ring
 //! buffer (its fd, and a 10 ms timer because records are submitted without wake-ups), on the
 //! traced command (a pidfd), on SIGINT/SIGTERM/SIGHUP, and on a one-second ticker for
-//! progress and recording checkpoints. Every record goes into the pipeline as it arrives.
+//! progress and recording checkpoints. Every ring buffer item is copied out as it arrives and
+//! handed to the pipeline's worker thread ([`super::backlog`]).
 //!
 //! Signals: the first SIGINT, SIGTERM or SIGHUP stops the launched tree (the signal is passed
 //! on to every traced process, then SIGKILL after half a second), drains what is left and
@@ -27,7 +28,8 @@ use crate::{
     kernel::tracer::{EbpfLog, Tracer},
     launch::child::RunningChild,
     model::meta::{ExitStatus, TraceEnd},
-    pipeline::{Pipeline, RunPipeline},
+    pipeline::Pipeline,
+    source::backlog::Backlog,
 };
 
 /// Records are submitted without wake-ups (see the eBPF side), so the reader also wakes on a
@@ -60,8 +62,9 @@ impl Progress {
         Self { enabled: requested || terminal, terminal, shown: false, started: now, last: (now, 0) }
     }
 
-    /// About once a second: elapsed time, attempts and their rate, processes alive, losses.
-    fn tick(&mut self, attempts: u64, alive: usize, lost: u64) {
+    /// About once a second: elapsed time, attempts analysed and their rate, processes alive,
+    /// losses, and the records waiting for the analysis (`waiting`, bytes) when there are any.
+    fn tick(&mut self, attempts: u64, alive: usize, lost: u64, waiting: usize) {
         let now = Instant::now();
         let elapsed = now - self.started;
         let rate = (attempts - self.last.1) as f64 / (now - self.last.0).as_secs_f64().max(1e-3);
@@ -69,12 +72,15 @@ impl Progress {
         if !self.enabled || elapsed < Duration::from_secs(2) {
             return;
         }
-        let line = format!(
+        let mut line = format!(
             "execprof: {:.0} s, {} exec attempts ({}/s), {alive} process(es) alive, {lost} records lost",
             elapsed.as_secs_f64(),
             group(attempts),
             group(rate as u64)
         );
+        if waiting >= 1 << 20 {
+            line.push_str(&format!(", {} MiB of records waiting for the analysis", waiting >> 20));
+        }
         if self.terminal {
             eprint!("\r{line}\x1b[K");
         } else {
@@ -104,11 +110,20 @@ pub(crate) fn group(n: u64) -> String {
     out
 }
 
-/// Everything the ring buffer holds now, into the pipeline.
+/// Everything the ring buffer holds now, into the pipeline (on this thread).
 pub(crate) fn drain<S: EventSink>(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline<S>) {
     while let Some(item) = ring.next() {
         pipeline.item(&item);
     }
+}
+
+/// Everything the ring buffer holds now, copied out and handed to the pipeline's worker.
+fn hand_over(ring: &mut RingBuf<MapData>, backlog: &mut Backlog<'_, '_>) {
+    let mut batch = backlog.batch();
+    while let Some(item) = ring.next() {
+        batch.push(&item);
+    }
+    backlog.push(batch);
 }
 
 /// Registers an fd-backed object with the event loop.
@@ -161,12 +176,12 @@ pub(crate) struct Watch {
     pub duration: Option<Duration>,
 }
 
-/// Runs until what `watch` waits for is over, or a signal stops it; feeds every record to
-/// `pipeline`.
+/// Runs until what `watch` waits for is over, or a signal stops it; hands every record to
+/// the pipeline's worker (`pipeline`).
 pub(crate) async fn trace(
     tracer: &Tracer,
     feeds: Feeds,
-    pipeline: &mut RunPipeline<'_>,
+    pipeline: &mut Backlog<'_, '_>,
     watch: Watch,
     released: Instant,
     progress: &mut Progress,
@@ -196,12 +211,12 @@ pub(crate) async fn trace(
         let signal_name = tokio::select! {
             r = ring.readable_mut() => {
                 let mut guard = r.context("waiting on the ring buffer")?;
-                drain(guard.get_inner_mut(), pipeline);
+                hand_over(guard.get_inner_mut(), pipeline);
                 guard.clear_ready();
                 None
             }
             _ = poll.tick() => {
-                drain(ring.get_mut(), pipeline);
+                hand_over(ring.get_mut(), pipeline);
                 None
             }
             r = async { pidfd.as_ref().expect("guarded by the select condition").readable().await }, if pidfd.is_some() && status.is_none() => {
@@ -227,7 +242,7 @@ pub(crate) async fn trace(
             _ = sighup.recv() => Some("SIGHUP"),
             _ = second.tick() => {
                 pipeline.checkpoint();
-                progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far());
+                progress.tick(pipeline.attempts(), tracer.traced_alive(), tracer.ring_full_so_far(), pipeline.waiting());
                 None
             }
         };
@@ -237,7 +252,7 @@ pub(crate) async fn trace(
             if stop.is_some() {
                 // A second signal: stop waiting for anything.
                 kill_all(&signalled(pipeline, child.as_ref(), launched), libc::SIGKILL);
-                drain(ring.get_mut(), pipeline);
+                hand_over(ring.get_mut(), pipeline);
                 break;
             }
             let sig = match name {
@@ -293,10 +308,12 @@ pub(crate) async fn trace(
     drop(run_stats);
     // The last records of the tree are in the buffer already; then the enters of exec
     // attempts still in flight, which the kernel side holds until their next record.
-    drain(ring.get_mut(), pipeline);
+    hand_over(ring.get_mut(), pipeline);
+    let mut held = pipeline.batch();
     for enter in tracer.held_enters()? {
-        pipeline.item(crate::record::enter_bytes(&enter));
+        held.push(crate::record::enter_bytes(&enter));
     }
+    pipeline.push(held);
     say_recording_failure(pipeline, progress, &mut recording_failure_said);
     if let Some(l) = &mut logger {
         l.get_mut().flush();
@@ -316,7 +333,7 @@ pub(crate) async fn trace(
 
 /// The processes a signal to execprof is passed on to: in the launched tree, the command and
 /// every process the records say is alive; otherwise only the window command.
-fn signalled(pipeline: &RunPipeline<'_>, child: Option<&RunningChild>, launched: bool) -> Vec<u32> {
+fn signalled(pipeline: &mut Backlog<'_, '_>, child: Option<&RunningChild>, launched: bool) -> Vec<u32> {
     let mut pids = if launched { pipeline.alive() } else { Vec::new() };
     pids.extend(child.map(|c| c.pid() as u32));
     pids.sort_unstable();
@@ -373,7 +390,7 @@ impl Drop for SlowNotice {
 }
 
 /// Warns, once, that the recording stopped (a full disk): tracing and the report go on.
-fn say_recording_failure(pipeline: &RunPipeline<'_>, progress: &mut Progress, said: &mut bool) {
+fn say_recording_failure(pipeline: &Backlog<'_, '_>, progress: &mut Progress, said: &mut bool) {
     if !*said && let Some(e) = pipeline.recorder_error() {
         progress.clear();
         eprintln!("execprof: warning: {e}; tracing goes on, and the report will be marked incomplete");

@@ -4,5 +4,7 @@
 #[cfg(feature = "tracer")]
 pub(crate) mod aggregates;
 #[cfg(feature = "tracer")]
+pub(crate) mod backlog;
+#[cfg(feature = "tracer")]
 pub(crate) mod live;
 pub mod replay;

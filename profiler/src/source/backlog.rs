@@ -1,0 +1,367 @@
+//! A live run's records go through the pipeline on a thread of their own, at the lowest
+//! priority (`SCHED_IDLE`), so that decoding, assembling and analysing them does not take CPU time from the
+//! traced command: the event loop only copies ring buffer items into batches and hands them
+//! over. Where a CPU is free the worker keeps up as before; where the command keeps every CPU
+//! busy (one vCPU, `cargo xtask overhead`), the worker waits for it, and the batches it has not
+//! taken yet are what the report waits for at the end. Nothing is dropped: the batches are in
+//! memory, and above [`BOOST_BYTES`] of them the worker gets its normal priority back until
+//! it has caught up, so memory stays bounded and the records are analysed as they were before.
+//!
+//! The worker hands emptied batch buffers back for reuse ([`POOL_BUFFERS`] at most). None are
+//! allocated ahead: 16 MiB of buffers made ready before the command started cost the chain
+//! ~6,000 more instructions a step in the lab's 1 GiB guest (`cargo xtask overhead`, the
+//! boundaries alone: 230,983 against 224,120), in its own page allocations.
+//!
+//! The order of the records is the ring buffer's: one channel, one consumer. Whatever the event
+//! loop needs from the pipeline goes through it in the same order ([`Backlog::alive`] waits for
+//! every batch sent before it), or is published by the worker ([`Backlog::attempts`]).
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering},
+        mpsc::{Receiver, Sender, SyncSender, channel, sync_channel},
+    },
+    thread::{Scope, ScopedJoinHandle},
+};
+
+use crate::pipeline::RunPipeline;
+
+/// Batches waiting above this many bytes give the worker its normal priority back.
+pub(crate) const BOOST_BYTES: usize = 64 << 20;
+/// Emptied batch buffers kept for reuse, at most, and the largest one kept.
+const POOL_BUFFERS: usize = 16;
+const POOL_BUFFER_BYTES: usize = 4 << 20;
+
+/// What the event loop sends the worker, in the ring buffer's order.
+enum Message {
+    /// Ring buffer items, each as its length (u32, native order) and its bytes.
+    Items(Vec<u8>),
+    /// Close the recording's current frame (once a second).
+    Checkpoint,
+    /// The processes alive as the records so far tell, once every batch before is in.
+    Alive(SyncSender<Vec<u32>>),
+}
+
+/// What the worker publishes for the event loop.
+#[derive(Default)]
+struct Shared {
+    /// Bytes of batches sent and not yet fed to the pipeline.
+    waiting: AtomicUsize,
+    /// Exec attempts completed so far (for the progress line).
+    attempts: AtomicU64,
+    /// The worker's thread id, once it runs (0 before).
+    tid: AtomicI32,
+    /// Why the recording stopped, once it has.
+    recorder_error: Mutex<Option<String>>,
+    /// Emptied batch buffers, for the next batches.
+    pool: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Items into batches ([`Backlog::batch`], [`Backlog::push`]): each is its length and its bytes.
+pub(crate) struct Batch(Vec<u8>);
+
+impl Batch {
+    pub(crate) fn push(&mut self, item: &[u8]) {
+        self.0.extend_from_slice(&(item.len() as u32).to_ne_bytes());
+        self.0.extend_from_slice(item);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The items of a batch, in the order they were pushed.
+fn items(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = batch;
+    std::iter::from_fn(move || {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let (item, tail) = tail.split_at(u32::from_ne_bytes(*len) as usize);
+        rest = tail;
+        Some(item)
+    })
+}
+
+/// The run pipeline on its worker thread, and the event loop's end of it.
+pub(crate) struct Backlog<'scope, 'env> {
+    tx: Option<Sender<Message>>,
+    shared: Arc<Shared>,
+    worker: ScopedJoinHandle<'scope, RunPipeline<'env>>,
+    /// execprof's own nice value, which the worker gets back when boosted.
+    normal_nice: i32,
+    boosted: bool,
+}
+
+impl<'scope, 'env> Backlog<'scope, 'env> {
+    /// Starts the worker in `scope` with `pipeline`.
+    pub(crate) fn start(scope: &'scope Scope<'scope, 'env>, pipeline: RunPipeline<'env>) -> std::io::Result<Self> {
+        let (tx, rx) = channel();
+        let shared = Arc::new(Shared::default());
+        let normal_nice = nice_of(0);
+        let worker = {
+            let shared = Arc::clone(&shared);
+            // Named for `top` and perf (a thread's name is its comm: 15 bytes at most).
+            std::thread::Builder::new().name("execprof-worker".to_owned()).spawn_scoped(scope, move || work(pipeline, &rx, &shared))
+        };
+        Ok(Self { tx: Some(tx), shared, worker: worker?, normal_nice, boosted: false })
+    }
+
+    /// An empty batch, in a buffer the worker is done with when there is one.
+    pub(crate) fn batch(&self) -> Batch {
+        Batch(self.shared.pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default())
+    }
+
+    /// Hands a batch to the worker.
+    pub(crate) fn push(&mut self, batch: Batch) {
+        if batch.is_empty() {
+            recycle(&self.shared, batch.0);
+            return;
+        }
+        let waiting = self.shared.waiting.fetch_add(batch.0.len(), Ordering::Relaxed) + batch.0.len();
+        self.send(Message::Items(batch.0));
+        // Memory stays bounded: far behind, the worker runs at execprof's own priority until
+        // it has caught up to a quarter of the bound.
+        if waiting > BOOST_BYTES {
+            self.boost(true);
+        } else if self.boosted && waiting < BOOST_BYTES / 4 {
+            self.boost(false);
+        }
+    }
+
+    /// Closes the recording's current frame once the worker gets there.
+    pub(crate) fn checkpoint(&mut self) {
+        self.send(Message::Checkpoint);
+    }
+
+    /// The processes alive as every record sent so far tells: waits for the worker, at
+    /// execprof's own priority, to take every batch sent before.
+    pub(crate) fn alive(&mut self) -> Vec<u32> {
+        self.boost(true);
+        let (reply, answer) = sync_channel(1);
+        self.send(Message::Alive(reply));
+        answer.recv().unwrap_or_default()
+    }
+
+    /// Exec attempts completed as far as the worker has got.
+    pub(crate) fn attempts(&self) -> u64 {
+        self.shared.attempts.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of records handed over and not yet analysed.
+    pub(crate) fn waiting(&self) -> usize {
+        self.shared.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Why the recording stopped, once the worker has seen it stop.
+    pub(crate) fn recorder_error(&self) -> Option<String> {
+        self.shared.recorder_error.lock().map_or(None, |e| e.clone())
+    }
+
+    /// The worker takes what is left at execprof's own priority; the pipeline comes back.
+    pub(crate) fn finish(mut self) -> RunPipeline<'env> {
+        self.boost(true);
+        drop(self.tx.take());
+        match self.worker.join() {
+            Ok(pipeline) => pipeline,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    fn send(&self, message: Message) {
+        // The worker ends only when the sender is dropped, or by a panic, which `finish`
+        // passes on.
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(message);
+        }
+    }
+
+    /// The worker at execprof's own priority (`on`) or at the lowest one.
+    fn boost(&mut self, on: bool) {
+        if on == self.boosted {
+            return;
+        }
+        let tid = self.shared.tid.load(Ordering::Acquire);
+        if tid != 0 && set_priority(tid, if on { Priority::Normal(self.normal_nice) } else { Priority::Idle }) {
+            self.boosted = on;
+        }
+    }
+}
+
+/// The worker: every batch through the pipeline, in order.
+fn work<'env>(mut pipeline: RunPipeline<'env>, rx: &Receiver<Message>, shared: &Shared) -> RunPipeline<'env> {
+    // SAFETY: plain syscall.
+    let tid = unsafe { libc::gettid() };
+    set_priority(tid, Priority::Idle);
+    block_signals();
+    shared.tid.store(tid, Ordering::Release);
+    let mut recording_failed = false;
+    for message in rx {
+        match message {
+            Message::Items(mut batch) => {
+                for item in items(&batch) {
+                    pipeline.item(item);
+                }
+                shared.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
+                shared.attempts.store(pipeline.attempts(), Ordering::Relaxed);
+                batch.clear();
+                recycle(shared, batch);
+            }
+            Message::Checkpoint => pipeline.checkpoint(),
+            Message::Alive(reply) => {
+                let _ = reply.send(pipeline.alive());
+            }
+        }
+        if !recording_failed && let Some(e) = pipeline.recorder_error() {
+            recording_failed = true;
+            if let Ok(mut slot) = shared.recorder_error.lock() {
+                *slot = Some(e.to_owned());
+            }
+        }
+    }
+    pipeline
+}
+
+/// SIGINT, SIGTERM and SIGHUP are for the event loop while the command runs, and for the
+/// thread that ends execprof while the report is made (`live::exit_on_signal_while_reporting`):
+/// never for the worker.
+fn block_signals() {
+    // SAFETY: a sigset_t filled by sigemptyset/sigaddset, for this thread's mask only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Keeps an emptied buffer for the next batch, unless enough are kept or it is large.
+fn recycle(shared: &Shared, buffer: Vec<u8>) {
+    if (1..=POOL_BUFFER_BYTES).contains(&buffer.capacity())
+        && let Ok(mut pool) = shared.pool.lock()
+        && pool.len() < POOL_BUFFERS
+    {
+        pool.push(buffer);
+    }
+}
+
+/// The nice value of thread `tid` (0: the calling one).
+fn nice_of(tid: i32) -> i32 {
+    // SAFETY: plain syscall; -1 is also a valid nice value, so errno is what tells a failure,
+    // and a failure reads as the default, 0.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        if *libc::__errno_location() != 0 { 0 } else { n }
+    }
+}
+
+/// A scheduling class and priority for the worker.
+#[derive(Clone, Copy)]
+enum Priority {
+    /// `SCHED_IDLE`: it runs when nothing else on its CPU wants to, and never preempts.
+    Idle,
+    /// `SCHED_OTHER` at this nice value.
+    Normal(i32),
+}
+
+/// Puts thread `tid` in `priority`; false when the kernel refuses (leaving `SCHED_IDLE`
+/// takes CAP_SYS_NICE, which execprof run as root has).
+fn set_priority(tid: i32, priority: Priority) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscalls with a valid sched_param.
+    unsafe {
+        match priority {
+            Priority::Idle => libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) == 0,
+            Priority::Normal(nice) => {
+                libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) == 0
+                    && libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) == 0
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use profiler_common::{
+        RecordHeader, SyscallEnterRecord, SyscallExitRecord, TaskNewRecord, WireRecord, limits::FILENAME_CAP, traced_syscall,
+    };
+
+    use super::*;
+    use crate::analysis::{AnalysisContext, phases::PhaseModel};
+
+    fn bytes_of<T>(v: &T) -> Vec<u8> {
+        // SAFETY: test-only view of a padding-free repr(C) record.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+    }
+
+    fn header<R: WireRecord>(ts_ns: u64, pid: u32) -> RecordHeader {
+        RecordHeader { kind: R::KIND, cpu: 0, ts_ns, pid, tgid: pid }
+    }
+
+    /// A failed exec attempt of `pid` at `ts_ns` (its enter and exit, as one item).
+    fn failed_attempt(ts_ns: u64, pid: u32) -> Vec<u8> {
+        let enter = SyscallEnterRecord {
+            header: header::<SyscallEnterRecord>(ts_ns, pid),
+            min_flt: 0,
+            maj_flt: 0,
+            syscall: traced_syscall::EXECVE,
+            flags: 0,
+        };
+        let mut filename = [0; FILENAME_CAP];
+        filename[..7].copy_from_slice(b"/nosuch");
+        let exit = SyscallExitRecord {
+            header: header::<SyscallExitRecord>(ts_ns + 1_000, pid),
+            ret: -2,
+            min_flt: 0,
+            maj_flt: 0,
+            syscall: traced_syscall::EXECVE,
+            flags: 0,
+            filename_len: 7,
+            dirfd: -100,
+            filename,
+        };
+        [bytes_of(&enter), bytes_of(&exit)].concat()
+    }
+
+    /// The worker takes the batches in order, answers `alive` after every batch sent before
+    /// it, and hands back a pipeline that has seen every record.
+    #[test]
+    fn the_worker_sees_every_batch_in_order() {
+        let model = PhaseModel::builtin().unwrap();
+        let ctx = AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[], launched: true };
+        let pipeline = RunPipeline::new(ctx, (None, None), None, Some(100));
+        let pipeline = std::thread::scope(|s| {
+            let mut backlog = Backlog::start(s, pipeline).unwrap();
+            let mut batch = backlog.batch();
+            for i in 0..1_000 {
+                batch.push(&failed_attempt(1_000_000 + i * 10_000, 100));
+            }
+            let child =
+                TaskNewRecord { header: header::<TaskNewRecord>(20_000_000, 100), child_pid: 101, child_tgid: 101, flags: 0, _reserved: 0 };
+            batch.push(&bytes_of(&child));
+            backlog.push(batch);
+            let mut alive = backlog.alive();
+            alive.sort_unstable();
+            assert_eq!(alive, vec![100, 101], "alive is answered after the batch before it");
+            assert_eq!(backlog.attempts(), 1_000);
+            let mut more = backlog.batch();
+            more.push(&failed_attempt(30_000_000, 101));
+            backlog.push(more);
+            backlog.finish()
+        });
+        assert_eq!(pipeline.attempts(), 1_001);
+    }
+
+    #[test]
+    fn a_batch_gives_back_its_items_in_order() {
+        let mut b = Batch(Vec::new());
+        for item in [&b"first"[..], b"", &[7u8; 300]] {
+            b.push(item);
+        }
+        let got: Vec<&[u8]> = items(&b.0).collect();
+        assert_eq!(got, vec![&b"first"[..], b"", &[7u8; 300]]);
+        assert_eq!(items(&[]).count(), 0);
+    }
+}
