@@ -7,7 +7,10 @@
 //! memory, and above [`BOOST_BYTES`] of them the worker gets its normal priority back until
 //! it has caught up, so memory stays bounded and the records are analysed as they were before.
 //!
-//! The worker hands emptied batch buffers back for reuse ([`POOL_BUFFERS`] at most). None are
+//! A batch is a buffer of [`BATCH_BYTES`] filled until the next item would not fit: it never
+//! grows, as growing copies what it holds (under icount a `rep movsb` counts every byte: the
+//! copies of batches that doubled were ~5,000 instructions per chain step). The worker hands
+//! emptied buffers back for reuse ([`POOL_BUFFERS`] at most). None are
 //! allocated ahead: 16 MiB of buffers made ready before the command started cost the chain
 //! ~6,000 more instructions a step in the lab's 1 GiB guest (`cargo xtask overhead`, the
 //! boundaries alone: 230,983 against 224,120), in its own page allocations.
@@ -28,6 +31,8 @@ use crate::pipeline::RunPipeline;
 
 /// Batches waiting above this many bytes give the worker its normal priority back.
 pub(crate) const BOOST_BYTES: usize = 64 << 20;
+/// A batch's buffer (a larger item gets a buffer of its own).
+const BATCH_BYTES: usize = 256 << 10;
 /// Emptied batch buffers kept for reuse, at most, and the largest one kept.
 const POOL_BUFFERS: usize = 16;
 const POOL_BUFFER_BYTES: usize = 4 << 20;
@@ -57,21 +62,13 @@ struct Shared {
     pool: Mutex<Vec<Vec<u8>>>,
 }
 
-/// Items into batches ([`Backlog::batch`], [`Backlog::push`]): each is its length and its bytes.
-pub(crate) struct Batch(Vec<u8>);
-
-impl Batch {
-    pub(crate) fn push(&mut self, item: &[u8]) {
-        self.0.extend_from_slice(&(item.len() as u32).to_ne_bytes());
-        self.0.extend_from_slice(item);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
+/// Appends `item` to `batch`: its length, then its bytes.
+fn put(batch: &mut Vec<u8>, item: &[u8]) {
+    batch.extend_from_slice(&(item.len() as u32).to_ne_bytes());
+    batch.extend_from_slice(item);
 }
 
-/// The items of a batch, in the order they were pushed.
+/// The items of a batch, in the order they were put in it ([`Backlog::item`]).
 fn items(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = batch;
     std::iter::from_fn(move || {
@@ -87,6 +84,8 @@ pub(crate) struct Backlog<'scope, 'env> {
     tx: Option<Sender<Message>>,
     shared: Arc<Shared>,
     worker: ScopedJoinHandle<'scope, RunPipeline<'env>>,
+    /// The batch being filled: each item as its length (u32, native order) and its bytes.
+    batch: Vec<u8>,
     /// execprof's own nice value, which the worker gets back when boosted.
     normal_nice: i32,
     boosted: bool,
@@ -103,22 +102,28 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
             // Named for `top` and perf (a thread's name is its comm: 15 bytes at most).
             std::thread::Builder::new().name("execprof-worker".to_owned()).spawn_scoped(scope, move || work(pipeline, &rx, &shared))
         };
-        Ok(Self { tx: Some(tx), shared, worker: worker?, normal_nice, boosted: false })
+        Ok(Self { tx: Some(tx), shared, worker: worker?, batch: Vec::new(), normal_nice, boosted: false })
     }
 
-    /// An empty batch, in a buffer the worker is done with when there is one.
-    pub(crate) fn batch(&self) -> Batch {
-        Batch(self.shared.pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default())
+    /// A ring buffer item, copied into the batch being filled.
+    pub(crate) fn item(&mut self, item: &[u8]) {
+        let need = 4 + item.len();
+        if self.batch.capacity() - self.batch.len() < need {
+            self.flush();
+            let reused = self.shared.pool.lock().ok().and_then(|mut p| p.pop()).filter(|b| b.capacity() >= need);
+            self.batch = reused.unwrap_or_else(|| Vec::with_capacity(BATCH_BYTES.max(need)));
+        }
+        put(&mut self.batch, item);
     }
 
-    /// Hands a batch to the worker.
-    pub(crate) fn push(&mut self, batch: Batch) {
-        if batch.is_empty() {
-            recycle(&self.shared, batch.0);
+    /// Hands the batch being filled to the worker.
+    pub(crate) fn flush(&mut self) {
+        if self.batch.is_empty() {
             return;
         }
-        let waiting = self.shared.waiting.fetch_add(batch.0.len(), Ordering::Relaxed) + batch.0.len();
-        self.send(Message::Items(batch.0));
+        let batch = std::mem::take(&mut self.batch);
+        let waiting = self.shared.waiting.fetch_add(batch.len(), Ordering::Relaxed) + batch.len();
+        self.send(Message::Items(batch));
         // Memory stays bounded: far behind, the worker runs at execprof's own priority until
         // it has caught up to a quarter of the bound.
         if waiting > BOOST_BYTES {
@@ -130,12 +135,14 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
 
     /// Closes the recording's current frame once the worker gets there.
     pub(crate) fn checkpoint(&mut self) {
+        self.flush();
         self.send(Message::Checkpoint);
     }
 
     /// The processes alive as every record sent so far tells: waits for the worker, at
     /// execprof's own priority, to take every batch sent before.
     pub(crate) fn alive(&mut self) -> Vec<u32> {
+        self.flush();
         self.boost(true);
         let (reply, answer) = sync_channel(1);
         self.send(Message::Alive(reply));
@@ -159,6 +166,7 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
 
     /// The worker takes what is left at execprof's own priority; the pipeline comes back.
     pub(crate) fn finish(mut self) -> RunPipeline<'env> {
+        self.flush();
         self.boost(true);
         drop(self.tx.take());
         match self.worker.join() {
@@ -334,21 +342,17 @@ mod tests {
         let pipeline = RunPipeline::new(ctx, (None, None), None, Some(100));
         let pipeline = std::thread::scope(|s| {
             let mut backlog = Backlog::start(s, pipeline).unwrap();
-            let mut batch = backlog.batch();
             for i in 0..1_000 {
-                batch.push(&failed_attempt(1_000_000 + i * 10_000, 100));
+                backlog.item(&failed_attempt(1_000_000 + i * 10_000, 100));
             }
             let child =
                 TaskNewRecord { header: header::<TaskNewRecord>(20_000_000, 100), child_pid: 101, child_tgid: 101, flags: 0, _reserved: 0 };
-            batch.push(&bytes_of(&child));
-            backlog.push(batch);
+            backlog.item(&bytes_of(&child));
             let mut alive = backlog.alive();
             alive.sort_unstable();
             assert_eq!(alive, vec![100, 101], "alive is answered after the batch before it");
             assert_eq!(backlog.attempts(), 1_000);
-            let mut more = backlog.batch();
-            more.push(&failed_attempt(30_000_000, 101));
-            backlog.push(more);
+            backlog.item(&failed_attempt(30_000_000, 101));
             backlog.finish()
         });
         assert_eq!(pipeline.attempts(), 1_001);
@@ -356,11 +360,11 @@ mod tests {
 
     #[test]
     fn a_batch_gives_back_its_items_in_order() {
-        let mut b = Batch(Vec::new());
+        let mut b = Vec::new();
         for item in [&b"first"[..], b"", &[7u8; 300]] {
-            b.push(item);
+            put(&mut b, item);
         }
-        let got: Vec<&[u8]> = items(&b.0).collect();
+        let got: Vec<&[u8]> = items(&b).collect();
         assert_eq!(got, vec![&b"first"[..], b"", &[7u8; 300]]);
         assert_eq!(items(&[]).count(), 0);
     }

@@ -119,11 +119,10 @@ pub(crate) fn drain<S: EventSink>(ring: &mut RingBuf<MapData>, pipeline: &mut Pi
 
 /// Everything the ring buffer holds now, copied out and handed to the pipeline's worker.
 fn hand_over(ring: &mut RingBuf<MapData>, backlog: &mut Backlog<'_, '_>) {
-    let mut batch = backlog.batch();
     while let Some(item) = ring.next() {
-        batch.push(&item);
+        backlog.item(&item);
     }
-    backlog.push(batch);
+    backlog.flush();
 }
 
 /// Registers an fd-backed object with the event loop.
@@ -309,11 +308,10 @@ pub(crate) async fn trace(
     // The last records of the tree are in the buffer already; then the enters of exec
     // attempts still in flight, which the kernel side holds until their next record.
     hand_over(ring.get_mut(), pipeline);
-    let mut held = pipeline.batch();
     for enter in tracer.held_enters()? {
-        held.push(crate::record::enter_bytes(&enter));
+        pipeline.item(crate::record::enter_bytes(&enter));
     }
-    pipeline.push(held);
+    pipeline.flush();
     say_recording_failure(pipeline, progress, &mut recording_failure_said);
     if let Some(l) = &mut logger {
         l.get_mut().flush();
