@@ -204,7 +204,7 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let trace = TraceOutput::create(cfg.outputs.trace.as_deref(), cfg.outputs.trace_format, &meta)?;
     // Only the launched tree's processes are signalled when execprof is.
     let events = crate::pipeline::events_output(cfg.outputs.events.as_deref(), &meta, cfg.outputs.argv)?;
-    let pipeline = RunPipeline::new(ctx, (trace, events), recorder, child.as_ref().filter(|_| launched).map(SuspendedChild::pid));
+    let launched_pid = child.as_ref().filter(|_| launched).map(SuspendedChild::pid);
     let ring = attached.tracer.take_ring()?;
     let logger = attached.tracer.take_logger();
     let mut progress = Progress::new(cfg.progress);
@@ -225,7 +225,9 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     // after, while the report is being made.
     let tracer = &attached.tracer;
     let (end, pipeline, (cpu_before, cpu_after), tree_ended) = std::thread::scope(|s| {
-        let mut backlog = Backlog::start(s, pipeline).context("starting the thread that analyses the records")?;
+        // Built on the worker, so that its memory is the worker's own (`source::backlog`).
+        let make = move || RunPipeline::new(ctx, (trace, events), recorder, launched_pid);
+        let mut backlog = Backlog::start(s, make).context("starting the thread that analyses the records")?;
         let cpu_before = crate::launch::child::children_cpu_ns();
         let released = Instant::now();
         let running = match child.map(SuspendedChild::release).transpose() {

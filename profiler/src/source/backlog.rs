@@ -15,14 +15,28 @@
 //! ~6,000 more instructions a step in the lab's 1 GiB guest (`cargo xtask overhead`, the
 //! boundaries alone: 230,983 against 224,120), in its own page allocations.
 //!
+//! The event loop never waits for the worker while the command runs (but in [`Backlog::alive`],
+//! which boosts it first): a `SCHED_IDLE` thread preempted while holding a lock keeps it for as
+//! long as the command keeps the CPU, and the ring buffer fills meanwhile. So nothing is
+//! locked between them, and the worker never frees the event loop's memory, whose allocator
+//! arena's lock it would take (4 runs side by side on 2 CPUs lost up to 35,921 records that
+//! way): the buffers go back through a channel, the pipeline is built on the worker, and both
+//! channels are bounded ones, whose slots are allocated once (an unbounded one allocates
+//! blocks on one side that the other frees). When the worker is [`MESSAGES`] behind, the
+//! event loop boosts it and then waits, as it did when it analysed the records itself. What
+//! is left, they share: the process's memory map, whose lock a page fault of the event loop
+//! may wait for while the worker, preempted inside `mmap`, holds it. A watchdog thread sees the
+//! event loop stop turning ([`STALL`]) and gives the worker execprof's own priority back, so it
+//! gets the CPU, finishes and lets go (without it, 1 in 16 such runs still lost records).
+//!
 //! The order of the records is the ring buffer's: one channel, one consumer. Whatever the event
 //! loop needs from the pipeline goes through it in the same order ([`Backlog::alive`] waits for
 //! every batch sent before it), or is published by the worker ([`Backlog::attempts`]).
 use std::{
     sync::{
-        Arc, Mutex,
-        atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering},
-        mpsc::{Receiver, Sender, SyncSender, channel, sync_channel},
+        Arc, OnceLock,
+        atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering},
+        mpsc::{Receiver, SyncSender, TrySendError, sync_channel},
     },
     thread::{Scope, ScopedJoinHandle},
 };
@@ -31,6 +45,11 @@ use crate::pipeline::RunPipeline;
 
 /// Batches waiting above this many bytes give the worker its normal priority back.
 pub(crate) const BOOST_BYTES: usize = 64 << 20;
+/// The event loop turns at least every 10 ms (its poll timer); this long without a turn while
+/// the worker is at `SCHED_IDLE`, the watchdog boosts the worker.
+const STALL: std::time::Duration = std::time::Duration::from_millis(30);
+/// Messages the event loop can send ahead of the worker.
+const MESSAGES: usize = 4096;
 /// A batch's buffer (a larger item gets a buffer of its own).
 const BATCH_BYTES: usize = 256 << 10;
 /// Emptied batch buffers kept for reuse, at most, and the largest one kept.
@@ -57,9 +76,14 @@ struct Shared {
     /// The worker's thread id, once it runs (0 before).
     tid: AtomicI32,
     /// Why the recording stopped, once it has.
-    recorder_error: Mutex<Option<String>>,
-    /// Emptied batch buffers, for the next batches.
-    pool: Mutex<Vec<Vec<u8>>>,
+    recorder_error: OnceLock<String>,
+    /// The worker is at execprof's own priority (boosted), not at `SCHED_IDLE`.
+    boosted: AtomicBool,
+    /// Turns of the event loop (the watchdog's heartbeat), and the end of the run.
+    turns: AtomicU64,
+    done: AtomicBool,
+    /// execprof's own nice value, which the worker gets back when boosted.
+    normal_nice: AtomicI32,
 }
 
 /// Appends `item` to `batch`: its length, then its bytes.
@@ -81,28 +105,42 @@ fn items(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// The run pipeline on its worker thread, and the event loop's end of it.
 pub(crate) struct Backlog<'scope, 'env> {
-    tx: Option<Sender<Message>>,
+    tx: Option<SyncSender<Message>>,
     shared: Arc<Shared>,
     worker: ScopedJoinHandle<'scope, RunPipeline<'env>>,
+    watchdog: ScopedJoinHandle<'scope, ()>,
+    /// Ends the watchdog when the backlog is dropped without [`Backlog::finish`] (a command
+    /// that could not start): the scope it runs in waits for it.
+    _stop: StopWatch,
     /// The batch being filled: each item as its length (u32, native order) and its bytes.
     batch: Vec<u8>,
-    /// execprof's own nice value, which the worker gets back when boosted.
-    normal_nice: i32,
-    boosted: bool,
+    /// Buffers the worker is done with, and those kept for the next batches.
+    returned: Receiver<Vec<u8>>,
+    pool: Vec<Vec<u8>>,
 }
 
 impl<'scope, 'env> Backlog<'scope, 'env> {
-    /// Starts the worker in `scope` with `pipeline`.
-    pub(crate) fn start(scope: &'scope Scope<'scope, 'env>, pipeline: RunPipeline<'env>) -> std::io::Result<Self> {
-        let (tx, rx) = channel();
-        let shared = Arc::new(Shared::default());
-        let normal_nice = nice_of(0);
+    /// Starts the worker in `scope`, with the pipeline `make` builds there.
+    pub(crate) fn start(
+        scope: &'scope Scope<'scope, 'env>,
+        make: impl FnOnce() -> RunPipeline<'env> + Send + 'scope,
+    ) -> std::io::Result<Self> {
+        let (tx, rx) = sync_channel(MESSAGES);
+        let (give_back, returned) = sync_channel(2 * POOL_BUFFERS);
+        let shared = Arc::new(Shared { normal_nice: AtomicI32::new(nice_of(0)), ..Shared::default() });
         let worker = {
             let shared = Arc::clone(&shared);
             // Named for `top` and perf (a thread's name is its comm: 15 bytes at most).
-            std::thread::Builder::new().name("execprof-worker".to_owned()).spawn_scoped(scope, move || work(pipeline, &rx, &shared))
+            std::thread::Builder::new()
+                .name("execprof-worker".to_owned())
+                .spawn_scoped(scope, move || work(make(), &rx, &give_back, &shared))
         };
-        Ok(Self { tx: Some(tx), shared, worker: worker?, batch: Vec::new(), normal_nice, boosted: false })
+        let watchdog = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new().name("execprof-watch".to_owned()).spawn_scoped(scope, move || watch(&shared))
+        };
+        let _stop = StopWatch(Arc::clone(&shared));
+        Ok(Self { tx: Some(tx), shared, worker: worker?, watchdog: watchdog?, _stop, batch: Vec::new(), returned, pool: Vec::new() })
     }
 
     /// A ring buffer item, copied into the batch being filled.
@@ -110,14 +148,16 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
         let need = 4 + item.len();
         if self.batch.capacity() - self.batch.len() < need {
             self.flush();
-            let reused = self.shared.pool.lock().ok().and_then(|mut p| p.pop()).filter(|b| b.capacity() >= need);
+            let reused = self.pool.pop().filter(|b| b.capacity() >= need);
             self.batch = reused.unwrap_or_else(|| Vec::with_capacity(BATCH_BYTES.max(need)));
         }
         put(&mut self.batch, item);
     }
 
-    /// Hands the batch being filled to the worker.
+    /// Hands the batch being filled to the worker; a turn of the event loop.
     pub(crate) fn flush(&mut self) {
+        self.shared.turns.fetch_add(1, Ordering::Relaxed);
+        self.take_returns();
         if self.batch.is_empty() {
             return;
         }
@@ -128,7 +168,7 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
         // it has caught up to a quarter of the bound.
         if waiting > BOOST_BYTES {
             self.boost(true);
-        } else if self.boosted && waiting < BOOST_BYTES / 4 {
+        } else if self.shared.boosted.load(Ordering::Relaxed) && waiting < BOOST_BYTES / 4 {
             self.boost(false);
         }
     }
@@ -160,14 +200,16 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
     }
 
     /// Why the recording stopped, once the worker has seen it stop.
-    pub(crate) fn recorder_error(&self) -> Option<String> {
-        self.shared.recorder_error.lock().map_or(None, |e| e.clone())
+    pub(crate) fn recorder_error(&self) -> Option<&str> {
+        self.shared.recorder_error.get().map(String::as_str)
     }
 
     /// The worker takes what is left at execprof's own priority; the pipeline comes back.
     pub(crate) fn finish(mut self) -> RunPipeline<'env> {
         self.flush();
         self.boost(true);
+        self.shared.done.store(true, Ordering::Relaxed);
+        let _ = self.watchdog.join();
         drop(self.tx.take());
         match self.worker.join() {
             Ok(pipeline) => pipeline,
@@ -175,28 +217,85 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
         }
     }
 
-    fn send(&self, message: Message) {
+    /// The worker's returned buffers: kept for reuse up to the pool's size, freed here
+    /// otherwise.
+    fn take_returns(&mut self) {
+        while let Ok(b) = self.returned.try_recv() {
+            if self.pool.len() < POOL_BUFFERS && b.capacity() <= POOL_BUFFER_BYTES {
+                self.pool.push(b);
+            }
+        }
+    }
+
+    fn send(&mut self, message: Message) {
         // The worker ends only when the sender is dropped, or by a panic, which `finish`
-        // passes on.
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(message);
+        // passes on: a send to a worker gone is dropped.
+        let Some(tx) = &self.tx else { return };
+        match tx.try_send(message) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(message)) => {
+                // MESSAGES behind: the worker at execprof's own priority, and the event loop
+                // waits for a slot.
+                self.boost(true);
+                if let Some(tx) = &self.tx {
+                    let _ = tx.send(message);
+                }
+            }
         }
     }
 
     /// The worker at execprof's own priority (`on`) or at the lowest one.
     fn boost(&mut self, on: bool) {
-        if on == self.boosted {
-            return;
-        }
-        let tid = self.shared.tid.load(Ordering::Acquire);
-        if tid != 0 && set_priority(tid, if on { Priority::Normal(self.normal_nice) } else { Priority::Idle }) {
-            self.boosted = on;
+        boost(&self.shared, on);
+    }
+}
+
+/// Tells the watchdog to end, when dropped.
+struct StopWatch(Arc<Shared>);
+
+impl Drop for StopWatch {
+    fn drop(&mut self) {
+        self.0.done.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The worker at execprof's own priority (`on`) or at the lowest one.
+fn boost(shared: &Shared, on: bool) {
+    if on == shared.boosted.load(Ordering::Relaxed) {
+        return;
+    }
+    let tid = shared.tid.load(Ordering::Acquire);
+    let priority = if on { Priority::Normal(shared.normal_nice.load(Ordering::Relaxed)) } else { Priority::Idle };
+    if tid != 0 && set_priority(tid, priority) {
+        shared.boosted.store(on, Ordering::Relaxed);
+    }
+}
+
+/// The watchdog: every 10 ms, whether the event loop has turned within [`STALL`]; if not,
+/// the worker gets execprof's own priority back (the event loop lowers it again once it turns
+/// and the worker has caught up). It allocates nothing and touches no new memory.
+fn watch(shared: &Shared) {
+    block_signals();
+    let tick = std::time::Duration::from_millis(10);
+    let (mut last, mut since) = (shared.turns.load(Ordering::Relaxed), std::time::Instant::now());
+    while !shared.done.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+        let turns = shared.turns.load(Ordering::Relaxed);
+        if turns != last {
+            (last, since) = (turns, std::time::Instant::now());
+        } else if since.elapsed() >= STALL {
+            boost(shared, true);
         }
     }
 }
 
-/// The worker: every batch through the pipeline, in order.
-fn work<'env>(mut pipeline: RunPipeline<'env>, rx: &Receiver<Message>, shared: &Shared) -> RunPipeline<'env> {
+/// The worker: every batch through the pipeline, in order; each buffer back to the event loop.
+fn work<'env>(
+    mut pipeline: RunPipeline<'env>,
+    rx: &Receiver<Message>,
+    give_back: &SyncSender<Vec<u8>>,
+    shared: &Shared,
+) -> RunPipeline<'env> {
     // SAFETY: plain syscall.
     let tid = unsafe { libc::gettid() };
     set_priority(tid, Priority::Idle);
@@ -212,7 +311,9 @@ fn work<'env>(mut pipeline: RunPipeline<'env>, rx: &Receiver<Message>, shared: &
                 shared.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
                 shared.attempts.store(pipeline.attempts(), Ordering::Relaxed);
                 batch.clear();
-                recycle(shared, batch);
+                // A full channel (the event loop has not taken the last ones back yet): freed
+                // here, rarely.
+                let _ = give_back.try_send(batch);
             }
             Message::Checkpoint => pipeline.checkpoint(),
             Message::Alive(reply) => {
@@ -221,9 +322,7 @@ fn work<'env>(mut pipeline: RunPipeline<'env>, rx: &Receiver<Message>, shared: &
         }
         if !recording_failed && let Some(e) = pipeline.recorder_error() {
             recording_failed = true;
-            if let Ok(mut slot) = shared.recorder_error.lock() {
-                *slot = Some(e.to_owned());
-            }
+            let _ = shared.recorder_error.set(e.to_owned());
         }
     }
     pipeline
@@ -241,16 +340,6 @@ fn block_signals() {
             libc::sigaddset(&mut set, sig);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-}
-
-/// Keeps an emptied buffer for the next batch, unless enough are kept or it is large.
-fn recycle(shared: &Shared, buffer: Vec<u8>) {
-    if (1..=POOL_BUFFER_BYTES).contains(&buffer.capacity())
-        && let Ok(mut pool) = shared.pool.lock()
-        && pool.len() < POOL_BUFFERS
-    {
-        pool.push(buffer);
     }
 }
 
@@ -333,15 +422,27 @@ mod tests {
         [bytes_of(&enter), bytes_of(&exit)].concat()
     }
 
+    /// A backlog dropped without `finish` (the command could not start) ends its threads, so
+    /// the scope they run in ends too.
+    #[test]
+    fn a_backlog_dropped_unfinished_ends_its_threads() {
+        let model = PhaseModel::builtin().unwrap();
+        let ctx = AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[], launched: true };
+        std::thread::scope(|s| {
+            let mut backlog = Backlog::start(s, || RunPipeline::new(ctx, (None, None), None, Some(100))).unwrap();
+            backlog.item(&failed_attempt(1_000_000, 100));
+            drop(backlog);
+        });
+    }
+
     /// The worker takes the batches in order, answers `alive` after every batch sent before
     /// it, and hands back a pipeline that has seen every record.
     #[test]
     fn the_worker_sees_every_batch_in_order() {
         let model = PhaseModel::builtin().unwrap();
         let ctx = AnalysisContext { model: &model, sampled: false, exact: None, preexisting: &[], launched: true };
-        let pipeline = RunPipeline::new(ctx, (None, None), None, Some(100));
         let pipeline = std::thread::scope(|s| {
-            let mut backlog = Backlog::start(s, pipeline).unwrap();
+            let mut backlog = Backlog::start(s, || RunPipeline::new(ctx, (None, None), None, Some(100))).unwrap();
             for i in 0..1_000 {
                 backlog.item(&failed_attempt(1_000_000 + i * 10_000, 100));
             }
