@@ -275,7 +275,7 @@ fn boost(shared: &Shared, on: bool) {
 /// the worker gets execprof's own priority back (the event loop lowers it again once it turns
 /// and the worker has caught up). It allocates nothing and touches no new memory.
 fn watch(shared: &Shared) {
-    block_signals();
+    block_stop_signals();
     let tick = std::time::Duration::from_millis(10);
     let (mut last, mut since) = (shared.turns.load(Ordering::Relaxed), std::time::Instant::now());
     while !shared.done.load(Ordering::Relaxed) {
@@ -299,7 +299,7 @@ fn work<'env>(
     // SAFETY: plain syscall.
     let tid = unsafe { libc::gettid() };
     set_priority(tid, Priority::Idle);
-    block_signals();
+    block_stop_signals();
     shared.tid.store(tid, Ordering::Release);
     let mut recording_failed = false;
     for message in rx {
@@ -328,10 +328,11 @@ fn work<'env>(
     pipeline
 }
 
-/// SIGINT, SIGTERM and SIGHUP are for the event loop while the command runs, and for the
-/// thread that ends execprof while the report is made (`live::exit_on_signal_while_reporting`):
-/// never for the worker.
-fn block_signals() {
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and so in the threads it starts
+/// after), and returns their set. They are for the event loop while the command runs, and for
+/// the thread that ends execprof while the report is made
+/// (`live::exit_on_signal_while_reporting`): never for the worker or the watchdog.
+pub(crate) fn block_stop_signals() -> libc::sigset_t {
     // SAFETY: a sigset_t filled by sigemptyset/sigaddset, for this thread's mask only.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -340,6 +341,7 @@ fn block_signals() {
             libc::sigaddset(&mut set, sig);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
     }
 }
 

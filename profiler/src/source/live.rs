@@ -344,24 +344,18 @@ fn signalled(pipeline: &mut Backlog<'_, '_>, child: Option<&RunningChild>, launc
 /// The signals are blocked in this thread, and so in every thread started after it, and
 /// taken by a thread of their own, where removing files is safe.
 pub(crate) fn exit_on_signal_while_reporting(cleanup: Vec<std::path::PathBuf>) {
-    // SAFETY: a sigset_t filled by sigemptyset/sigaddset and used by the pthread calls only.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, sig);
+    let set = super::backlog::block_stop_signals();
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: a filled sigset_t, and a place for the signal's number.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        eprintln!("\nexecprof: interrupted while making the report; exiting without it");
+        for dir in &cleanup {
+            let _ = std::fs::remove_dir_all(dir);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        std::thread::spawn(move || {
-            let mut sig = 0;
-            libc::sigwait(&set, &mut sig);
-            eprintln!("\nexecprof: interrupted while making the report; exiting without it");
-            for dir in &cleanup {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            libc::_exit(128 + sig);
-        });
-    }
+        // SAFETY: ends the process at once, as meant: the report is not to be made.
+        unsafe { libc::_exit(128 + sig) };
+    });
 }
 
 /// Says "analysing …" if making the report takes longer than a second.
