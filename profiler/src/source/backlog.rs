@@ -83,7 +83,7 @@ struct Shared {
     turns: AtomicU64,
     done: AtomicBool,
     /// execprof's own nice value, which the worker gets back when boosted.
-    normal_nice: AtomicI32,
+    normal_nice: i32,
 }
 
 /// Appends `item` to `batch`: its length, then its bytes.
@@ -105,7 +105,7 @@ fn items(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// The run pipeline on its worker thread, and the event loop's end of it.
 pub(crate) struct Backlog<'scope, 'env> {
-    tx: Option<SyncSender<Message>>,
+    tx: SyncSender<Message>,
     shared: Arc<Shared>,
     worker: ScopedJoinHandle<'scope, RunPipeline<'env>>,
     watchdog: ScopedJoinHandle<'scope, ()>,
@@ -127,7 +127,7 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
     ) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel(MESSAGES);
         let (give_back, returned) = sync_channel(2 * POOL_BUFFERS);
-        let shared = Arc::new(Shared { normal_nice: AtomicI32::new(nice_of(0)), ..Shared::default() });
+        let shared = Arc::new(Shared { normal_nice: nice_of(0), ..Shared::default() });
         let worker = {
             let shared = Arc::clone(&shared);
             // Named for `top` and perf (a thread's name is its comm: 15 bytes at most).
@@ -140,7 +140,7 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
             std::thread::Builder::new().name("execprof-watch".to_owned()).spawn_scoped(scope, move || watch(&shared))
         };
         let _stop = StopWatch(Arc::clone(&shared));
-        Ok(Self { tx: Some(tx), shared, worker: worker?, watchdog: watchdog?, _stop, batch: Vec::new(), returned, pool: Vec::new() })
+        Ok(Self { tx, shared, worker: worker?, watchdog: watchdog?, _stop, batch: Vec::new(), returned, pool: Vec::new() })
     }
 
     /// A ring buffer item, copied into the batch being filled.
@@ -167,9 +167,9 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
         // Memory stays bounded: far behind, the worker runs at execprof's own priority until
         // it has caught up to a quarter of the bound.
         if waiting > BOOST_BYTES {
-            self.boost(true);
+            boost(&self.shared, true);
         } else if self.shared.boosted.load(Ordering::Relaxed) && waiting < BOOST_BYTES / 4 {
-            self.boost(false);
+            boost(&self.shared, false);
         }
     }
 
@@ -183,7 +183,7 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
     /// execprof's own priority, to take every batch sent before.
     pub(crate) fn alive(&mut self) -> Vec<u32> {
         self.flush();
-        self.boost(true);
+        boost(&self.shared, true);
         let (reply, answer) = sync_channel(1);
         self.send(Message::Alive(reply));
         answer.recv().unwrap_or_default()
@@ -207,11 +207,12 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
     /// The worker takes what is left at execprof's own priority; the pipeline comes back.
     pub(crate) fn finish(mut self) -> RunPipeline<'env> {
         self.flush();
-        self.boost(true);
-        self.shared.done.store(true, Ordering::Relaxed);
-        let _ = self.watchdog.join();
-        drop(self.tx.take());
-        match self.worker.join() {
+        boost(&self.shared, true);
+        let Self { tx, worker, watchdog, _stop, .. } = self;
+        drop(_stop);
+        let _ = watchdog.join();
+        drop(tx);
+        match worker.join() {
             Ok(pipeline) => pipeline,
             Err(panic) => std::panic::resume_unwind(panic),
         }
@@ -227,26 +228,18 @@ impl<'scope, 'env> Backlog<'scope, 'env> {
         }
     }
 
-    fn send(&mut self, message: Message) {
+    fn send(&self, message: Message) {
         // The worker ends only when the sender is dropped, or by a panic, which `finish`
         // passes on: a send to a worker gone is dropped.
-        let Some(tx) = &self.tx else { return };
-        match tx.try_send(message) {
+        match self.tx.try_send(message) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(message)) => {
                 // MESSAGES behind: the worker at execprof's own priority, and the event loop
                 // waits for a slot.
-                self.boost(true);
-                if let Some(tx) = &self.tx {
-                    let _ = tx.send(message);
-                }
+                boost(&self.shared, true);
+                let _ = self.tx.send(message);
             }
         }
-    }
-
-    /// The worker at execprof's own priority (`on`) or at the lowest one.
-    fn boost(&mut self, on: bool) {
-        boost(&self.shared, on);
     }
 }
 
@@ -265,7 +258,7 @@ fn boost(shared: &Shared, on: bool) {
         return;
     }
     let tid = shared.tid.load(Ordering::Acquire);
-    let priority = if on { Priority::Normal(shared.normal_nice.load(Ordering::Relaxed)) } else { Priority::Idle };
+    let priority = if on { Priority::Normal(shared.normal_nice) } else { Priority::Idle };
     if tid != 0 && set_priority(tid, priority) {
         shared.boosted.store(on, Ordering::Relaxed);
     }
