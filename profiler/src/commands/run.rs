@@ -148,10 +148,12 @@ pub fn run(cfg: RunConfig) -> Result<i32> {
     let (scope, kernel_scope) = crate::kernel::scope::resolve(&scope)?;
     let launched = scope == Scope::Launched;
     let model = PhaseModel::builtin()?;
+    // Forked while execprof is small: its first exec would tear down a copy of everything
+    // loaded below (`launch::child`). Held until the probes are attached for it.
+    let child = command.as_ref().map(SuspendedChild::spawn).transpose()?;
     let mut attached = attach(&cfg, &model, command.as_ref().filter(|_| launched), chain.is_some(), &kernel_scope)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the event loop")?;
 
-    let child = command.as_ref().map(SuspendedChild::spawn).transpose()?;
     if let Some(c) = child.as_ref().filter(|_| launched) {
         attached.tracer.trace_process(c.pid())?;
     }
