@@ -89,6 +89,27 @@ pub fn flush(task: u64) {
     }
 }
 
+/// Thread `task` is about to send a record inside its attempt and takes the held enter to put
+/// in front of it, in the same item (one reservation for both); if that item cannot be
+/// reserved, [`held_dropped`].
+#[inline(always)]
+pub fn take_held(task: u64) -> Option<SyscallEnterRecord> {
+    let a = of(task)?;
+    if a.held == 0 {
+        return None;
+    }
+    a.held = 0;
+    Some(a.enter)
+}
+
+/// A held enter taken with [`take_held`] was lost with the record it went in front of: counted
+/// as a dropped enter, and the attempt's exit joins no older call.
+#[inline(always)]
+pub fn held_dropped(enter: &SyscallEnterRecord) {
+    maps::count(counter::EXEC_ENTER_DROPPED);
+    maps::enter_lost(enter.header.pid);
+}
+
 /// The held enter of `a` could not be sent (a full ring buffer): counted as a dropped enter,
 /// and the attempt's exit is marked so that it joins no older call.
 #[inline(always)]

@@ -291,6 +291,49 @@ fn long_file_names_are_cut_and_counted() {
     assert!(files.iter().any(|f| f["filename"].as_str().unwrap().len() == 255), "{files:?}");
 }
 
+/// A successful exec's name is the kernel's copy, read 64 bytes at a time with its end found
+/// in the words read: names that end on either side of those chunks and of the 255 bytes kept
+/// come whole, a longer one cut to 255 bytes and counted.
+#[test]
+#[ignore = "needs root"]
+fn successful_execs_names_come_whole_at_every_length() {
+    require_root!();
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let base = dir.path().to_str().unwrap().to_owned();
+    // `base/xxx…/yyy…/t`, exactly `len` bytes long.
+    let path_of = |len: usize| {
+        let filler = len - base.len() - "/t".len();
+        // Components of at most 200 bytes.
+        if filler <= 201 {
+            format!("{base}/{}/t", "x".repeat(filler - 1))
+        } else {
+            format!("{base}/{}/{}/t", "x".repeat(200), "y".repeat(filler - 202))
+        }
+    };
+    let lens = [63, 64, 65, 127, 128, 129, 254, 255, 300];
+    let mut script = String::new();
+    for &len in &lens {
+        let p = path_of(len);
+        assert_eq!(p.len(), len, "{p}");
+        let d = std::path::Path::new(&p).parent().unwrap();
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::copy("/bin/true", &p).unwrap();
+        script += &format!("{p} && ");
+    }
+    script += "true";
+    let (v, out) = run_json(&["--", "/bin/sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_losses(&v);
+    let files: Vec<String> =
+        v["analysis"]["files"].as_array().unwrap().iter().map(|f| f["filename"].as_str().unwrap().to_owned()).collect();
+    for &len in &lens {
+        let p = path_of(len);
+        let kept = &p[..len.min(255)];
+        assert!(files.iter().any(|f| f == kept), "{len} bytes: {kept} not among {files:?}");
+    }
+    assert_eq!(v["analysis"]["filenames_truncated"], 1, "only the 300-byte name is cut");
+}
+
 fn phase<'a>(outcome: &'a Value, name: &str) -> &'a Value {
     outcome["phases"].as_array().unwrap().iter().find(|p| p["phase"] == name).unwrap()
 }
