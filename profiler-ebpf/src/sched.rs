@@ -43,7 +43,6 @@ pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
         return 0;
     }
     let current = task::current();
-    let held = crate::attempt::take_held(current);
     crate::syscall_events::count_non_native(current);
     let old_pid: u64 = ctx.arg(1);
     let old_pid = old_pid as u32;
@@ -53,7 +52,7 @@ pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     }
     // SAFETY: a read-only global the loader fixed; volatile so it is not constant-folded.
     let name_here = unsafe { core::ptr::read_volatile(&NAME_AT_LOADED) } != 0;
-    loaded(pid, tgid, old_pid, name_here.then(|| ctx.arg(2)), held);
+    loaded(pid, tgid, old_pid, name_here.then(|| ctx.arg(2)), crate::attempt::take_held(current));
     0
 }
 

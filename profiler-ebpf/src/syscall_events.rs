@@ -63,10 +63,18 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
 
 /// At `sched_process_exec` of a traced process: the new image is 32-bit
 /// ([`arch::image_32_bit`]). Counted whatever the boundaries; user space reports it as a loss
-/// only where the syscall events timed the calls.
+/// only where the syscall events timed the calls. Read with plain loads where
+/// [`task::btf_loads`] (two `bpf_probe_read_kernel` calls cost a successful exec ~200
+/// instructions under icount).
 #[inline(always)]
 pub fn count_non_native(current: u64) {
-    if arch::image_32_bit(current, task::pt_regs_btf(task::current_btf())) {
+    let image_32_bit = if task::btf_loads() {
+        let current = task::current_btf();
+        arch::image_32_bit::<Btf>(current, task::pt_regs_btf(current))
+    } else {
+        arch::image_32_bit::<Probe>(current, task::pt_regs_btf(task::current_btf()))
+    };
+    if image_32_bit {
         maps::count(counter::NON_NATIVE_EXEC);
     }
 }

@@ -5,10 +5,7 @@
 //! argument is read from `orig_x0`, which the kernel saves at every syscall entry.
 use profiler_common::traced_syscall;
 
-use crate::{
-    maps,
-    task::{Kmem, Probe},
-};
+use crate::{maps, task::Kmem};
 
 /// Native (asm-generic) syscall numbers: no `fork` or `vfork` (libc makes them `clone`).
 mod native {
@@ -125,6 +122,6 @@ pub fn in_compat_syscall<M: Kmem>(_current: u64, regs: u64) -> bool {
 
 /// At `sched_process_exec`: the new image is 32-bit (AArch32).
 #[inline(always)]
-pub fn image_32_bit(current: u64, regs: u64) -> bool {
-    in_compat_syscall::<Probe>(current, regs)
+pub fn image_32_bit<M: Kmem>(current: u64, regs: u64) -> bool {
+    in_compat_syscall::<M>(current, regs)
 }

@@ -1,11 +1,10 @@
 //! x86_64: syscall numbers of the 64-bit and ia32 ABIs, `struct pt_regs` offsets, and the
 //! ia32 test (`TS_COMPAT`). x32 calls are counted, not timed.
-use aya_ebpf::helpers::bpf_probe_read_kernel;
 use profiler_common::{counter, traced_syscall};
 
 use crate::{
     maps,
-    task::{self, Kmem, Probe},
+    task::{self, Kmem},
 };
 
 /// x86_64 syscall numbers.
@@ -146,7 +145,6 @@ pub fn in_compat_syscall<M: Kmem>(current: u64, _regs: u64) -> bool {
 /// At `sched_process_exec`: the new image is 32-bit (ia32: `TS_COMPAT`; x32: the x32 bit in
 /// the number the kernel set for the first return).
 #[inline(always)]
-pub fn image_32_bit(current: u64, regs: u64) -> bool {
-    let x32 = unsafe { bpf_probe_read_kernel((regs + REGS_ORIG_AX) as *const u64) }.is_ok_and(|nr| nr & X32_SYSCALL_BIT != 0);
-    x32 || task::in_compat_syscall::<Probe>(current)
+pub fn image_32_bit<M: Kmem>(current: u64, regs: u64) -> bool {
+    M::at::<u64>(regs, REGS_ORIG_AX) & X32_SYSCALL_BIT != 0 || task::in_compat_syscall::<M>(current)
 }
