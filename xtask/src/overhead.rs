@@ -13,9 +13,12 @@
 //! traced, whose difference is the tracer's share of a failed attempt. Prints instructions per
 //! chain step, per unrelated syscall and per failed attempt, and their ratios to untraced.
 //!
-//! What icount cannot see: cache misses and memory latency (every instruction costs the same),
-//! and a `rep movs` counts once however many bytes it moves; TCG also does not model the
-//! cost of a mispredicted branch or of the syscall instruction itself.
+//! What icount cannot see: cache misses and memory latency (every instruction costs the same);
+//! TCG also does not model the cost of a mispredicted branch or of the syscall instruction
+//! itself. And it weighs bulk copies more than hardware does: QEMU 7.2 runs a `rep movs` or
+//! `rep stos` one iteration per translation block, so each iteration counts (a `rep movsb`
+//! of a page, as `clear_page_erms` runs, is 4,096 instructions here and about a hundred cycles on
+//! a CPU with fast string operations).
 use std::{path::Path, process::Command, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
@@ -285,7 +288,7 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
         print_budget(what, &cost.programs, report.analysis.attempts, steps);
     }
     println!(
-        "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and a `rep movs` counts once."
+        "\nicount counts instructions, not time: cache misses, memory latency and branch mispredictions cost nothing here, and each iteration of a `rep movs`/`rep stos` counts (a byte copied by `rep movsb` is an instruction)."
     );
     Ok(())
 }
