@@ -83,9 +83,8 @@ pub fn flush(task: u64) {
         return;
     }
     a.held = 0;
-    if !send_enter(&a.enter) {
-        // The attempt's exit must not join an older call.
-        maps::enter_lost(a.enter.header.pid);
+    if !maps::try_send(&a.enter) {
+        held_dropped(&a.enter);
     }
 }
 
@@ -102,20 +101,12 @@ pub fn take_held(task: u64) -> Option<SyscallEnterRecord> {
     Some(a.enter)
 }
 
-/// A held enter taken with [`take_held`] was lost with the record it went in front of: counted
-/// as a dropped enter, and the attempt's exit joins no older call.
+/// A held enter could not be sent (a full ring buffer), on its own or with the record it went
+/// in front of: counted as a dropped enter, and the attempt's exit joins no older call.
 #[inline(always)]
 pub fn held_dropped(enter: &SyscallEnterRecord) {
     maps::count(counter::EXEC_ENTER_DROPPED);
     maps::enter_lost(enter.header.pid);
-}
-
-/// The held enter of `a` could not be sent (a full ring buffer): counted as a dropped enter,
-/// and the attempt's exit is marked so that it joins no older call.
-#[inline(always)]
-pub fn enter_dropped(a: &Attempt) {
-    maps::count(counter::EXEC_ENTER_DROPPED);
-    maps::enter_lost(a.enter.header.pid);
 }
 
 /// The attempt on thread `task` ends (its exit, or the thread's: `exiting`): its call sums go

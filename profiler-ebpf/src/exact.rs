@@ -72,7 +72,7 @@ pub fn send_sums(a: &mut Attempt, pid: u32, tgid: u32, now: u64) {
     if maps::EVENTS.output::<[u8]>(bytes, maps::NO_WAKEUP).is_err() {
         maps::count(counter::CALL_SUMS_LOST);
         if held {
-            attempt::enter_dropped(a);
+            attempt::held_dropped(&a.enter);
         }
     }
     a.held = 0;

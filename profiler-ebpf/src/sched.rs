@@ -136,11 +136,11 @@ const NAME_ALIGNED: () = {
 
 /// `bprm->filename` into `out`, as `bpf_probe_read_kernel_str` would: the name and its length
 /// without the NUL; a name of `FILENAME_CAP` bytes or more cut to `FILENAME_CAP - 1` and
-/// marked truncated. The kernel's string helper copies a byte per loop turn (~8 instructions
-/// a byte: 832 per exec of the built-in chain's names under icount); here 32 bytes go per
+/// marked truncated. The kernel's string helper copies a byte per loop turn (832 instructions
+/// per exec of the built-in chain's 51-byte names under icount); here `CHUNK` bytes go per
 /// helper call, a word per turn, and the NUL is found in the words read. A chunk reads at most
-/// 31 bytes past the NUL; one the kernel refuses (past the end of mapped memory) is read with
-/// the string helper from there on.
+/// `CHUNK - 1` bytes past the NUL; one the kernel refuses (past the end of mapped memory) is
+/// read with the string helper from there on.
 #[inline(always)]
 fn read_kernel_name(out: &mut KernelFilename, filename: u64) {
     let () = NAME_ALIGNED;

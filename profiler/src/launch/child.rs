@@ -178,8 +178,10 @@ impl SuspendedChild {
     }
 
     /// Lets the child exec. Returns once the exec has succeeded or failed.
-    pub(crate) fn release(self) -> Result<RunningChild, (RunningChild, Failure)> {
-        // Its fds and pid change hands here: no Drop (which would end the child).
+    pub(crate) fn release(mut self) -> Result<RunningChild, (RunningChild, Failure)> {
+        // Its fds and pid change hands here: no Drop (which would end the child). The name is
+        // taken out first, so nothing is leaked.
+        let program = std::mem::take(&mut self.program);
         let this = std::mem::ManuallyDrop::new(self);
         let running = RunningChild { pid: this.pid };
         let go = 1u8;
@@ -196,9 +198,6 @@ impl SuspendedChild {
             }
         };
         unsafe { libc::close(this.status_fd) };
-        // The name moves out of the ManuallyDrop (whose fds are closed above, pid handed over).
-        // SAFETY: read once; `this` is not used or dropped after.
-        let program = unsafe { std::ptr::read(&this.program) };
         if n == 4 {
             let err = std::io::Error::from_raw_os_error(errno);
             let failure = match errno {
