@@ -15,6 +15,10 @@ pub mod names {
     pub const MAP_OPEN_CALLS: &str = "OPEN_CALLS";
     /// Exec attempts in flight: held enter records, exact mode's call sums ([`crate::Attempt`]).
     pub const MAP_ATTEMPTS: &str = "ATTEMPTS";
+    /// Who holds each cell of [`MAP_ATTEMPTS`], where the kernel has no compare-and-exchange
+    /// ([`crate::kernel_features::FETCH_ATOMICS`]): cell index → task, claimed by an insert
+    /// that fails if the key exists.
+    pub const MAP_ATTEMPT_OWNERS: &str = "ATTEMPT_OWNERS";
     /// The agent's maps ([`crate::aggregate`]).
     pub const MAP_AGGREGATES: &str = "AGGREGATES";
     pub const MAP_OTHER_AGGREGATES: &str = "OTHER_AGGREGATES";
@@ -109,6 +113,16 @@ pub mod names {
     /// registers through BTF-typed pointers (`bpf_get_current_task_btf`, `bpf_task_pt_regs`:
     /// Linux 5.15+), plain loads instead of a `bpf_probe_read_kernel` call each (`run` only).
     pub const GLOBAL_BTF_LOADS: &str = "BTF_LOADS";
+    /// What the running kernel's BPF allows, found by trying at load: bits of
+    /// [`crate::kernel_features`]. The programs branch on it; the verifier sees a constant and
+    /// checks only the branch taken, so an instruction or helper the kernel lacks may stand
+    /// in the other.
+    pub const GLOBAL_KERNEL_FEATURES: &str = "KERNEL_FEATURES";
+    /// `task_struct.stack`, and the saved user registers' distance from it
+    /// (`THREAD_SIZE - sizeof(struct pt_regs)`, less the architecture's padding): the
+    /// registers of a task where the kernel has no `bpf_task_pt_regs` (before 5.15).
+    pub const GLOBAL_TASK_STACK: &str = "TASK_STACK_OFFSET";
+    pub const GLOBAL_PT_REGS_IN_STACK: &str = "PT_REGS_IN_STACK";
     /// Which processes are traced: one of [`crate::scope`].
     pub const GLOBAL_SCOPE: &str = "SCOPE";
     /// `scope::CGROUP`: the cgroup v2 directory's id (its inode number) and its depth below
@@ -146,6 +160,19 @@ pub mod names {
     pub const GLOBAL_FILE_DENTRY: &str = "FILE_DENTRY_OFFSET";
     pub const GLOBAL_DENTRY_PARENT: &str = "DENTRY_PARENT_OFFSET";
     pub const GLOBAL_DENTRY_NAME: &str = "DENTRY_NAME_OFFSET";
+}
+
+/// Bits of [`names::GLOBAL_KERNEL_FEATURES`]: what the kernel's BPF has, found by trying.
+pub mod kernel_features {
+    /// Atomic instructions that return the old value (compare-and-exchange; Linux 5.12+).
+    /// Without them an exec attempt claims its cell by inserting into a hash map.
+    pub const FETCH_ATOMICS: u64 = 1;
+    /// `bpf_get_current_task_btf` (5.11+): the current task as a BTF-typed pointer, read with
+    /// plain loads. Without it the task's fields are read with `bpf_probe_read_kernel`.
+    pub const CURRENT_TASK_BTF: u64 = 2;
+    /// `bpf_task_pt_regs` (5.15+): a task's saved user registers. Without it they are found
+    /// from `task_struct.stack` ([`super::names::GLOBAL_PT_REGS_IN_STACK`]).
+    pub const TASK_PT_REGS: u64 = 4;
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.

@@ -6,18 +6,28 @@
 //! failed exec, now 1,148). Exact mode sums the attempt's probed calls in the same cell
 //! (`crate::exact`).
 //!
-//! The cell is claimed with a compare-and-exchange, so two threads that pick one cell never
-//! both write it: the one that finds it taken sends its enter at once, as before. Every probe
+//! The cell is claimed with a compare-and-exchange (before 5.12, which has none, by inserting
+//! the cell's index into a hash map, which fails if it is there), so two threads that pick one
+//! cell never both write it: the one that finds it taken sends its enter at once, as before. Every probe
 //! that sends a record of a thread that may be inside an attempt sends the held enter first
 //! ([`flush`]), so user space sees each thread's records in their order; samples are not
 //! held up for it (user space places a sample by its time once the enter arrives).
-use aya_ebpf::{macros::map, maps::Array};
-use profiler_common::{Attempt, SyscallEnterRecord, call_sums, counter, id_flags};
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    macros::map,
+    maps::{Array, HashMap},
+};
+use profiler_common::{Attempt, SyscallEnterRecord, call_sums, counter, id_flags, kernel_features};
 
-use crate::maps;
+use crate::{maps, task};
 
 #[map]
 static ATTEMPTS: Array<Attempt> = Array::with_max_entries(call_sums::TABLE, 0);
+
+/// Cell index → the task holding it, where the kernel has no compare-and-exchange (the loader
+/// leaves it one entry elsewhere).
+#[map]
+static ATTEMPT_OWNERS: HashMap<u32, u64> = HashMap::with_max_entries(call_sums::TABLE, 0);
 
 /// The cell of thread `task`, whoever holds it.
 #[inline(always)]
@@ -26,6 +36,36 @@ fn cell(task: u64) -> Option<&'static mut Attempt> {
     // SAFETY: a live map value; only its owner's programs write it while it is owned (one
     // thread runs one program at a time), and it is claimed atomically.
     Some(unsafe { &mut *a })
+}
+
+/// Claims `a`, thread `task`'s cell, if it is free: the task that held it (0: none, so `task`
+/// holds it now). A task that holds it already keeps it.
+#[inline(always)]
+fn claim(a: &mut Attempt, task: u64) -> u64 {
+    if task::has(kernel_features::FETCH_ATOMICS) {
+        return maps::compare_exchange(&raw mut a.owner, 0, task);
+    }
+    let index = call_sums::cell(task);
+    if ATTEMPT_OWNERS.insert(&index, &task, u64::from(BPF_NOEXIST)).is_ok() {
+        maps::put(&raw mut a.owner, task);
+        return 0;
+    }
+    // Taken, or freed since the insert failed: either way not this attempt's to use now.
+    ATTEMPT_OWNERS.get_ptr(&index).map_or(u64::MAX, |owner| unsafe { *owner })
+}
+
+/// Frees `a`, held by `task`, once everything read from it is copied: another thread may
+/// claim it and write it right after.
+#[inline(always)]
+fn release(a: &mut Attempt, task: u64) {
+    if task::has(kernel_features::FETCH_ATOMICS) {
+        // The same atomic instruction that claims it (a full barrier).
+        maps::compare_exchange(&raw mut a.owner, task, 0);
+        return;
+    }
+    maps::put(&raw mut a.owner, 0);
+    // The map's bucket lock orders the stores above before another thread's claim.
+    let _ = ATTEMPT_OWNERS.remove(&call_sums::cell(task));
 }
 
 /// The attempt in flight on thread `task`, if it holds its cell.
@@ -40,7 +80,7 @@ pub fn of(task: u64) -> Option<&'static mut Attempt> {
 #[inline(always)]
 pub fn begin(task: u64, pid: u32, enter: &SyscallEnterRecord, summing: bool) -> bool {
     let Some(a) = cell(task) else { return false };
-    let was = maps::compare_exchange(&raw mut a.owner, 0, task);
+    let was = claim(a, task);
     if was != 0 && was != task {
         return false;
     }
@@ -126,8 +166,6 @@ pub fn end(task: u64, pid: u32, tgid: u32, now: u64, exiting: bool) -> Option<Sy
         crate::exact::send_sums(a, pid, tgid, now);
     }
     let held = (a.held != 0).then_some(a.enter);
-    // Freed with the same atomic instruction that claims it (a full barrier): the copy of
-    // the enter above is done before another thread can claim the cell and overwrite it.
-    maps::compare_exchange(&raw mut a.owner, task, 0);
+    release(a, task);
     held
 }

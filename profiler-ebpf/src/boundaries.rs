@@ -12,18 +12,23 @@ use aya_ebpf::{
     macros::{fentry, fexit},
     programs::{FEntryContext, FExitContext},
 };
-use profiler_common::traced_syscall::{CLONE, EXECVE, EXECVEAT};
+use profiler_common::{
+    kernel_features,
+    traced_syscall::{CLONE, EXECVE, EXECVEAT},
+};
 
 use crate::{
     aggregate,
     arch::{self, candidate, classify},
     maps,
     syscalls::{on_enter, on_exit},
-    task::{self, Btf},
+    task::{self, Btf, Kmem, Probe},
 };
 
-// The agent's calls read the kernel's structures through the BTF-typed pointers these
-// programs hold (`task::Btf`): the current task, and the syscall's `pt_regs` argument.
+// The programs read the kernel's structures through the BTF-typed pointers they hold
+// (`task::Btf`): the current task, and the syscall's `pt_regs` argument. A kernel without
+// `bpf_get_current_task_btf` (before 5.11) has no typed current task: every read then goes
+// through the helper (`task::Probe`), which takes the typed argument as well.
 
 #[inline(always)]
 fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
@@ -31,11 +36,20 @@ fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
     if !maps::current_is_traced(tgid) {
         return;
     }
-    if aggregate::on() {
-        aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
-        return;
+    if task::has(kernel_features::CURRENT_TASK_BTF) {
+        entered::<Btf>(ctx.arg(0), syscall, compat, (pid, tgid, task::current_btf()));
+    } else {
+        entered::<Probe>(ctx.arg(0), syscall, compat, (pid, tgid, task::current()));
     }
-    on_enter::<Btf>(ctx.arg(0), syscall, compat, pid, tgid, task::current_btf());
+}
+
+#[inline(always)]
+fn entered<M: Kmem>(regs: u64, syscall: u32, compat: bool, (pid, tgid, current): (u32, u32, u64)) {
+    if aggregate::on() {
+        aggregate::start::<M>(pid, tgid, current, syscall, compat);
+    } else {
+        on_enter::<M>(regs, syscall, compat, pid, tgid, current);
+    }
 }
 
 #[inline(always)]
@@ -45,22 +59,30 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    if aggregate::on() {
-        aggregate::returned::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
-        return;
+    if task::has(kernel_features::CURRENT_TASK_BTF) {
+        exited::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
+    } else {
+        exited::<Probe>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current()));
     }
-    on_exit::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
 }
 
-/// The fork-family syscall the current thread is in, from its saved registers: (registers,
-/// syscall, compat). None for another caller of `kernel_clone` (a kernel thread starting a
-/// user one), and for x32's calls, which are counted at entry (`at_entry`). `current` is the
-/// BTF-typed task, and its registers too: both read with plain loads (a helper call each
-/// cost ~150 instructions, four of them per fork).
 #[inline(always)]
-fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
-    let regs = task::pt_regs_btf(current);
-    let nr = arch::call_nr::<Btf>(regs)?;
+fn exited<M: Kmem>(regs: u64, syscall: u32, compat: bool, ret: i64, now: u64, who: (u32, u32, u64)) {
+    if aggregate::on() {
+        aggregate::returned::<M>(regs, syscall, compat, ret, now, who);
+    } else {
+        on_exit::<M>(regs, syscall, compat, ret, now, who);
+    }
+}
+
+/// The fork-family syscall the current thread is in, from its saved registers `regs`: (syscall,
+/// compat). None for another caller of `kernel_clone` (a kernel thread starting a user one),
+/// and for x32's calls, which are counted at entry (`at_entry`). Where the kernel has
+/// `bpf_task_pt_regs`, `current` and `regs` are BTF-typed and read with plain loads (a helper
+/// call each cost ~150 instructions, four of them per fork).
+#[inline(always)]
+fn fork_call<M: Kmem>(current: u64, regs: u64, at_entry: bool) -> Option<(u32, bool)> {
+    let nr = arch::call_nr::<M>(regs)?;
     if arch::untimed_abi(nr) {
         if at_entry {
             arch::count_untimed(nr);
@@ -70,9 +92,9 @@ fn fork_call(current: u64, at_entry: bool) -> Option<(u64, u32, bool)> {
     if !candidate(nr) {
         return None;
     }
-    let compat = arch::in_compat_syscall::<Btf>(current, regs);
+    let compat = arch::in_compat_syscall::<M>(current, regs);
     let syscall = classify(nr, compat).filter(|&s| s >= CLONE)?;
-    Some((regs, syscall, compat))
+    Some((syscall, compat))
 }
 
 /// `kernel_clone(args)`: the fork family's calls.
@@ -82,15 +104,20 @@ pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
     if !maps::current_is_traced(tgid) {
         return 0;
     }
-    let current = task::current_btf();
-    if let Some((regs, syscall, compat)) = fork_call(current, true) {
-        if aggregate::on() {
-            aggregate::start::<Btf>(pid, tgid, current, syscall, compat);
-        } else {
-            on_enter::<Btf>(regs, syscall, compat, pid, tgid, current);
-        }
+    if task::has(kernel_features::TASK_PT_REGS) {
+        let current = task::current_btf();
+        clone_entered::<Btf>(task::pt_regs_btf(current), (pid, tgid, current));
+    } else {
+        clone_entered::<Probe>(task::current_regs(), (pid, tgid, task::current()));
     }
     0
+}
+
+#[inline(always)]
+fn clone_entered<M: Kmem>(regs: u64, (pid, tgid, current): (u32, u32, u64)) {
+    if let Some((syscall, compat)) = fork_call::<M>(current, regs, true) {
+        entered::<M>(regs, syscall, compat, (pid, tgid, current));
+    }
 }
 
 /// Its return (`pid_t`: the child's id or -errno; only the parent returns from it).
@@ -101,16 +128,21 @@ pub fn out_kernel_clone(ctx: FExitContext) -> u32 {
         return 0;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    let current = task::current_btf();
-    if let Some((regs, syscall, compat)) = fork_call(current, false) {
-        let ret: i32 = ctx.arg(1);
-        if aggregate::on() {
-            aggregate::returned::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
-        } else {
-            on_exit::<Btf>(regs, syscall, compat, i64::from(ret), now, (pid, tgid, current));
-        }
+    let ret: i32 = ctx.arg(1);
+    if task::has(kernel_features::TASK_PT_REGS) {
+        let current = task::current_btf();
+        clone_exited::<Btf>(task::pt_regs_btf(current), i64::from(ret), now, (pid, tgid, current));
+    } else {
+        clone_exited::<Probe>(task::current_regs(), i64::from(ret), now, (pid, tgid, task::current()));
     }
     0
+}
+
+#[inline(always)]
+fn clone_exited<M: Kmem>(regs: u64, ret: i64, now: u64, who: (u32, u32, u64)) {
+    if let Some((syscall, compat)) = fork_call::<M>(who.2, regs, false) {
+        exited::<M>(regs, syscall, compat, ret, now, who);
+    }
 }
 
 macro_rules! boundaries {

@@ -32,11 +32,11 @@ pub fn sys_enter_event(ctx: TracePointContext) -> u32 {
     if !maps::current_is_traced(tgid) {
         return 0;
     }
-    let current = task::current_btf();
     if task::btf_loads() {
+        let current = task::current_btf();
         on_enter::<Btf>(task::pt_regs_btf(current), syscall, false, pid, tgid, current);
     } else {
-        on_enter::<Probe>(task::pt_regs_btf(current), syscall, false, pid, tgid, task::current());
+        on_enter::<Probe>(task::current_regs(), syscall, false, pid, tgid, task::current());
     }
     0
 }
@@ -52,11 +52,11 @@ pub fn sys_exit_event(ctx: TracePointContext) -> u32 {
     let Ok(nr) = (unsafe { ctx.read_at::<i32>(SYSCALL_NR) }) else { return 0 };
     let Some(syscall) = classify(nr as u64, false) else { return 0 };
     let Ok(ret) = (unsafe { ctx.read_at::<i64>(EXIT_RET) }) else { return 0 };
-    let current = task::current_btf();
     if task::btf_loads() {
+        let current = task::current_btf();
         on_exit::<Btf>(task::pt_regs_btf(current), syscall, false, ret, now, (pid, tgid, current));
     } else {
-        on_exit::<Probe>(task::pt_regs_btf(current), syscall, false, ret, now, (pid, tgid, task::current()));
+        on_exit::<Probe>(task::current_regs(), syscall, false, ret, now, (pid, tgid, task::current()));
     }
     0
 }
@@ -72,7 +72,7 @@ pub fn count_non_native(current: u64) {
         let current = task::current_btf();
         arch::image_32_bit::<Btf>(current, task::pt_regs_btf(current))
     } else {
-        arch::image_32_bit::<Probe>(current, task::pt_regs_btf(task::current_btf()))
+        arch::image_32_bit::<Probe>(current, task::current_regs())
     };
     if image_32_bit {
         maps::count(counter::NON_NATIVE_EXEC);

@@ -1,7 +1,7 @@
 //! Reads of `struct task_struct` fields at offsets user space found in the running kernel's
 //! BTF (Rust eBPF has no CO-RE). An offset of 0 means "not available on this kernel".
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel};
-use profiler_common::{limits::COMM_LEN, record_flags};
+use profiler_common::{kernel_features, limits::COMM_LEN, record_flags};
 
 #[unsafe(no_mangle)]
 static TASK_PID_OFFSET: u64 = 0;
@@ -28,6 +28,13 @@ static THREAD_STATUS_OFFSET: u64 = 0;
 /// See `names::GLOBAL_BTF_LOADS`.
 #[unsafe(no_mangle)]
 static BTF_LOADS: u64 = 0;
+/// See `names::GLOBAL_KERNEL_FEATURES`.
+#[unsafe(no_mangle)]
+static KERNEL_FEATURES: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_STACK_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static PT_REGS_IN_STACK: u64 = 0;
 
 /// A global the loader set (a read-only setting for the run).
 #[inline(always)]
@@ -100,10 +107,28 @@ pub fn btf_loads() -> bool {
     global(&BTF_LOADS) != 0
 }
 
+/// Whether the kernel has `feature`, one of `profiler_common::kernel_features` (a constant
+/// to the verifier).
+#[inline(always)]
+pub fn has(feature: u64) -> bool {
+    global(&KERNEL_FEATURES) & feature != 0
+}
+
 /// The saved user registers of `task` (a BTF-typed task pointer), BTF-typed.
 #[inline(always)]
 pub fn pt_regs_btf(task: u64) -> u64 {
     unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(task as *mut _) as u64 }
+}
+
+/// The current task's saved user registers, to read with [`Probe`]: `bpf_task_pt_regs` where
+/// the kernel has it, else their place at the top of the task's kernel stack.
+#[inline(always)]
+pub fn current_regs() -> u64 {
+    if has(kernel_features::TASK_PT_REGS) {
+        return pt_regs_btf(current_btf());
+    }
+    let stack: u64 = Probe::at(current(), global(&TASK_STACK_OFFSET));
+    if stack == 0 { 0 } else { stack + global(&PT_REGS_IN_STACK) }
 }
 
 /// The current task as a BTF-typed pointer (fentry/fexit and other BTF-aware programs).

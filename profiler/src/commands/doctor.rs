@@ -141,6 +141,7 @@ fn try_everything(symbols: Option<&KernelSymbols>) -> (Vec<Check>, Vec<Check>) {
     // The run probes stay attached but see nothing: the traced set is empty.
     let kernel_fn = symbols.and_then(|s| s.resolve(TRY_FUNCTION).into_iter().find(|f| !f.is_cold).map(|f| f.raw_name));
     let mechanisms = vec![
+        bpf_features(layout.bpf_features),
         mechanism(&mut ebpf, "tracepoint", slot::TRACEPOINT, try_tracepoint, trigger_syscall),
         mechanism(&mut ebpf, "raw tracepoint", slot::RAW_TRACEPOINT, try_raw_tracepoint, trigger_syscall),
         mechanism(&mut ebpf, "perf_event sampling", slot::PERF_EVENT, try_perf_event, trigger_busy),
@@ -174,6 +175,20 @@ fn mechanism(ebpf: &mut Ebpf, name: &str, index: u32, attach: impl FnOnce(&mut E
                 },
             }
         }
+    }
+}
+
+/// What the kernel's BPF lacks, and what runs instead: nothing is lost for it.
+fn bpf_features(features: u64) -> Check {
+    let missing = crate::kernel::features::missing(features);
+    Check {
+        name: "BPF features".into(),
+        ok: missing.is_empty(),
+        detail: if missing.is_empty() {
+            "compare-and-exchange, bpf_get_current_task_btf, bpf_task_pt_regs".into()
+        } else {
+            format!("{}; nothing is lost for it", missing.join("; "))
+        },
     }
 }
 

@@ -26,11 +26,23 @@ pub(crate) struct TaskLayout {
     /// 0 when not found (no ia32 emulation: every syscall is then 64-bit).
     #[serde(default)]
     pub thread_status: u64,
+    /// `task_struct.stack`, and where the saved user registers sit above it: for kernels
+    /// without `bpf_task_pt_regs` (`profiler_common::names::GLOBAL_PT_REGS_IN_STACK`).
+    #[serde(default)]
+    pub stack: u64,
+    #[serde(default)]
+    pub pt_regs_in_stack: u64,
+    /// What the kernel's BPF allows: bits of `profiler_common::kernel_features`
+    /// ([`crate::kernel::features`]).
+    #[serde(default)]
+    pub bpf_features: u64,
 }
 
 impl TaskLayout {
+    /// The running kernel's offsets, and what its BPF allows.
     pub(crate) fn from_running_kernel() -> Result<Self> {
-        Self::from_btf(&crate::kernel::vmlinux::types()?)
+        let btf = crate::kernel::vmlinux::types()?;
+        Ok(Self { bpf_features: crate::kernel::features::probe(), ..Self::from_btf(&btf)? })
     }
 
     pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
@@ -49,8 +61,49 @@ impl TaskLayout {
                 .or_else(|_| member_offset(btf, "signal_struct", "group_exit_task"))
                 .unwrap_or(0),
             thread_status: task("thread_info").and_then(|t| Ok(t + member_offset(btf, "thread_info", "status")?)).unwrap_or(0),
+            stack: task("stack")?,
+            pt_regs_in_stack: thread_size(kasan()).saturating_sub(struct_size(btf, "pt_regs")?),
+            bpf_features: 0,
         })
     }
+}
+
+/// The size of a task's kernel stack, `THREAD_SIZE`, on x86_64 and arm64: 16 KiB, twice that
+/// with KASAN, and on arm64 at least a page. Its saved user registers are its top
+/// `sizeof(struct pt_regs)` bytes (`task_pt_regs`; x86_64 pads nothing there before FRED,
+/// 6.9, whose kernels have `bpf_task_pt_regs`).
+fn thread_size(kasan: bool) -> u64 {
+    let size = 16384 << u64::from(kasan);
+    if cfg!(target_arch = "aarch64") { size.max(page_size()) } else { size }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: plain libc call.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
+/// Whether the running kernel was built with KASAN, from its configuration where the system
+/// keeps one (`/boot/config-RELEASE`, `/proc/config.gz`); without either, as distributions
+/// build them: no.
+fn kasan() -> bool {
+    let release = crate::model::meta::KernelInfo::current().release;
+    let config = std::fs::read_to_string(format!("/boot/config-{release}")).ok().or_else(|| {
+        use std::io::Read as _;
+        let gz = std::fs::File::open("/proc/config.gz").ok()?;
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(gz).read_to_string(&mut text).ok()?;
+        Some(text)
+    });
+    config.is_some_and(|c| c.lines().any(|l| l == "CONFIG_KASAN=y"))
+}
+
+/// `sizeof(struct name)` in the kernel's BTF.
+fn struct_size(btf: &Btf, name: &str) -> Result<u64> {
+    btf.resolve_types_by_name(name)
+        .with_context(|| format!("struct {name} is not in the kernel's BTF"))?
+        .into_iter()
+        .find_map(|t| if let Type::Struct(s) = t { Some(s.size() as u64) } else { None })
+        .ok_or_else(|| anyhow!("struct {name} is not in the kernel's BTF"))
 }
 
 /// Offsets of the agent's reads (`profiler_common::names::GLOBAL_TASK_MM` and on): the
@@ -106,12 +159,7 @@ fn rss_counters(btf: &Btf) -> Result<[u64; 3]> {
     let (size, count) = if old_layout {
         (8, member_offset(btf, "mm_rss_stat", "count")?)
     } else {
-        let size = btf
-            .resolve_types_by_name("percpu_counter")?
-            .into_iter()
-            .find_map(|t| if let Type::Struct(s) = t { Some(s.size() as u64) } else { None })
-            .ok_or_else(|| anyhow!("struct percpu_counter is not in the kernel's BTF"))?;
-        (size, member_offset(btf, "percpu_counter", "count")?)
+        (struct_size(btf, "percpu_counter")?, member_offset(btf, "percpu_counter", "count")?)
     };
     Ok([0u64, 1, 3].map(|i| base + i * size + count))
 }
@@ -169,6 +217,8 @@ mod tests {
         // x86_64: flags, syscall_work, then status.
         #[cfg(target_arch = "x86_64")]
         assert_eq!(layout.thread_status, 16, "{layout:?}");
+        // x86_64's and arm64's `struct pt_regs` are 168 and 336 bytes, below a 16 KiB stack.
+        assert!(layout.stack > 0 && (16384 - 400..16384 - 100).contains(&layout.pt_regs_in_stack), "{layout:?}");
         assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());
     }
 

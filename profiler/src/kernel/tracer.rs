@@ -11,7 +11,7 @@ use aya::{
     },
 };
 use profiler_common::{
-    Attempt, SyscallEnterRecord, counter, id_flags,
+    Attempt, SyscallEnterRecord, counter, id_flags, kernel_features,
     limits::{self, IDS_PER_ENTRY},
     names,
 };
@@ -330,7 +330,14 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     // tracepoints' and the per-syscall events' plain loads; not for the agent, which also
     // reads fields 6.1's verifier refuses as plain loads there (mm's `atomic_long_t` RSS
     // counters: "Type 'atomic_long_t' is not a struct").
-    let btf_loads = u64::from(opts.agent.is_none() && crate::model::meta::KernelInfo::current().version().is_some_and(|v| v >= (5, 15)));
+    let features = layout.bpf_features;
+    let btf_loads = u64::from(opts.agent.is_none() && features & kernel_features::TASK_PT_REGS != 0);
+    // Without compare-and-exchange an attempt claims its cell in ATTEMPT_OWNERS.
+    let attempt_owners =
+        if opts.agent.is_none() && features & kernel_features::FETCH_ATOMICS == 0 { profiler_common::call_sums::TABLE } else { 1 };
+    for missing in crate::kernel::features::missing(features) {
+        log::info!("this kernel has {missing}");
+    }
     let aggregate = u64::from(opts.agent.is_some());
     // Only the agent fills the aggregates; a run keeps them at one entry each. The agent
     // sends no records: its ring buffer is one page.
@@ -354,6 +361,9 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_SIGNAL_GROUP_EXEC_TASK, &layout.group_exec_task, true)
         .override_global(names::GLOBAL_THREAD_STATUS, &layout.thread_status, true)
         .override_global(names::GLOBAL_BTF_LOADS, &btf_loads, true)
+        .override_global(names::GLOBAL_KERNEL_FEATURES, &features, true)
+        .override_global(names::GLOBAL_TASK_STACK, &layout.stack, true)
+        .override_global(names::GLOBAL_PT_REGS_IN_STACK, &layout.pt_regs_in_stack, true)
         .override_global(names::GLOBAL_SCOPE, &opts.scope.kind, true)
         .override_global(names::GLOBAL_CGROUP_ID, &opts.scope.cgroup_id, true)
         .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
@@ -381,6 +391,7 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .map_max_entries(names::MAP_PROCESSES, in_flight)
         // The agent holds its attempts in IN_FLIGHT.
         .map_max_entries(names::MAP_ATTEMPTS, if opts.agent.is_some() { 1 } else { profiler_common::call_sums::TABLE })
+        .map_max_entries(names::MAP_ATTEMPT_OWNERS, attempt_owners)
         .map_max_entries(names::MAP_EVENTS, ring_bytes)
         .map_max_entries(names::MAP_IDS, id_entries);
     if opts.verbose {

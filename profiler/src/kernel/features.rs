@@ -1,0 +1,138 @@
+//! What the running kernel's BPF allows, found by trying rather than by its version (a
+//! distribution backports features into old releases): each helper by loading a program that
+//! calls it (aya's probe), atomic instructions with fetch by loading a tiny program that uses
+//! one. The eBPF programs branch on the result (`profiler_common::kernel_features`).
+use aya::{
+    programs::ProgramType,
+    sys::{BpfHelper, is_helper_supported},
+};
+use profiler_common::kernel_features::{CURRENT_TASK_BTF, FETCH_ATOMICS, TASK_PT_REGS};
+
+/// The bits of `profiler_common::kernel_features` this kernel has.
+pub(crate) fn probe() -> u64 {
+    // The raw tracepoints call them; fentry programs, which cannot be probed alone, have the
+    // same tracing helpers.
+    let has = |helper| {
+        is_helper_supported(ProgramType::RawTracePoint, helper).unwrap_or_else(|e| {
+            log::debug!("probing {helper:?}: {e}");
+            false
+        })
+    };
+    let mut features = 0;
+    if has(BpfHelper::BPF_FUNC_get_current_task_btf) {
+        features |= CURRENT_TASK_BTF;
+        // Its argument is a BTF-typed task: only of use with the typed current task.
+        if has(BpfHelper::BPF_FUNC_task_pt_regs) {
+            features |= TASK_PT_REGS;
+        }
+    }
+    if loads_compare_exchange() {
+        features |= FETCH_ATOMICS;
+    }
+    features & mask()
+}
+
+/// `EXECPROF_BPF_FEATURES`, a mask of the features to use (hex, e.g. `0` for none): runs an
+/// old kernel's paths on a new one, as the root tests do.
+fn mask() -> u64 {
+    std::env::var("EXECPROF_BPF_FEATURES").ok().and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()).unwrap_or(u64::MAX)
+}
+
+/// What a run does without `features`' missing bits, one phrase each (empty: nothing missing).
+pub(crate) fn missing(features: u64) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if features & FETCH_ATOMICS == 0 {
+        out.push("no BPF compare-and-exchange (Linux 5.12): exec attempts claim their cells through a hash map");
+    }
+    if features & CURRENT_TASK_BTF == 0 {
+        out.push("no bpf_get_current_task_btf (5.11): the task is read with a helper call per field");
+    }
+    if features & TASK_PT_REGS == 0 {
+        out.push("no bpf_task_pt_regs (5.15): a task's registers are found at the top of its kernel stack");
+    }
+    out
+}
+
+/// Whether the verifier takes a 64-bit compare-and-exchange (on the stack of a socket filter,
+/// the simplest program it checks). Kernels before 5.12 refuse it: "BPF_XADD uses reserved
+/// fields".
+fn loads_compare_exchange() -> bool {
+    // struct bpf_insn: code, dst_reg:4 | src_reg:4, off, imm.
+    const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+        (code as u64) | (((dst | (src << 4)) as u64) << 8) | ((off as u16 as u64) << 16) | ((imm as u32 as u64) << 32)
+    }
+    const R0: u8 = 0;
+    const R1: u8 = 1;
+    const FP: u8 = 10;
+    let program: [u64; 6] = [
+        insn(0x7a, FP, 0, -8, 0),     // *(u64 *)(r10 - 8) = 0
+        insn(0xb7, R0, 0, 0, 0),      // r0 = 0
+        insn(0xb7, R1, 0, 0, 1),      // r1 = 1
+        insn(0xdb, FP, R1, -8, 0xf1), // r0 = cmpxchg_64(r10 - 8, r0, r1)
+        insn(0xb7, R0, 0, 0, 0),      // r0 = 0
+        insn(0x95, 0, 0, 0, 0),       // exit
+    ];
+    let license = c"GPL";
+    // The head of `union bpf_attr` for BPF_PROG_LOAD, the rest zero.
+    #[repr(C)]
+    #[derive(Default)]
+    struct ProgLoad {
+        prog_type: u32,
+        insn_cnt: u32,
+        insns: u64,
+        license: u64,
+        log_level: u32,
+        log_size: u32,
+        log_buf: u64,
+        kern_version: u32,
+        prog_flags: u32,
+        _rest: [u64; 12],
+    }
+    const BPF_PROG_LOAD: libc::c_long = 5;
+    const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+    let attr = ProgLoad {
+        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        insn_cnt: program.len() as u32,
+        insns: program.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        ..Default::default()
+    };
+    // SAFETY: the attribute points at live memory for the call's duration.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_PROG_LOAD, &attr as *const ProgLoad, std::mem::size_of::<ProgLoad>()) };
+    if fd < 0 {
+        log::debug!("the kernel refuses BPF compare-and-exchange: {}", std::io::Error::last_os_error());
+        return false;
+    }
+    // SAFETY: a descriptor this call owns.
+    unsafe { libc::close(fd as i32) };
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_feature_is_named_with_what_runs_instead() {
+        assert!(missing(FETCH_ATOMICS | CURRENT_TASK_BTF | TASK_PT_REGS).is_empty());
+        let all = missing(0);
+        assert_eq!(all.len(), 3);
+        assert!(all[0].contains("5.12") && all[1].contains("5.11") && all[2].contains("5.15"), "{all:?}");
+        assert_eq!(
+            missing(FETCH_ATOMICS | CURRENT_TASK_BTF),
+            ["no bpf_task_pt_regs (5.15): a task's registers are found at the top of its kernel stack"]
+        );
+    }
+
+    /// Every kernel has the first two; the version-bound ones are there from their version on
+    /// (the distribution kernels this runs on do not backport them).
+    #[test]
+    #[ignore = "needs root"]
+    fn each_feature_is_found_where_the_kernel_has_it() {
+        let version = crate::model::meta::KernelInfo::current().version().expect("a kernel version");
+        let features = probe();
+        assert_eq!(features & FETCH_ATOMICS != 0, version >= (5, 12), "{features:#x} on {version:?}");
+        assert_eq!(features & CURRENT_TASK_BTF != 0, version >= (5, 11), "{features:#x} on {version:?}");
+        assert_eq!(features & TASK_PT_REGS != 0, version >= (5, 15), "{features:#x} on {version:?}");
+    }
+}
