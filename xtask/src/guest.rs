@@ -57,12 +57,16 @@ const MODULES: &[&str] = &[
     "fs/overlayfs/overlay.ko",
 ];
 
-/// The modules of [`MODULES`] this kernel package has, uncompressed (busybox's insmod takes
-/// plain objects), numbered in an order that loads each after the modules it depends on.
+/// The modules of [`MODULES`] this kernel package has (in `lib/modules` or, Debian's 7.x
+/// `linux-modules-…`, `usr/lib/modules`; `.ko` or `.ko.xz`), uncompressed (busybox's insmod
+/// takes plain objects), numbered in an order that loads each after the modules it depends on.
 pub(crate) fn modules(pkg_dir: &Path, cpio: &mut Cpio) -> Result<()> {
-    let lib = pkg_dir.join("root/lib/modules");
-    let version = std::fs::read_dir(&lib)?.filter_map(|e| e.ok()).next().ok_or_else(|| anyhow!("no modules in {}", lib.display()))?;
-    let base = version.path().join("kernel");
+    let root = pkg_dir.join("root");
+    let base = crate::vm::module_trees(&root)
+        .into_iter()
+        .map(|t| t.join("kernel"))
+        .find(|k| k.is_dir())
+        .ok_or_else(|| anyhow!("no modules in {} (neither lib/modules/*/kernel nor usr/lib/modules/*/kernel)", root.display()))?;
     let mut found: Vec<(String, Vec<String>, Vec<u8>)> = Vec::new();
     for m in MODULES {
         let plain = base.join(m);

@@ -15,6 +15,7 @@ use setup::{Needs, setup};
 
 mod cpio;
 mod deb;
+mod debian;
 mod guest;
 mod kernel;
 mod lab;
@@ -60,7 +61,9 @@ enum Task {
     },
     /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
     VmSuite {
-        /// Only this guest kernel (6.1 or 6.12).
+        /// Only this guest kernel: 5.10, 6.1, 6.12, 6.18, or newest (the newest stable line
+        /// in trixie-backports or sid, also accepted by its number, e.g. 7.3). Without it,
+        /// 6.1 and 6.12.
         #[arg(long)]
         kernel: Option<String>,
         /// The guests' architecture: x86_64 (this machine's userland), or arm64 (the tests
@@ -75,7 +78,9 @@ enum Task {
     },
     /// Run execprof's exact-mode check inside stock Debian kernels under QEMU (TCG).
     VmTest {
-        /// Only this guest kernel (6.1 or 6.12).
+        /// Only this guest kernel: 5.10, 6.1, 6.12, 6.18, or newest (the newest stable line
+        /// in trixie-backports or sid, also accepted by its number, e.g. 7.3). Without it,
+        /// 6.1 and 6.12, and the diff of their recordings.
         #[arg(long)]
         kernel: Option<String>,
         /// Chain steps inside the guest.
@@ -283,12 +288,12 @@ const SUITE_TIMEOUT: Duration = Duration::from_secs(40 * 60);
 
 /// The whole test suite inside each guest kernel of `arch` (see `suite.rs`), side by side.
 fn vm_suite(arch: vm::Arch, only: Option<&str>, filter: Option<&str>) -> Result<()> {
+    // The labels are checked before anything is built.
+    debian::select(only)?;
     let (bins, execprof) = suite::test_binaries(arch)?;
-    let prepared = arch
-        .kernels()
+    let prepared = debian::guests(arch, only)?
         .iter()
-        .filter(|(l, _)| only.is_none_or(|o| o == *l))
-        .map(|(label, _)| suite::prepare_suite(arch, label, (&bins, &execprof), filter))
+        .map(|k| suite::prepare_guest(arch, k, (&bins, &execprof), filter))
         .collect::<Result<Vec<_>>>()?;
     // Each TCG guest runs on one vCPU: the two kernels' suites side by side, one per core.
     let runs: Vec<Result<suite::SuiteRun>> = std::thread::scope(|s| {
@@ -400,6 +405,8 @@ fn ci_guests() -> Result<()> {
 /// (the 6.8 reordering: mm set-up and argument copying inside failed lookups on 6.1, not on
 /// 6.12) and keeps the recordings under target/vm/.
 fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Result<()> {
+    // The labels are checked before anything is built.
+    debian::select(only)?;
     let exe = match arch.rust_target() {
         None => {
             run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
@@ -415,10 +422,10 @@ fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Resu
     let mut failures = Vec::new();
     let mut passed = 0;
     let mut guests = Vec::new();
-    let kernels: Vec<_> = arch.kernels().into_iter().filter(|(l, _)| only.is_none_or(|o| o == *l)).collect();
-    for (label, meta) in &kernels {
-        let started = std::time::Instant::now();
-        let guest = vm::run_guest(arch, label, meta, &exe, &opts)?;
+    let kernels = debian::guests(arch, only)?;
+    for k in &kernels {
+        let (label, started) = (&k.label, std::time::Instant::now());
+        let guest = vm::run_guest(arch, k, &exe, &opts)?;
         eprintln!("xtask: guest {label} report:\n{}", guest.text);
         let failed = vm::check_guest(&guest, &opts);
         if failed.is_empty() {

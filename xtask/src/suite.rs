@@ -23,6 +23,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 
 use crate::{
     cpio::Cpio,
+    debian::{self, Resolved},
     guest::{self, GuestEnv, ResultsDisk},
     run,
     userland::{self, make_ext4},
@@ -330,7 +331,9 @@ fn failure_excerpt(log: &Path) -> String {
 /// A guest ready to boot: its kernel, initramfs, disks and work directory, all built.
 pub struct PreparedSuite {
     arch: Arch,
-    /// The kernel's version label (`6.1`).
+    /// The kernel, resolved once: a second boot runs the same build.
+    guest_kernel: Resolved,
+    /// The kernel's version label (`6.1`; the newest line's number for `newest`).
     label: String,
     package: String,
     kernel: PathBuf,
@@ -347,26 +350,27 @@ pub struct PreparedSuite {
 
 /// Builds everything one guest's suite needs (fetching its kernel, the shared userland image
 /// once): done one guest after the other, so the guests can then boot side by side.
+/// `label` is a guest kernel's ([`crate::debian::KERNELS`]; `newest` or its line's number).
 pub fn prepare_suite(arch: Arch, label: &str, (bins, execprof): (&[TestBinary], &Path), filter: Option<&str>) -> Result<PreparedSuite> {
-    prepare_in(arch, label, (bins, execprof), filter, "")
+    prepare_guest(arch, &debian::guest(arch, label)?, (bins, execprof), filter)
+}
+
+/// [`prepare_suite`] for a kernel already resolved.
+pub fn prepare_guest(arch: Arch, k: &Resolved, (bins, execprof): (&[TestBinary], &Path), filter: Option<&str>) -> Result<PreparedSuite> {
+    prepare_in(arch, k, (bins, execprof), filter, "")
 }
 
 /// [`prepare_suite`] in the guest's work directory with `suffix` (a second boot's files sit
 /// beside the first's).
 fn prepare_in(
     arch: Arch,
-    label: &str,
+    guest_kernel: &Resolved,
     (bins, execprof): (&[TestBinary], &Path),
     filter: Option<&str>,
     suffix: &str,
 ) -> Result<PreparedSuite> {
-    let (_, meta) = arch
-        .kernels()
-        .into_iter()
-        .find(|(l, _)| *l == label)
-        .ok_or_else(|| anyhow!("no {} guest kernel {label}: the kernels are {:?}", arch.debian(), arch.kernels()))?;
-    let package = vm::resolve_package(&meta)?;
-    let pkg_dir = vm::fetch_package(&package)?;
+    let (label, package) = (guest_kernel.label.as_str(), guest_kernel.package.clone());
+    let pkg_dir = vm::fetch_kernel(guest_kernel)?;
     let kernel = vm::vmlinuz(&pkg_dir)?;
     let busybox = arch.busybox()?;
     let work = vm::cache_dir().join(match arch {
@@ -400,6 +404,7 @@ fn prepare_in(
     let disk = ResultsDisk::create(work.join("results.img"), 256)?;
     Ok(PreparedSuite {
         arch,
+        guest_kernel: guest_kernel.clone(),
         label: label.to_owned(),
         package,
         kernel,
@@ -433,7 +438,7 @@ pub fn boot_suite(p: PreparedSuite, timeout: Duration) -> Result<SuiteRun> {
         run.console.display(),
         unfinished.len()
     );
-    let again = prepare_in(p.arch, &p.label, (&unfinished, &p.execprof), p.filter.as_deref(), "-rerun")?;
+    let again = prepare_in(p.arch, &p.guest_kernel, (&unfinished, &p.execprof), p.filter.as_deref(), "-rerun")?;
     let rerun = boot_once(&again, timeout)?;
     let first_console = std::mem::replace(&mut run.console, rerun.console);
     take_rerun(&mut run.results, rerun.results)?;

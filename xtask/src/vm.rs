@@ -25,16 +25,13 @@ use execprof::{
 
 use crate::{
     cpio::Cpio,
+    debian::{self, Apt, Resolved},
     guest::{self, GuestEnv, ResultsDisk},
     run,
 };
 
 /// The sampling rate inside the guests.
 const SAMPLE_HZ: u32 = 4999;
-
-/// Guest kernels: a label and the Debian metapackage that names the current build (amd64;
-/// [`Arch::kernels`] gives another architecture's).
-pub const KERNELS: &[(&str, &str)] = &[("6.1", "linux-image-cloud-amd64"), ("6.12", "linux-image-6.12-cloud-amd64")];
 
 /// A guest's architecture: the host's (x86_64, KVM-less TCG as ever) or arm64 under
 /// `qemu-system-aarch64 -M virt` (TCG), with Debian's arm64 packages fetched as `NAME:arm64`.
@@ -69,14 +66,6 @@ impl Arch {
             Arch::X86_64 => name.to_owned(),
             _ => format!("{name}:{}", self.debian()),
         }
-    }
-
-    /// [`KERNELS`] for this architecture: the metapackages' names end in the Debian architecture.
-    pub fn kernels(self) -> Vec<(&'static str, String)> {
-        KERNELS
-            .iter()
-            .map(|(label, meta)| (*label, self.package(&format!("{}-{}", meta.trim_end_matches("-amd64"), self.debian()))))
-            .collect()
     }
 
     /// A guest's name in messages: its kernel's label, after the architecture where that is
@@ -167,49 +156,108 @@ pub(crate) fn cache_dir() -> PathBuf {
     PathBuf::from("target/vm")
 }
 
-/// The concrete package a metapackage depends on (ABI numbers change; old ones leave the archive).
-pub(crate) fn resolve_package(meta: &str) -> Result<String> {
-    let out = Command::new("apt-cache").args(["depends", meta]).output().context("running apt-cache")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends: "))
-        .find(|p| p.starts_with("linux-image-"))
-        .map(str::to_owned)
-        .ok_or_else(|| anyhow!("cannot resolve {meta} (run `apt-get update`?)"))
-}
-
 /// Downloaded packages: outside the clone, so CI runs in fresh clones reuse them (a package
 /// name includes its version, which keys the cache).
 fn package_cache() -> PathBuf {
     PathBuf::from("/var/cache/execprof/packages")
 }
 
-/// Downloads and unpacks a Debian package into the cache (never installs it).
+/// Downloads and unpacks a Debian package of the machine's apt sources into the cache (never
+/// installs it).
 pub(crate) fn fetch_package(pkg: &str) -> Result<PathBuf> {
     let dir = package_cache().join(pkg);
     let done = dir.join(".extracted");
     if done.exists() {
         return Ok(dir);
     }
-    std::fs::create_dir_all(&dir)?;
+    unpack_into(Apt::Host, pkg, &dir)?;
+    std::fs::write(&done, "")?;
+    Ok(dir)
+}
+
+/// A guest's kernel, downloaded and unpacked into the cache (never installed): its
+/// `linux-image-…` package and, where that is a metapackage over split packages (Debian's
+/// 7.x: the kernel in `linux-binary-…`, the modules in `linux-modules-…`), those too, all in
+/// one tree.
+pub(crate) fn fetch_kernel(k: &Resolved) -> Result<PathBuf> {
+    let dir = package_cache().join(&k.package);
+    let done = dir.join(".kernel");
+    if done.exists() {
+        return Ok(dir);
+    }
+    let started = Instant::now();
+    let depends = debian::apt_cache_depends(k.apt, &k.package)?;
+    let mut parts = vec![k.package.clone()];
+    parts.extend(debian::depends(&depends, "linux-binary-"));
+    parts.extend(debian::depends(&depends, "linux-modules-"));
+    for p in &parts {
+        unpack_into(k.apt, p, &dir)?;
+    }
+    std::fs::write(&done, parts.join("\n") + "\n")?;
+    eprintln!("xtask: fetched and unpacked {} in {:.1} s", parts.join(" "), started.elapsed().as_secs_f64());
+    Ok(dir)
+}
+
+/// `apt-get download PKG` with `apt`, unpacked into `dir/root`. With the private
+/// configuration a failed download fetches its lists again and retries once (the lists may
+/// name a build the archive has since replaced).
+fn unpack_into(apt: Apt, pkg: &str, dir: &Path) -> Result<()> {
     let dl = dir.join("deb");
+    let _ = std::fs::remove_dir_all(&dl);
     std::fs::create_dir_all(&dl)?;
-    run(Command::new("apt-get").current_dir(&dl).args(["download", "-q", pkg]))?;
+    let download = || -> Result<()> {
+        let mut cmd = Command::new("apt-get");
+        if apt == Apt::Private {
+            cmd.args(debian::private_options()?);
+        }
+        run(cmd.current_dir(&dl).args(["download", "-q", pkg]))
+    };
+    if let Err(e) = download() {
+        if apt == Apt::Host {
+            return Err(e).context(format!("downloading {pkg} (run `apt-get update`, then this again)"));
+        }
+        eprintln!("xtask: downloading {pkg} failed ({e:#}); fetching the package lists again");
+        debian::update_lists(true)?;
+        download().with_context(|| format!("downloading {pkg} (the lists under {} are fresh)", debian::APT_DIR))?;
+    }
     let deb = std::fs::read_dir(&dl)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
         .ok_or_else(|| anyhow!("apt-get download {pkg} produced no .deb"))?;
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(dir.join("root")))?;
-    std::fs::remove_file(&deb)?;
-    std::fs::write(&done, "")?;
-    Ok(dir)
+    std::fs::remove_dir_all(&dl)?;
+    Ok(())
 }
 
+/// The kernel image of an unpacked kernel package: `/boot/vmlinuz-VERSION`, or (Debian's 7.x
+/// packages, which have no /boot) `/usr/lib/modules/VERSION/vmlinuz`.
 pub(crate) fn vmlinuz(pkg_dir: &Path) -> Result<PathBuf> {
-    std::fs::read_dir(pkg_dir.join("root/boot"))?
+    let root = pkg_dir.join("root");
+    let in_boot = std::fs::read_dir(root.join("boot"))
+        .into_iter()
+        .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
-        .ok_or_else(|| anyhow!("no vmlinuz in {}", pkg_dir.display()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")));
+    let in_modules = || module_trees(&root).into_iter().map(|d| d.join("vmlinuz")).find(|p| p.is_file());
+    in_boot.or_else(in_modules).ok_or_else(|| {
+        anyhow!(
+            "no vmlinuz in {} (neither boot/vmlinuz-* nor usr/lib/modules/*/vmlinuz); remove that directory to fetch it again",
+            pkg_dir.display()
+        )
+    })
+}
+
+/// The `lib/modules/VERSION` and `usr/lib/modules/VERSION` directories under an unpacked
+/// package's root.
+pub(crate) fn module_trees(root: &Path) -> Vec<PathBuf> {
+    let mut trees: Vec<PathBuf> = ["lib/modules", "usr/lib/modules"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).into_iter().flatten())
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    trees.sort();
+    trees
 }
 
 /// Shared libraries the binary needs, as `ldd` lists them (the loader included); for an arm64
@@ -409,9 +457,9 @@ pub(crate) fn boot(b: &Boot<'_>, work: &Path) -> Result<String> {
     Ok(console)
 }
 
-pub fn run_guest(arch: Arch, label: &str, meta: &str, execprof: &Path, opts: &VmOptions) -> Result<GuestRun> {
-    let package = resolve_package(meta)?;
-    let pkg_dir = fetch_package(&package)?;
+pub fn run_guest(arch: Arch, k: &Resolved, execprof: &Path, opts: &VmOptions) -> Result<GuestRun> {
+    let (label, package) = (k.label.as_str(), k.package.clone());
+    let pkg_dir = fetch_kernel(k)?;
     let kernel = vmlinuz(&pkg_dir)?;
     let busybox = arch.busybox()?;
     let work = cache_dir().join(match arch {
@@ -453,12 +501,20 @@ pub fn run_guest(arch: Arch, label: &str, meta: &str, execprof: &Path, opts: &Vm
     }
     let rc = result.code("execprof_rc");
     if rc != Some(0) || !result.finished() {
+        // What execprof said last (its error, when it stopped at load or attach).
+        let said = std::fs::read_to_string(result.dir.join("report.txt")).unwrap_or_default();
+        let tail: Vec<&str> = said.lines().rev().take(6).collect();
         bail!(
-            "guest {label}: execprof did not succeed (exit code {}, {}; time limit {:?}); console in {}",
+            "guest {label} ({package}): execprof did not succeed (exit code {}, {}; time limit {:?}); console in {}{}",
             rc.map_or("never written".into(), |c| c.to_string()),
             if result.finished() { "the guest finished" } else { "the guest did not finish" },
             opts.timeout,
-            console.display()
+            console.display(),
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!("; execprof's last words:\n    {}", tail.into_iter().rev().collect::<Vec<_>>().join("\n    "))
+            }
         );
     }
     let release = result.get("kernel").unwrap_or_default();
@@ -689,15 +745,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arm64_kernels_are_the_amd64_metapackages_for_arm64() {
-        assert_eq!(
-            Arch::Arm64.kernels(),
-            [("6.1", "linux-image-cloud-arm64:arm64".to_owned()), ("6.12", "linux-image-6.12-cloud-arm64:arm64".to_owned())]
-        );
-        let host: Vec<_> = KERNELS.iter().map(|(l, m)| (*l, (*m).to_owned())).collect();
-        assert_eq!(Arch::X86_64.kernels(), host);
+    fn packages_of_another_architecture_are_named_with_it() {
         assert_eq!(Arch::Arm64.package("busybox-static"), "busybox-static:arm64");
         assert_eq!(Arch::X86_64.package("busybox-static"), "busybox-static");
+    }
+
+    /// Debian's packages up to 6.x put the kernel in /boot and the modules in /lib/modules;
+    /// 7.x's split packages both in /usr/lib/modules/VERSION.
+    #[test]
+    fn the_kernel_and_its_modules_are_found_in_either_layout() {
+        let base = std::env::temp_dir().join(format!("execprof-xtask-layout-{}", std::process::id()));
+        let old = base.join("old");
+        std::fs::create_dir_all(old.join("root/boot")).unwrap();
+        std::fs::create_dir_all(old.join("root/lib/modules/6.1.0-57-cloud-amd64/kernel")).unwrap();
+        std::fs::write(old.join("root/boot/config-6.1.0-57-cloud-amd64"), "").unwrap();
+        std::fs::write(old.join("root/boot/vmlinuz-6.1.0-57-cloud-amd64"), "").unwrap();
+        assert_eq!(vmlinuz(&old).unwrap(), old.join("root/boot/vmlinuz-6.1.0-57-cloud-amd64"));
+        assert_eq!(module_trees(&old.join("root")), [old.join("root/lib/modules/6.1.0-57-cloud-amd64")]);
+        let split = base.join("split");
+        let tree = split.join("root/usr/lib/modules/7.3.4+deb13-cloud-amd64");
+        std::fs::create_dir_all(tree.join("kernel")).unwrap();
+        std::fs::create_dir_all(split.join("root/usr/share/doc")).unwrap();
+        std::fs::write(tree.join("vmlinuz"), "").unwrap();
+        assert_eq!(vmlinuz(&split).unwrap(), tree.join("vmlinuz"));
+        assert_eq!(module_trees(&split.join("root")), [tree]);
+        let e = vmlinuz(&base).unwrap_err().to_string();
+        assert!(e.contains("remove that directory to fetch it again"), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
