@@ -38,6 +38,71 @@ fn mask() -> u64 {
     std::env::var("EXECPROF_BPF_FEATURES").ok().and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()).unwrap_or(u64::MAX)
 }
 
+/// The eBPF object as a kernel without atomics with fetch takes it. Such a kernel refuses an
+/// object that has one anywhere, even in a branch it would never run: it checks every
+/// instruction's reserved fields before following the branches ("BPF_STX uses reserved
+/// fields"). Each such instruction (only in the branches that `FETCH_ATOMICS` selects) becomes
+/// a plain atomic add of the same operands, which those kernels know; relocations refer to
+/// instructions by offset, and no offset moves.
+pub(crate) fn without_fetch_atomics(elf: &[u8]) -> anyhow::Result<AlignedObject> {
+    let mut out = AlignedObject::new(elf);
+    let found = fetch_atomics(elf)?;
+    for &at in &found {
+        out.bytes_mut()[at + 4..at + 8].fill(0);
+    }
+    log::debug!("{} atomic instructions with fetch rewritten as plain adds for this kernel", found.len());
+    Ok(out)
+}
+
+/// The offsets in `elf` of its code's atomic instructions with fetch.
+fn fetch_atomics(elf: &[u8]) -> anyhow::Result<Vec<usize>> {
+    use object::{Object as _, ObjectSection as _, SectionKind};
+    const BPF_STX: u8 = 0x03;
+    const BPF_ATOMIC: u8 = 0xc0;
+    const BPF_FETCH: u8 = 0x01;
+    let file = object::File::parse(elf).map_err(|e| anyhow::anyhow!("parsing execprof's eBPF object: {e}"))?;
+    let mut found = Vec::new();
+    for section in file.sections().filter(|s| s.kind() == SectionKind::Text) {
+        let Some((start, size)) = section.file_range() else { continue };
+        let (start, size) = (start as usize, size as usize);
+        // struct bpf_insn: code, registers, off (2 bytes), imm (4, little-endian).
+        for (i, insn) in elf[start..start + size].chunks_exact(8).enumerate() {
+            if insn[0] & 0x07 == BPF_STX && insn[0] & 0xe0 == BPF_ATOMIC && insn[4] & BPF_FETCH != 0 {
+                found.push(start + i * 8);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// An object file's bytes, aligned as `aya::include_bytes_aligned!` aligns the built-in one.
+pub(crate) struct AlignedObject {
+    chunks: Vec<Chunk>,
+    len: usize,
+}
+
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+struct Chunk([u8; 32]);
+
+impl AlignedObject {
+    fn new(bytes: &[u8]) -> Self {
+        let mut out = Self { chunks: vec![Chunk([0; 32]); bytes.len().div_ceil(32)], len: bytes.len() };
+        out.bytes_mut().copy_from_slice(bytes);
+        out
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the chunks hold at least `len` initialised bytes; u8 has no alignment.
+        unsafe { std::slice::from_raw_parts_mut(self.chunks.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.chunks.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
 /// What a run does without `features`' missing bits, one phrase each (empty: nothing missing).
 pub(crate) fn missing(features: u64) -> Vec<&'static str> {
     let mut out = Vec::new();
@@ -111,6 +176,22 @@ fn loads_compare_exchange() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// execprof's own object: its compare-and-exchanges (the attempt cells' claim and release)
+    /// become plain adds, and nothing else changes.
+    #[test]
+    fn only_the_atomics_with_fetch_are_rewritten() {
+        let elf = crate::kernel::tracer::ebpf_object();
+        let before = fetch_atomics(elf).unwrap();
+        let out = without_fetch_atomics(elf).unwrap();
+        assert!(!before.is_empty());
+        assert_eq!(out.bytes().len(), elf.len());
+        assert_eq!(out.bytes().as_ptr() as usize % 32, 0);
+        assert!(fetch_atomics(out.bytes()).unwrap().is_empty());
+        // Only the immediate's one byte (0xf1, BPF_CMPXCHG) of each such instruction changes.
+        let changed: Vec<usize> = elf.iter().zip(out.bytes()).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
+        assert_eq!(changed, before.iter().map(|at| at + 4).collect::<Vec<_>>());
+    }
 
     #[test]
     fn a_missing_feature_is_named_with_what_runs_instead() {

@@ -25,6 +25,11 @@ use crate::{
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/execprof-ebpf"));
 
+#[cfg(test)]
+pub(crate) fn ebpf_object() -> &'static [u8] {
+    EBPF_OBJECT
+}
+
 pub(crate) struct TracerOptions {
     pub ring_bytes: u32,
     pub verbose: bool,
@@ -397,7 +402,14 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     if opts.verbose {
         loader.verifier_log_level(aya::VerifierLogLevel::VERBOSE | aya::VerifierLogLevel::STATS);
     }
-    loader.load(EBPF_OBJECT).context("loading execprof's eBPF object into the kernel")
+    let rewritten;
+    let object = if features & kernel_features::FETCH_ATOMICS == 0 {
+        rewritten = crate::kernel::features::without_fetch_atomics(EBPF_OBJECT)?;
+        rewritten.bytes()
+    } else {
+        EBPF_OBJECT
+    };
+    loader.load(object).context("loading execprof's eBPF object into the kernel")
 }
 
 fn page_size() -> u32 {
