@@ -124,8 +124,13 @@ pub struct ChainTracker {
 
 impl ChainTracker {
     /// Adds one exec attempt: a failed one joins its process's open step; a successful one
-    /// closes that step and opens the next.
+    /// closes that step and opens the next. An `AT_EXECVE_CHECK` check does neither: it
+    /// executes nothing, and whether it passes is its answer, not a failure (its time stays
+    /// in the step's rest).
     pub fn attempt(&mut self, a: &ExecAttempt) {
+        if a.check {
+            return;
+        }
         let p = self.processes.entry(a.tgid).or_default();
         if a.ret != 0 {
             if let Some(open) = &mut p.open {

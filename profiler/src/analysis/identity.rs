@@ -168,15 +168,19 @@ impl Identities {
         self.processes.insert(a.tgid, Identity { program, started_by });
     }
 
-    /// After a successful exec the process runs the exec'd file, started by what ran before.
+    /// After a successful exec the process runs the exec'd file, started by what ran before
+    /// (an `AT_EXECVE_CHECK` check that passed executed nothing: the process runs what it ran).
     /// Call it after charging the attempt to [`Identities::of`] the caller.
     pub(crate) fn exec(&mut self, a: &ExecAttempt) {
-        if a.ret != 0 {
+        if !a.executed() {
             return;
         }
         let before = self.of(a.tgid);
         let bytes = &a.name.bytes;
-        let program = self.intern(ProgramKey::Exe { exe: bytes.clone(), comm: comm_of(bytes).to_vec() });
+        // The kernel's own comm where it was seen: from Linux 6.14 an fexecve (`/dev/fd/N`)
+        // takes the file's name, not the fd number the name's last part gives.
+        let comm = a.comm.clone().unwrap_or_else(|| comm_of(bytes).to_vec());
+        let program = self.intern(ProgramKey::Exe { exe: bytes.clone(), comm });
         self.processes.insert(a.tgid, Identity { program, started_by: Some(before.program) });
     }
 
