@@ -31,10 +31,7 @@ fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
     if !maps::current_is_traced(tgid) {
         return;
     }
-    if aggregate::on() {
-        aggregate::start::<Btf>(pid, tgid, task::current_btf(), syscall, compat);
-        return;
-    }
+    // The agent's start too: `on_enter` reads an execveat's AT_EXECVE_CHECK flag first.
     on_enter::<Btf>(ctx.arg(0), syscall, compat, pid, tgid, task::current_btf());
 }
 
@@ -85,7 +82,7 @@ pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
     let current = task::current_btf();
     if let Some((regs, syscall, compat)) = fork_call(current, true) {
         if aggregate::on() {
-            aggregate::start::<Btf>(pid, tgid, current, syscall, compat);
+            aggregate::start::<Btf>(pid, tgid, current, syscall, compat, false);
         } else {
             on_enter::<Btf>(regs, syscall, compat, pid, tgid, current);
         }

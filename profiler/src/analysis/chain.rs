@@ -363,6 +363,29 @@ mod tests {
         assert!(ChainTracker::default().summary().is_none());
     }
 
+    /// `AT_EXECVE_CHECK` checks, passed or refused, neither close a step nor fail in one.
+    #[test]
+    fn checks_are_no_steps_and_no_failed_attempts() {
+        let checked = |enter_ns, ret| {
+            let mut a = attempt(7, enter_ns, enter_ns + 5, ret, None);
+            a.check = true;
+            a
+        };
+        let a = [
+            attempt(7, 0, 100, 0, None),
+            checked(110, 0),
+            checked(120, 0),
+            checked(130, -13),
+            attempt(7, 200, 210, -2, None),
+            attempt(7, 250, 400, 0, None),
+            checked(410, 0),
+            attempt(7, 520, 700, 0, None),
+        ];
+        let sum = track(&a, &[], &[]).summary().unwrap();
+        assert_eq!(sum.steps, 2);
+        assert_eq!(sum.failed_attempts_per_step, 0.5);
+    }
+
     #[test]
     fn start_up_and_off_cpu_split_the_rest_of_a_step() {
         // Step 100..400: failed 150..160, exec 300..400; main at 130; off-CPU 140..170

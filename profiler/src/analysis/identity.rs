@@ -281,6 +281,28 @@ mod tests {
         assert_eq!(name(&mut ids, 100).1.as_deref(), Some("execprof (launching the command)"));
     }
 
+    /// A passed `AT_EXECVE_CHECK` check executes nothing: the caller stays what it was. An
+    /// fexecve's program is its `/dev/fd/N` name with the comm the kernel set: from 6.14 the
+    /// file's own name, before it the fd number (what the name says, so not shown).
+    #[test]
+    fn a_check_renames_nothing_and_an_fexecve_keeps_the_kernels_comm() {
+        let mut ids = Identities::new(&[], true);
+        ids.exec(&exec(100, b"/bin/sh", 0));
+        let mut check = exec(100, b"/dev/fd/3", 0);
+        check.check = true;
+        ids.exec(&check);
+        assert_eq!(name(&mut ids, 100).0, "/bin/sh");
+        let mut fexecve = exec(100, b"/dev/fd/4", 0);
+        fexecve.comm = Some(b"memfd:execprof-".to_vec());
+        ids.exec(&fexecve);
+        assert_eq!(name(&mut ids, 100), ("/dev/fd/4 [memfd:execprof-]".into(), Some("/bin/sh".into())));
+        ids.task_new(&fork(100, 101));
+        let mut before_6_14 = exec(101, b"/dev/fd/4", 0);
+        before_6_14.comm = Some(b"4".to_vec());
+        ids.exec(&before_6_14);
+        assert_eq!(name(&mut ids, 101).0, "/dev/fd/4");
+    }
+
     /// Identities leave with their processes; programs stay, interned once by name.
     #[test]
     fn exited_processes_leave_the_table_and_programs_stay() {

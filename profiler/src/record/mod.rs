@@ -442,6 +442,37 @@ mod tests {
         assert_eq!(split_item(&[1, 2]), (&[1u8, 2][..], None));
     }
 
+    /// An `AT_EXECVE_CHECK` check is marked at its enter (only an execveat can be one), and a
+    /// passed check's exit, the only 0 an execveat returns with its arguments still read,
+    /// carries the checked file's name; a successful exec's exit carries none.
+    #[test]
+    fn a_checks_enter_is_marked_and_its_passed_exit_named() {
+        let enter = |syscall| SyscallEnterRecord {
+            header: header(kind::SYSCALL_ENTER, 1_000, 11, 10),
+            min_flt: 7,
+            maj_flt: 0,
+            syscall,
+            flags: record_flags::EXECVE_CHECK,
+        };
+        let check = |r| match decode(&bytes_of(&r)).unwrap().body {
+            Body::SyscallEnter { check, .. } => check,
+            b => panic!("{b:?}"),
+        };
+        assert!(check(enter(traced_syscall::EXECVEAT)));
+        assert!(!check(enter(traced_syscall::EXECVE)), "execve has no flags argument");
+        let name = |r: SyscallExitRecord| match decode(&bytes_of(&r)).unwrap().body {
+            Body::SyscallExit { name, .. } => name.map(|n| n.bytes),
+            b => panic!("{b:?}"),
+        };
+        let passed = SyscallExitRecord { dirfd: 3, ..exit_record(0, traced_syscall::EXECVEAT, record_flags::AT_EMPTY_PATH, b"") };
+        assert_eq!(name(passed), Some(b"/dev/fd/3".to_vec()));
+        let passed_by_path = exit_record(0, traced_syscall::EXECVEAT, 0, b"/usr/bin/env");
+        assert_eq!(name(passed_by_path), Some(b"/usr/bin/env".to_vec()));
+        let executed = SyscallExitRecord { dirfd: 0, ..exit_record(0, traced_syscall::EXECVEAT, 0, b"") };
+        assert_eq!(name(executed), None, "arm64's successful execveat returns as execveat, with nothing read");
+        assert_eq!(name(exit_record(0, traced_syscall::EXECVE, 0, b"")), None);
+    }
+
     /// A failed execveat is named as the kernel names a successful one: by its fd.
     #[test]
     fn a_failed_execveat_is_named_by_its_directory_fd() {
