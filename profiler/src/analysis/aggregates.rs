@@ -871,6 +871,26 @@ mod tests {
         assert_eq!(t.summary().attempts, 21);
     }
 
+    /// `AT_EXECVE_CHECK` series: outcome rows of their own, a caller's checks apart from its
+    /// successes and failures, and `top`'s rows count them apart from the execs.
+    #[test]
+    fn checks_are_neither_successes_nor_failures() {
+        let mut t = SeriesTable::new(100);
+        t.add(key("/usr/bin/x", Call::Exec, "success"), &totals(&[100_000]));
+        t.add(key("/usr/bin/x", Call::Exec, &outcome_name(OUTCOME_SUCCESS, true)), &totals(&[9_000, 9_000, 9_000]));
+        t.add(key("/usr/bin/x", Call::Exec, &outcome_name(13, true)), &totals(&[1_000]));
+        let s = t.summary();
+        let row = |o: &str| s.outcomes.iter().find(|r| r.outcome == o).map(|r| r.count);
+        assert_eq!((row("success"), row("checked"), row("check_eacces"), row("eacces")), (Some(1), Some(3), Some(1), None));
+        let c = &s.callers[0];
+        assert_eq!((c.attempts, c.successes, c.checks), (5, 1, 4));
+        assert!(c.failed.is_empty(), "{:?}", c.failed);
+        assert_eq!(c.success_ns + c.failed_ns, 100_000, "the checks' time is in neither");
+        let g = &t.groups(GroupBy::Program)["/usr/bin/x"];
+        assert_eq!((g.attempts, g.enoent, g.failed_otherwise, g.checks, g.check_ns), (1, 0, 0, 4, 28_000));
+        assert_eq!(g.kernel_ns(), 128_000);
+    }
+
     #[test]
     fn the_summary_splits_outcomes_callers_and_forks() {
         let mut t = SeriesTable::new(100);
