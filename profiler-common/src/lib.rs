@@ -593,10 +593,15 @@ pub mod aggregate {
         /// The calling program's file was not readable (a kernel thread's call, no `mm`):
         /// the entry is keyed by cgroup alone, and named by the comm it keeps.
         pub const NO_PROGRAM: u16 = 2;
+        /// An `execveat` with `AT_EXECVE_CHECK` ([`record_flags::EXECVE_CHECK`](crate::record_flags::EXECVE_CHECK)):
+        /// a check, not an exec; its outcome is 0 (the file would be executed) or the errno
+        /// that says why not.
+        pub const EXECVE_CHECK: u16 = 4;
     }
 
     /// Slots of `OTHER_AGGREGATES`, where a key that did not fit in `AGGREGATES` is folded:
-    /// the exec outcomes by class, then fork-family calls that succeeded and that failed.
+    /// the exec outcomes by class, then fork-family calls that succeeded and that failed,
+    /// then `AT_EXECVE_CHECK` checks that passed and that failed.
     pub const OTHER_SUCCESS: u32 = 0;
     pub const OTHER_ENOENT: u32 = 1;
     pub const OTHER_EACCES: u32 = 2;
@@ -605,17 +610,22 @@ pub mod aggregate {
     pub const OTHER_ABANDONED: u32 = 5;
     pub const OTHER_FORK: u32 = 6;
     pub const OTHER_FORK_FAILED: u32 = 7;
-    pub const OTHER_SLOTS: u32 = 8;
+    pub const OTHER_CHECKED: u32 = 8;
+    pub const OTHER_CHECK_FAILED: u32 = 9;
+    pub const OTHER_SLOTS: u32 = 10;
 
-    /// The `OTHER_AGGREGATES` slot of a call and outcome.
+    /// The `OTHER_AGGREGATES` slot of a call and outcome; `check`: an exec attempt that was
+    /// an `AT_EXECVE_CHECK` check ([`key_flags::EXECVE_CHECK`]).
     #[inline(always)]
-    pub fn other_slot(call: u16, outcome: u16) -> u32 {
+    pub fn other_slot(call: u16, outcome: u16, check: bool) -> u32 {
         const ENOENT: u16 = 2;
         const EACCES: u16 = 13;
         const ENOEXEC: u16 = 8;
         match (call, outcome) {
             (CALL_FORK, OUTCOME_SUCCESS) => OTHER_FORK,
             (CALL_FORK, _) => OTHER_FORK_FAILED,
+            (_, OUTCOME_SUCCESS) if check => OTHER_CHECKED,
+            _ if check => OTHER_CHECK_FAILED,
             (_, OUTCOME_SUCCESS) => OTHER_SUCCESS,
             (_, ENOENT) => OTHER_ENOENT,
             (_, EACCES) => OTHER_EACCES,
@@ -970,6 +980,11 @@ pub mod record_flags {
     /// On an exit record: the call's enter record was dropped (the exit is not the thread's
     /// previous open call's).
     pub const ENTER_LOST: u32 = 128;
+    /// On an enter record: an `execveat` called with `AT_EXECVE_CHECK` (Linux 6.14+), which
+    /// only checks whether the file would be executed (permissions, binary format, LSMs) and
+    /// executes nothing: 0 means it would be, an errno why not. Read from the flags argument
+    /// at the enter, where it is the caller's.
+    pub const EXECVE_CHECK: u32 = 256;
 }
 
 /// Which traced syscall a [`SyscallEnterRecord`] / [`SyscallExitRecord`] is.
@@ -1086,6 +1101,11 @@ pub struct LoadedRecord {
     /// exec'd and took the leader's id).
     pub old_pid: u32,
     pub kernel_filename: KernelFilename,
+    /// The comm the exec gave the process, NUL-terminated unless all 16 bytes are used: the
+    /// file name's last part, except for `execveat(fd, "", AT_EMPTY_PATH)` from Linux 6.14 on,
+    /// which takes the file's own name (`memfd:NAME` for a memfd) where older kernels took the
+    /// fd number (`bprm->filename` is `/dev/fd/N`).
+    pub comm: [u8; limits::COMM_LEN],
 }
 
 /// A new task in the traced tree (`sched_process_fork`): header ids are the parent's.
@@ -1300,7 +1320,7 @@ const _: () = assert!(core::mem::size_of::<SyscallEnterRecord>() == 24 + 3 * 8);
 const _: () = assert!(core::mem::size_of::<SyscallExitRecord>() == 24 + 3 * 8 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<KernelFilename>() == 3 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<NoReturnRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
-const _: () = assert!(core::mem::size_of::<LoadedRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP);
+const _: () = assert!(core::mem::size_of::<LoadedRecord>() == 24 + 4 * 4 + limits::FILENAME_CAP + limits::COMM_LEN);
 const _: () = assert!(core::mem::size_of::<TaskNewRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<TaskExitRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
@@ -1512,15 +1532,19 @@ mod tests {
     #[test]
     fn other_slots_follow_the_outcome_classes() {
         use super::aggregate::*;
-        assert_eq!(other_slot(CALL_EXEC, OUTCOME_SUCCESS), OTHER_SUCCESS);
-        assert_eq!(other_slot(CALL_EXEC, 2), OTHER_ENOENT);
-        assert_eq!(other_slot(CALL_EXEC, 13), OTHER_EACCES);
-        assert_eq!(other_slot(CALL_EXEC, 8), OTHER_ENOEXEC);
-        assert_eq!(other_slot(CALL_EXEC, 7), OTHER_ERRNO);
-        assert_eq!(other_slot(CALL_EXEC, OUTCOME_ABANDONED), OTHER_ABANDONED);
-        assert_eq!(other_slot(CALL_FORK, OUTCOME_SUCCESS), OTHER_FORK);
-        assert_eq!(other_slot(CALL_FORK, 11), OTHER_FORK_FAILED);
-        const { assert!(OTHER_FORK_FAILED < OTHER_SLOTS) };
+        assert_eq!(other_slot(CALL_EXEC, OUTCOME_SUCCESS, false), OTHER_SUCCESS);
+        assert_eq!(other_slot(CALL_EXEC, 2, false), OTHER_ENOENT);
+        assert_eq!(other_slot(CALL_EXEC, 13, false), OTHER_EACCES);
+        assert_eq!(other_slot(CALL_EXEC, 8, false), OTHER_ENOEXEC);
+        assert_eq!(other_slot(CALL_EXEC, 7, false), OTHER_ERRNO);
+        assert_eq!(other_slot(CALL_EXEC, OUTCOME_ABANDONED, false), OTHER_ABANDONED);
+        assert_eq!(other_slot(CALL_FORK, OUTCOME_SUCCESS, false), OTHER_FORK);
+        assert_eq!(other_slot(CALL_FORK, 11, false), OTHER_FORK_FAILED);
+        // A check is never an exec's success or failure.
+        assert_eq!(other_slot(CALL_EXEC, OUTCOME_SUCCESS, true), OTHER_CHECKED);
+        assert_eq!(other_slot(CALL_EXEC, 13, true), OTHER_CHECK_FAILED);
+        assert_eq!(other_slot(CALL_EXEC, 2, true), OTHER_CHECK_FAILED);
+        const { assert!(OTHER_CHECK_FAILED < OTHER_SLOTS) };
     }
 
     #[test]

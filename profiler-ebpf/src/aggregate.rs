@@ -120,8 +120,9 @@ fn set_key(slot: *mut InFlight, key: u32) {
 }
 
 /// A call of `syscall` begins on thread `pid`: who makes it, from where, and the clock last.
+/// `check`: an `execveat` with `AT_EXECVE_CHECK`, kept in its key's flags.
 #[inline(always)]
-pub fn start<M: Kmem>(pid: u32, tgid: u32, current: u64, syscall: u32, compat: bool) {
+pub fn start<M: Kmem>(pid: u32, tgid: u32, current: u64, syscall: u32, compat: bool, check: bool) {
     let key = aggregate::in_flight_key(pid, tgid, syscall < traced_syscall::CLONE);
     let Some(slot) = slot_of(&IN_FLIGHT, key) else { return };
     // SAFETY: a live map value; its key hides it from samples while it is filled.
@@ -134,7 +135,7 @@ pub fn start<M: Kmem>(pid: u32, tgid: u32, current: u64, syscall: u32, compat: b
     f.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     f.tgid = tgid;
     f.tid = pid;
-    f.flags = if compat { key_flags::COMPAT } else { 0 };
+    f.flags = if compat { key_flags::COMPAT } else { 0 } | if check { key_flags::EXECVE_CHECK } else { 0 };
     f.nr_stacks = 0;
     identify::<M>(f, tgid, mm);
     f.rss_pages = 0;
@@ -229,17 +230,19 @@ fn finish<M: Kmem>((pid, tgid): (u32, u32), current: u64, syscall: u32, ret: i64
         Some(slot) if unsafe { (*slot).key } == key => slot,
         _ => {
             count(agg_counter::START_NOT_SEEN);
-            fold_other(call, outcome, None);
+            fold_other(call, outcome, false, None);
             return;
         }
     };
     // SAFETY: a live map value: this call's until its key is cleared below.
     let f = unsafe { &*slot };
     let ns = now.saturating_sub(f.start_ns);
+    let check = f.flags & key_flags::EXECVE_CHECK != 0;
     // A successful exec ends its process's search (found); a failure other than ENOENT ends
-    // it too (not found). The process id is the one a successful exec keeps.
+    // it too (not found). The process id is the one a successful exec keeps. A check
+    // (`AT_EXECVE_CHECK`) is no step of a search: it neither misses nor ends one.
     let mut search_misses = 0;
-    if exec {
+    if exec && !check {
         match missed {
             Some(name) => count_miss(tgid, f.cgroup_id, name, ns),
             None => {
@@ -275,7 +278,7 @@ fn finish<M: Kmem>((pid, tgid): (u32, u32), current: u64, syscall: u32, ret: i64
         Some(v) => add(v, Some(&timing)),
         None => {
             count(if exec { agg_counter::EXEC_FOLDED } else { agg_counter::FORK_FOLDED });
-            fold_other(call, outcome, Some(&timing));
+            fold_other(call, outcome, check, Some(&timing));
         }
     }
 }
@@ -528,8 +531,8 @@ fn program_path(out: &mut ProgramPath, exe_file: u64) {
 }
 
 #[inline(always)]
-fn fold_other(call: u16, outcome: u16, timing: Option<&Timing>) {
-    if let Some(v) = OTHER_AGGREGATES.get_ptr_mut(aggregate::other_slot(call, outcome)) {
+fn fold_other(call: u16, outcome: u16, check: bool, timing: Option<&Timing>) {
+    if let Some(v) = OTHER_AGGREGATES.get_ptr_mut(aggregate::other_slot(call, outcome, check)) {
         add(v, timing);
     }
 }

@@ -26,9 +26,12 @@ use crate::{
 };
 
 // The programs read the kernel's structures through the BTF-typed pointers they hold
-// (`task::Btf`): the current task, and the syscall's `pt_regs` argument. A kernel without
-// `bpf_get_current_task_btf` (before 5.11) has no typed current task: every read then goes
-// through the helper (`task::Probe`), which takes the typed argument as well.
+// (`task::Btf`): the current task, and the syscall's `pt_regs` argument. Where the kernel has
+// no `bpf_task_pt_regs` (before 5.15) they read neither: 5.10 has no typed current task, and
+// its verifier refuses to read the argument (`struct pt_regs` is only declared in the
+// syscall functions' BTF: "arg0 type FWD is not a struct"). The task's own saved registers,
+// the same ones, are read then, and everything through the helper (`task::Probe`). The
+// agent's calls start in `on_enter` too, which reads an execveat's AT_EXECVE_CHECK flag first.
 
 #[inline(always)]
 fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
@@ -36,19 +39,10 @@ fn enter(ctx: &FEntryContext, syscall: u32, compat: bool) {
     if !maps::current_is_traced(tgid) {
         return;
     }
-    if task::has(kernel_features::CURRENT_TASK_BTF) {
-        entered::<Btf>(ctx.arg(0), syscall, compat, (pid, tgid, task::current_btf()));
+    if task::has(kernel_features::TASK_PT_REGS) {
+        on_enter::<Btf>(ctx.arg(0), syscall, compat, pid, tgid, task::current_btf());
     } else {
-        entered::<Probe>(ctx.arg(0), syscall, compat, (pid, tgid, task::current()));
-    }
-}
-
-#[inline(always)]
-fn entered<M: Kmem>(regs: u64, syscall: u32, compat: bool, (pid, tgid, current): (u32, u32, u64)) {
-    if aggregate::on() {
-        aggregate::start::<M>(pid, tgid, current, syscall, compat);
-    } else {
-        on_enter::<M>(regs, syscall, compat, pid, tgid, current);
+        on_enter::<Probe>(task::current_regs(), syscall, compat, pid, tgid, task::current());
     }
 }
 
@@ -59,10 +53,10 @@ fn exit(ctx: &FExitContext, syscall: u32, compat: bool) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    if task::has(kernel_features::CURRENT_TASK_BTF) {
+    if task::has(kernel_features::TASK_PT_REGS) {
         exited::<Btf>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current_btf()));
     } else {
-        exited::<Probe>(ctx.arg(0), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current()));
+        exited::<Probe>(task::current_regs(), syscall, compat, ctx.arg(1), now, (pid, tgid, task::current()));
     }
 }
 
@@ -116,7 +110,8 @@ pub fn in_kernel_clone(_ctx: FEntryContext) -> u32 {
 #[inline(always)]
 fn clone_entered<M: Kmem>(regs: u64, (pid, tgid, current): (u32, u32, u64)) {
     if let Some((syscall, compat)) = fork_call::<M>(current, regs, true) {
-        entered::<M>(regs, syscall, compat, (pid, tgid, current));
+        // The agent's start too, as for the exec calls ([`on_enter`]).
+        on_enter::<M>(regs, syscall, compat, pid, tgid, current);
     }
 }
 

@@ -107,6 +107,8 @@ fn loaded(pid: u32, tgid: u32, old_pid: u32, bprm: Option<u64>, held: Option<Sys
         rec.header = header::<LoadedRecord>(pid, tgid);
         rec.old_pid = old_pid;
         kernel_filename(&mut rec.kernel_filename, bprm);
+        // Set by now (`begin_new_exec`); from 6.14 not always the name's last part.
+        rec.comm = task::comm();
     });
 }
 

@@ -27,6 +27,8 @@ use crate::{
 
 const AT_FDCWD: i32 = -100;
 const AT_EMPTY_PATH: u64 = 0x1000;
+/// `execveat`'s flag (Linux 6.14+) asking only whether the file would be executed.
+const AT_EXECVE_CHECK: u64 = 0x10000;
 
 /// The saved user register at `off` in `regs`, read with `M`.
 #[inline(always)]
@@ -75,8 +77,9 @@ fn entered<M: Kmem>(regs: u64, nr: u64, pid: u32, tgid: u32, current: u64) {
 /// BTF-typed pointers to them (fentry/fexit), a helper call each otherwise.
 #[inline(always)]
 pub fn on_enter<M: Kmem>(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: u32, current: u64) {
+    let check = execve_check::<M>(regs, syscall, compat);
     if aggregate::on() {
-        aggregate::start::<M>(pid, tgid, current, syscall, compat);
+        aggregate::start::<M>(pid, tgid, current, syscall, compat, check);
         return;
     }
     let (min_flt, maj_flt, mut flags) = match M::faults(current) {
@@ -85,6 +88,9 @@ pub fn on_enter<M: Kmem>(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: 
     };
     if compat {
         flags |= record_flags::COMPAT;
+    }
+    if check {
+        flags |= record_flags::EXECVE_CHECK;
     }
     if syscall < traced_syscall::CLONE && argv::wanted() {
         argv::send(reg::<M>(regs, argv_reg(syscall, compat), compat), compat, pid, tgid);
@@ -110,6 +116,15 @@ pub fn on_enter<M: Kmem>(regs: u64, syscall: u32, compat: bool, pid: u32, tgid: 
         maps::count(if syscall < traced_syscall::CLONE { counter::EXEC_ENTER_DROPPED } else { counter::FORK_ENTER_DROPPED });
         maps::enter_lost(pid);
     }
+}
+
+/// Whether the call entering with `regs` is an `execveat` with `AT_EXECVE_CHECK`: a check that
+/// executes nothing. One register read, for `execveat` only; read at the enter, where the
+/// flags are the caller's whatever the call then does (kernels before 6.14 refuse the flag
+/// with EINVAL: a failed check all the same).
+#[inline(always)]
+fn execve_check<M: Kmem>(regs: u64, syscall: u32, compat: bool) -> bool {
+    syscall == traced_syscall::EXECVEAT && reg::<M>(regs, arg_regs(syscall, compat).2, compat) & AT_EXECVE_CHECK != 0
 }
 
 /// `sys_exit(regs, ret)`. The saved registers still hold the syscall number (x86_64:
@@ -237,8 +252,11 @@ fn fill_exit<M: Kmem>(rec: &mut SyscallExitRecord, regs: u64, e: &Exit, (pid, tg
     rec.filename_len = 0;
     // A failed exec leaves the caller's memory, and its arguments, as they were (x86_64: the
     // name in rdi for execve, rsi for execveat, ebx/ecx in the ia32 ABI; arm64: orig_x0 / x1
-    // in both ABIs). A successful one's name comes from the kernel's copy.
-    if syscall < traced_syscall::CLONE && ret != 0 {
+    // in both ABIs). A successful one's name comes from the kernel's copy; so does a passed
+    // `AT_EXECVE_CHECK`'s, which never reaches it: its arguments are the caller's still. (A
+    // successful exec leaves no such flag: x86_64 returns from `execveat` as `execve`, arm64
+    // with the new image's cleared registers.)
+    if syscall < traced_syscall::CLONE && (ret != 0 || execve_check::<M>(regs, syscall, compat)) {
         let (name_reg, dirfd_reg, flags_reg) = arg_regs(syscall, compat);
         read_user_filename(reg::<M>(regs, name_reg, compat), rec);
         if dirfd_reg != 0 {

@@ -1149,3 +1149,80 @@ fn prometheus_scrapes_over_tls_with_basic_auth_and_nothing_else_gets_in() {
     let v = stop_agent(agent, &json);
     assert_eq!(v["analysis"]["attempts"], n);
 }
+
+/// Whether this kernel has `AT_EXECVE_CHECK` (Linux 6.14+), found by trying it: a check of
+/// /bin/true returns 0 and executes nothing; a kernel without the flag refuses it with EINVAL.
+fn kernel_has_execve_check() -> bool {
+    const AT_EXECVE_CHECK: libc::c_int = 0x10000;
+    let fd = unsafe { libc::open(c"/bin/true".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    assert!(fd >= 0, "open /bin/true: {}", std::io::Error::last_os_error());
+    let argv = [c"true".as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let r =
+        unsafe { libc::syscall(libc::SYS_execveat, fd, c"".as_ptr(), argv.as_ptr(), envp.as_ptr(), libc::AT_EMPTY_PATH | AT_EXECVE_CHECK) };
+    let err = std::io::Error::last_os_error();
+    unsafe { libc::close(fd) };
+    match r {
+        0 => true,
+        _ if err.raw_os_error() == Some(libc::EINVAL) => false,
+        _ => panic!("AT_EXECVE_CHECK of /bin/true failed otherwise than EINVAL: {err}"),
+    }
+}
+
+/// `AT_EXECVE_CHECK` checks (6.14+) in the agent: N passed and one refused (EACCES) are series
+/// of their own, `checked` and `check_eacces`, in the JSON and in the metrics' outcome label;
+/// the caller's only success is its one real exec (an fexecve), and the checks leave PATH
+/// searches alone. Skipped, saying so, where the kernel has no such flag.
+#[test]
+#[ignore = "needs root"]
+fn execve_checks_are_series_of_their_own() {
+    require_root!();
+    if !kernel_has_execve_check() {
+        println!("skipped: this kernel refuses AT_EXECVE_CHECK with EINVAL (the flag came in Linux 6.14); nothing to count");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/execve_check.c");
+    let exe = dir.path().join("execve_check");
+    let built = Command::new("gcc").args(["-O2", "-static", "-o"]).arg(&exe).arg(&src).status().unwrap();
+    assert!(built.success(), "gcc -static failed to build {}", src.display());
+    let noexec = dir.path().join("noexec");
+    std::fs::write(&noexec, "not a program\n").unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "checks");
+    let json = dir.path().join("agent.json");
+    let (agent, addr) = start_agent_serving(&["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "0", "--listen", "127.0.0.1:0"], &json);
+    let addr = addr.expect("the agent names its endpoint");
+    let n = 50u64;
+    sh_in(Some(&cg.path), &format!("exec {} {n} /bin/true {}", exe.display(), noexec.display()));
+    // The metrics' outcome label, exactly, once the agent has read its maps.
+    let value = |text: &str, outcome: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("execprof_exec_attempts_total{") && l.contains(&format!("outcome=\"{outcome}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (status, text) = http_get(&addr, "/metrics", "text/plain;version=0.0.4");
+        assert!(status.contains(" 200 "), "{status}");
+        if value(&text, "checked") == n as f64 && value(&text, "check_eacces") == 1.0 {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no checked = {n}, check_eacces = 1 in:\n{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // The launch's exec of the program by sh, and its fexecve of the memfd: no more.
+    assert_eq!(value(&text, "success"), 2.0, "{text}");
+    assert_eq!(value(&text, "eacces"), 0.0, "a refused check is no failed exec: {text}");
+    let v = stop_agent(agent, &json);
+    let prog = exe.display().to_string();
+    let mine = |s: &Value| names(&s["program"], &prog) && s["call"] == "exec";
+    assert_eq!(count(&v, |s| mine(s) && s["outcome"] == "checked"), n, "{}", v["series"]);
+    assert_eq!(count(&v, |s| mine(s) && s["outcome"] == "check_eacces"), 1, "{}", v["series"]);
+    assert_eq!(count(&v, |s| mine(s) && s["outcome"] == "success"), 1, "the fexecve: {}", v["series"]);
+    let caller = v["analysis"]["callers"].as_array().unwrap().iter().find(|c| names(&c["program"], &prog)).unwrap().clone();
+    assert_eq!((caller["checks"].as_u64(), caller["successes"].as_u64()), (Some(n + 1), Some(1)), "{caller}");
+    assert!(caller["failed"].as_array().unwrap().iter().all(|f| !f[0].as_str().unwrap().starts_with("check")), "{caller}");
+    assert_eq!(v["analysis"]["path_searches"]["found_after_misses"], 0, "{}", v["analysis"]["path_searches"]);
+}

@@ -125,7 +125,7 @@ fn report_names_the_damage_and_fails_with_its_own_code() {
     report(&write("header", &bytes[..12])).stderr(predicate::str::contains("the file ends right after its header, before the META frame"));
     report(&write("empty", b"")).stderr(predicate::str::contains("the file is empty: nothing was ever recorded into it"));
     let mut newer = bytes.clone();
-    newer[8] = 3; // the format version, little-endian after the 8-byte magic
+    newer[8] = execprof::recording::FORMAT_VERSION as u8 + 1; // the format version, little-endian after the 8-byte magic
     report(&write("newer", &newer)).stderr(predicate::str::contains("upgrade execprof"));
     report(&write("text", b"hello, not a recording")).stderr(predicate::str::contains("not an execprof recording"));
     Command::new(env!("CARGO_BIN_EXE_execprof"))

@@ -1770,3 +1770,93 @@ fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_
     assert_eq!(blind(&v2), Some(1), "{}", v2["losses"]);
     assert_eq!(v2["complete"], false);
 }
+
+/// Whether this kernel has `AT_EXECVE_CHECK` (Linux 6.14+), found by trying it: a check of
+/// /bin/true returns 0 and executes nothing; a kernel without the flag refuses it with EINVAL.
+fn kernel_has_execve_check() -> bool {
+    const AT_EXECVE_CHECK: libc::c_int = 0x10000;
+    let fd = unsafe { libc::open(c"/bin/true".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    assert!(fd >= 0, "open /bin/true: {}", std::io::Error::last_os_error());
+    let argv = [c"true".as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let r =
+        unsafe { libc::syscall(libc::SYS_execveat, fd, c"".as_ptr(), argv.as_ptr(), envp.as_ptr(), libc::AT_EMPTY_PATH | AT_EXECVE_CHECK) };
+    let err = std::io::Error::last_os_error();
+    unsafe { libc::close(fd) };
+    match r {
+        0 => true,
+        _ if err.raw_os_error() == Some(libc::EINVAL) => false,
+        _ => panic!("AT_EXECVE_CHECK of /bin/true failed otherwise than EINVAL: {err}"),
+    }
+}
+
+/// `AT_EXECVE_CHECK` (6.14+) only asks whether a file would be executed: 200 checks of an
+/// executable and one of a file without execute permission are counted as checks (passed,
+/// failed with EACCES), never as successful or failed execs, chain steps or points of no
+/// return, and the caller stays the program it was; the same from the recording. Then the
+/// program fexecve's a memfd copy of itself: from 6.14 that image's comm is the memfd's name
+/// ("memfd:execprof-", cut to 15 bytes), before it the fd number. Skipped, saying so, where
+/// the kernel has no such flag.
+#[test]
+#[ignore = "needs root"]
+fn execve_checks_are_their_own_outcome_and_execute_nothing() {
+    require_root!();
+    if !kernel_has_execve_check() {
+        println!(
+            "skipped: this kernel ({:?}) refuses AT_EXECVE_CHECK with EINVAL (the flag came in Linux 6.14); nothing to count",
+            execprof::testing::kernel_version()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_program(dir.path(), "execve_check", Abi::Native);
+    let noexec = dir.path().join("noexec");
+    std::fs::write(&noexec, "not a program\n").unwrap();
+    std::fs::set_permissions(&noexec, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let recording = dir.path().join("checks.execprof");
+    let n = 200u64;
+    let (exe_s, noexec_s, rec_s) = (exe.to_str().unwrap(), noexec.to_str().unwrap(), recording.to_str().unwrap());
+    let (v, out) = run_json(&["-o", rec_s, "--", exe_s, &n.to_string(), "/bin/true", noexec_s]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_losses(&v);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let check = |v: &Value, what: &str| {
+        // The launch exec and the fexecve: the checks are no successes.
+        assert_eq!(outcome_count(v, "success"), 2, "{what}: {}", v["analysis"]["outcomes"]);
+        assert_eq!(outcome_count(v, "checked"), n, "{what}");
+        assert_eq!(outcome_count(v, "check_failed"), 1, "{what}");
+        let failed = v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "check_failed").unwrap();
+        assert_eq!(failed["errnos"], serde_json::json!([[13, 1]]), "{what}: the refused check keeps its errno");
+        assert_eq!(outcome_count(v, "eacces"), 0, "{what}: a refused check is no failed exec");
+        assert_eq!(outcome_count(v, "enoent"), 1, "{what}: the memfd image's one miss");
+        // Only the two execs pass the point of no return.
+        assert_eq!(v["analysis"]["success_split"]["before_ns"]["count"], 2, "{what}: {}", v["analysis"]["success_split"]);
+        // The launch exec and the fexecve: one step at most, never one per check.
+        let steps = v["analysis"]["chain"]["steps"].as_u64().unwrap_or(0);
+        assert!(steps <= 1, "{what}: {steps} chain steps");
+        let callers = v["analysis"]["callers"].as_array().unwrap();
+        let by = |exe: &str| callers.iter().find(|c| c["program"]["exe"] == exe);
+        let checker = by(exe_s).unwrap_or_else(|| panic!("{what}: no caller {exe_s}: {callers:?}"));
+        assert_eq!((checker["checks"].as_u64(), checker["successes"].as_u64()), (Some(n + 1), Some(1)), "{what}: {checker}");
+        // The memfd's image: named by the kernel's bprm->filename, its comm the kernel's.
+        let memfd = callers.iter().find(|c| c["program"]["exe"].as_str().is_some_and(|e| e.starts_with("/dev/fd/")));
+        let memfd = memfd.unwrap_or_else(|| panic!("{what}: no /dev/fd/N caller: {callers:?}"));
+        assert_eq!(memfd["enoent"], 1, "{what}: {memfd}");
+        assert!(callers.iter().all(|c| c["program"]["exe"] != "/bin/true"), "{what}: a check renamed its caller: {callers:?}");
+        if execprof::testing::kernel_version() >= (6, 14) {
+            assert_eq!(memfd["program"]["comm"], "memfd:execprof-", "{what}: {memfd}");
+        } else {
+            assert!(memfd["program"]["comm"].is_null(), "{what}: the fd number, as /dev/fd/N's last part says: {memfd}");
+        }
+    };
+    check(&v, "run");
+    assert!(!stdout.contains("Exec chain: 20"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("checked ") && l.contains(&n.to_string())), "{stdout}");
+    assert!(stdout.lines().any(|l| l.contains("EACCES ×1")), "the refused check's errno: {stdout}");
+    // The recording replays to the same answer.
+    let json = dir.path().join("replay.json");
+    let out = execprof().arg("report").arg(&recording).arg("--json").arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    check(&replayed, "report");
+}

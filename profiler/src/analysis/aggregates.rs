@@ -26,23 +26,37 @@ pub enum Call {
 /// The outcome as the agent's JSON names it, as `run --json` names its classes, in lower case:
 /// `success`, an errno's name (`enoent`, `e2big`), or `abandoned` ([`outcome_label`] on a
 /// terminal)
-/// (killed mid-exec, whatever its errno).
-pub fn outcome_name(outcome: u16) -> String {
-    match outcome {
+/// (killed mid-exec, whatever its errno). An `AT_EXECVE_CHECK` check (`check`) is `checked`
+/// when it passed, else `check_` and the rest (`check_eacces`): never an exec's outcome.
+pub fn outcome_name(outcome: u16, check: bool) -> String {
+    let name = match outcome {
+        OUTCOME_SUCCESS if check => return CHECKED.to_owned(),
         OUTCOME_SUCCESS => "success".to_owned(),
         OUTCOME_ABANDONED => "abandoned".to_owned(),
         e => errno_name(i64::from(e)).to_lowercase(),
-    }
+    };
+    if check { format!("{CHECK_PREFIX}{name}") } else { name }
 }
+
+/// [`outcome_name`] of a passed check.
+const CHECKED: &str = "checked";
+/// What [`outcome_name`] puts in front of a failed check's outcome.
+const CHECK_PREFIX: &str = "check_";
 
 /// An outcome's name as terminals show it (and `run`'s reports): errno names in capitals.
 pub fn outcome_label(name: &str) -> String {
     match name {
         "other" => "other errno".to_owned(),
-        "success" | "abandoned" | "failed" => name.to_owned(),
+        "success" | "abandoned" | "failed" | CHECKED => name.to_owned(),
+        n if n.starts_with(CHECK_PREFIX) => format!("check {}", outcome_label(&n[CHECK_PREFIX.len()..])),
         n if n.starts_with("errno ") => n.to_owned(),
         n => n.to_uppercase(),
     }
+}
+
+/// Whether an outcome's name ([`outcome_name`]) is a check's.
+pub fn is_check(name: &str) -> bool {
+    name == CHECKED || name.starts_with(CHECK_PREFIX)
 }
 
 /// One series: where, by whom, what call, how it ended. Names are escaped for terminals.
@@ -302,7 +316,7 @@ pub enum GroupBy {
 pub struct GroupRow {
     /// The program's path or the cgroup's.
     pub name: String,
-    /// Exec attempts, all outcomes.
+    /// Exec attempts, all outcomes (`AT_EXECVE_CHECK` checks not included).
     pub attempts: u64,
     /// Of those, ENOENT: missed PATH candidates, mostly.
     pub enoent: u64,
@@ -310,6 +324,10 @@ pub struct GroupRow {
     pub failed_otherwise: u64,
     /// Exec attempts' summed latencies, for their time and quantiles.
     pub exec: Totals,
+    /// `AT_EXECVE_CHECK` checks (passed or not): no exec, so in none of the above.
+    pub checks: u64,
+    /// Their kernel time, in ns.
+    pub check_ns: u64,
     /// Fork-family calls.
     pub forks: u64,
     /// Their kernel time, in ns.
@@ -319,9 +337,9 @@ pub struct GroupRow {
 }
 
 impl GroupRow {
-    /// Kernel time of its exec attempts and fork-family calls, in ns.
+    /// Kernel time of its exec attempts, checks and fork-family calls, in ns.
     pub fn kernel_ns(&self) -> u64 {
-        self.exec.sum_ns + self.fork_ns
+        self.exec.sum_ns + self.check_ns + self.fork_ns
     }
 }
 
@@ -336,6 +354,11 @@ impl SeriesTable {
             };
             let row = out.entry(name.clone()).or_insert_with(|| GroupRow { name: name.clone(), ..GroupRow::default() });
             match k.call {
+                // A check's answer, passed or not, is no exec: counted apart.
+                Call::Exec if is_check(&k.outcome) => {
+                    row.checks += t.count;
+                    row.check_ns += t.sum_ns;
+                }
                 Call::Exec => {
                     row.attempts += t.count;
                     match k.outcome.as_str() {
@@ -384,8 +407,9 @@ impl AgentTotals {
     }
 
     /// `count` samples of `frames` inside calls of `call` that ended with `outcome` (kernel
-    /// values); only exec attempts' are kept.
-    pub fn add_stack(&mut self, call: u16, outcome: u16, frames: &[u64], count: u64) {
+    /// values, and whether the calls were `AT_EXECVE_CHECK` checks); only exec attempts' are
+    /// kept.
+    pub fn add_stack(&mut self, call: u16, (outcome, check): (u16, bool), frames: &[u64], count: u64) {
         if call != CALL_EXEC {
             return;
         }
@@ -395,7 +419,7 @@ impl AgentTotals {
         } else {
             frames
         };
-        self.stacks.stack(exec_outcome(outcome), frames, count);
+        self.stacks.stack(exec_outcome(outcome, check), frames, count);
     }
 
     /// An exec outcome's (attempts, exact mean latency of the timed ones), for the sampled
@@ -413,9 +437,11 @@ impl AgentTotals {
     }
 }
 
-/// The report's outcome class of a kernel exec outcome.
-pub fn exec_outcome(outcome: u16) -> Outcome {
+/// The report's outcome class of a kernel exec outcome (`check`: of an `AT_EXECVE_CHECK`).
+pub fn exec_outcome(outcome: u16, check: bool) -> Outcome {
     match outcome {
+        OUTCOME_SUCCESS if check => Outcome::Checked,
+        _ if check => Outcome::CheckFailed,
         OUTCOME_ABANDONED => Outcome::Abandoned,
         e => Outcome::of(-i64::from(e)),
     }
@@ -424,6 +450,8 @@ pub fn exec_outcome(outcome: u16) -> Outcome {
 /// [`exec_outcome`] of an outcome's name ([`outcome_name`]); None for `other` series' names.
 fn exec_outcome_named(name: &str) -> Option<Outcome> {
     Some(match name {
+        CHECKED => Outcome::Checked,
+        n if n.starts_with(CHECK_PREFIX) => Outcome::CheckFailed,
         "success" => Outcome::Success,
         "abandoned" => Outcome::Abandoned,
         "enoent" => Outcome::Enoent,
@@ -565,9 +593,11 @@ pub fn other_series(slot: u32) -> SeriesKey {
     use profiler_common::aggregate::*;
     let (call, outcome) = match slot {
         OTHER_SUCCESS => (Call::Exec, "success".to_owned()),
-        OTHER_ENOENT => (Call::Exec, outcome_name(2)),
-        OTHER_EACCES => (Call::Exec, outcome_name(13)),
-        OTHER_ENOEXEC => (Call::Exec, outcome_name(8)),
+        OTHER_ENOENT => (Call::Exec, outcome_name(2, false)),
+        OTHER_EACCES => (Call::Exec, outcome_name(13, false)),
+        OTHER_ENOEXEC => (Call::Exec, outcome_name(8, false)),
+        OTHER_CHECKED => (Call::Exec, CHECKED.to_owned()),
+        OTHER_CHECK_FAILED => (Call::Exec, format!("{CHECK_PREFIX}failed")),
         OTHER_ABANDONED => (Call::Exec, "abandoned".to_owned()),
         OTHER_FORK => (Call::Fork, "success".to_owned()),
         OTHER_FORK_FAILED => (Call::Fork, "failed".to_owned()),
@@ -638,6 +668,9 @@ pub struct CallerRow {
     pub attempts: u64,
     /// Successful exec attempts.
     pub successes: u64,
+    /// `AT_EXECVE_CHECK` checks, passed or not (in `attempts`, never in `failed`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub checks: u64,
     /// Failed attempts per outcome name, most first.
     pub failed: Vec<(String, u64)>,
     /// Kernel time of its failed (abandoned included) and successful attempts, in ns.
@@ -673,6 +706,10 @@ pub struct ForkRow {
     pub parent_rss_pages_max: u64,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn per(n: u64, d: u64) -> Option<f64> {
     (d > 0).then(|| n as f64 / d as f64)
 }
@@ -688,6 +725,7 @@ fn summarize<'a>(series: impl Iterator<Item = (&'a SeriesKey, &'a Totals)>) -> A
             program: k.program.clone(),
             attempts: 0,
             successes: 0,
+            checks: 0,
             failed: Vec::new(),
             failed_ns: 0,
             success_ns: 0,
@@ -709,6 +747,8 @@ fn summarize<'a>(series: impl Iterator<Item = (&'a SeriesKey, &'a Totals)>) -> A
                 if k.outcome == "success" {
                     c.successes += t.count;
                     c.success_ns += t.sum_ns;
+                } else if is_check(&k.outcome) {
+                    c.checks += t.count;
                 } else {
                     c.failed_ns += t.sum_ns;
                     match c.failed.iter_mut().find(|(o, _)| *o == k.outcome) {
@@ -831,6 +871,26 @@ mod tests {
         assert_eq!(t.summary().attempts, 21);
     }
 
+    /// `AT_EXECVE_CHECK` series: outcome rows of their own, a caller's checks apart from its
+    /// successes and failures, and `top`'s rows count them apart from the execs.
+    #[test]
+    fn checks_are_neither_successes_nor_failures() {
+        let mut t = SeriesTable::new(100);
+        t.add(key("/usr/bin/x", Call::Exec, "success"), &totals(&[100_000]));
+        t.add(key("/usr/bin/x", Call::Exec, &outcome_name(OUTCOME_SUCCESS, true)), &totals(&[9_000, 9_000, 9_000]));
+        t.add(key("/usr/bin/x", Call::Exec, &outcome_name(13, true)), &totals(&[1_000]));
+        let s = t.summary();
+        let row = |o: &str| s.outcomes.iter().find(|r| r.outcome == o).map(|r| r.count);
+        assert_eq!((row("success"), row("checked"), row("check_eacces"), row("eacces")), (Some(1), Some(3), Some(1), None));
+        let c = &s.callers[0];
+        assert_eq!((c.attempts, c.successes, c.checks), (5, 1, 4));
+        assert!(c.failed.is_empty(), "{:?}", c.failed);
+        assert_eq!(c.success_ns + c.failed_ns, 100_000, "the checks' time is in neither");
+        let g = &t.groups(GroupBy::Program)["/usr/bin/x"];
+        assert_eq!((g.attempts, g.enoent, g.failed_otherwise, g.checks, g.check_ns), (1, 0, 0, 4, 28_000));
+        assert_eq!(g.kernel_ns(), 128_000);
+    }
+
     #[test]
     fn the_summary_splits_outcomes_callers_and_forks() {
         let mut t = SeriesTable::new(100);
@@ -897,27 +957,38 @@ mod tests {
     fn stacks_are_kept_per_exec_outcome_and_bounded() {
         let mut t = AgentTotals::new(2);
         t.series.add(key("/bin/sh", Call::Exec, "enoent"), &totals(&[1_000, 3_000]));
-        t.add_stack(CALL_EXEC, 2, &[1, 2], 5);
-        t.add_stack(CALL_EXEC, 2, &[1, 3], 1);
-        t.add_stack(CALL_EXEC, 2, &[1, 4], 2);
-        t.add_stack(profiler_common::aggregate::CALL_FORK, 0, &[9], 7);
+        t.add_stack(CALL_EXEC, (2, false), &[1, 2], 5);
+        t.add_stack(CALL_EXEC, (2, false), &[1, 3], 1);
+        t.add_stack(CALL_EXEC, (2, false), &[1, 4], 2);
+        t.add_stack(profiler_common::aggregate::CALL_FORK, (0, false), &[9], 7);
         assert_eq!(t.stacks_folded, 2, "the third stack is past the capacity");
         assert_eq!(t.stacks.distinct_stacks(), 3, "two stacks and the stackless one");
         assert_eq!(t.outcome_stats(Outcome::Enoent), (2, 2_000.0));
-        assert_eq!(exec_outcome(OUTCOME_ABANDONED), Outcome::Abandoned);
-        assert_eq!(exec_outcome(8), Outcome::Enoexec);
+        assert_eq!(exec_outcome(OUTCOME_ABANDONED, false), Outcome::Abandoned);
+        assert_eq!(exec_outcome(8, false), Outcome::Enoexec);
+        assert_eq!(exec_outcome(OUTCOME_SUCCESS, true), Outcome::Checked);
+        assert_eq!(exec_outcome(13, true), Outcome::CheckFailed);
     }
 
     #[test]
     fn outcomes_are_named_by_errno() {
-        assert_eq!(outcome_name(OUTCOME_SUCCESS), "success");
-        assert_eq!(outcome_name(2), "enoent");
-        assert_eq!(outcome_name(7), "e2big");
-        assert_eq!(outcome_name(OUTCOME_ABANDONED), "abandoned");
+        assert_eq!(outcome_name(OUTCOME_SUCCESS, false), "success");
+        assert_eq!(outcome_name(2, false), "enoent");
+        assert_eq!(outcome_name(7, false), "e2big");
+        assert_eq!(outcome_name(OUTCOME_ABANDONED, false), "abandoned");
+        // A check is never a success or an exec's failure.
+        assert_eq!(outcome_name(OUTCOME_SUCCESS, true), "checked");
+        assert_eq!(outcome_name(13, true), "check_eacces");
+        assert_eq!(outcome_label("check_eacces"), "check EACCES");
+        assert_eq!(exec_outcome_named("check_eacces"), Some(Outcome::CheckFailed));
+        assert_eq!(exec_outcome_named("checked"), Some(Outcome::Checked));
         // As run's JSON names the same outcomes, and as terminals show them.
         for o in Outcome::ALL {
             let name = serde_json::to_value(o).unwrap();
-            assert!(["success", "enoent", "eacces", "enoexec", "other", "abandoned"].contains(&name.as_str().unwrap()));
+            assert!(
+                ["success", "enoent", "eacces", "enoexec", "other", "abandoned", "checked", "check_failed"]
+                    .contains(&name.as_str().unwrap())
+            );
             assert_eq!(outcome_label(name.as_str().unwrap()), o.label());
         }
         assert_eq!((outcome_label("enoent"), outcome_label("errno 600")), ("ENOENT".to_owned(), "errno 600".to_owned()));

@@ -41,6 +41,13 @@ pub struct CallerSummary {
     pub other: u64,
     /// Killed mid-exec ([`Outcome::Abandoned`]).
     pub abandoned: u64,
+    /// `AT_EXECVE_CHECK` checks, passed or failed ([`Outcome::Checked`],
+    /// [`Outcome::CheckFailed`]): counted in `attempts`, in no exec outcome.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub checks: u64,
+    /// Kernel time in its checks, in ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub check_ns: u64,
     /// Kernel time in its failed attempts (abandoned ones included), in ns.
     pub failed_ns: u64,
     /// Kernel time in its successful attempts, in ns.
@@ -52,10 +59,14 @@ pub struct CallerSummary {
 }
 
 impl CallerSummary {
-    /// Kernel time in its exec attempts: what the table is sorted by.
+    /// Kernel time in its exec attempts (checks included): what the table is sorted by.
     pub fn exec_ns(&self) -> u64 {
-        self.failed_ns + self.success_ns
+        self.failed_ns + self.success_ns + self.check_ns
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A program that started a calling program, and how many of the caller's calls (exec
@@ -76,6 +87,7 @@ struct CallerTally {
     outcomes: [u64; Outcome::ALL.len()],
     failed_ns: u64,
     success_ns: u64,
+    check_ns: u64,
     fork_calls: u64,
     fork_ns: u64,
     started_by: HashMap<Option<ProgramId>, u64>,
@@ -96,6 +108,8 @@ impl Callers {
         t.outcomes[i] += 1;
         if outcome == Outcome::Success {
             t.success_ns += a.duration_ns();
+        } else if outcome.is_check() {
+            t.check_ns += a.duration_ns();
         } else {
             t.failed_ns += a.duration_ns();
         }
@@ -128,7 +142,7 @@ impl Callers {
                 started_by.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.program.cmp(&b.program)));
                 let started_by_not_listed = started_by.len().saturating_sub(MAX_STARTED_BY) as u64;
                 started_by.truncate(MAX_STARTED_BY);
-                let [successes, enoent, eacces, enoexec, other, abandoned] = t.outcomes;
+                let [successes, enoent, eacces, enoexec, other, abandoned, checked, check_failed] = t.outcomes;
                 CallerSummary {
                     program: name(program),
                     started_by,
@@ -140,6 +154,8 @@ impl Callers {
                     enoexec,
                     other,
                     abandoned,
+                    checks: checked + check_failed,
+                    check_ns: t.check_ns,
                     failed_ns: t.failed_ns,
                     success_ns: t.success_ns,
                     fork_calls: t.fork_calls,
@@ -202,7 +218,7 @@ mod tests {
         assert_eq!(a.callers[1].started_by, vec![by(Some(exe("/usr/lib/systemd/systemd")), 2)]);
         assert_eq!(a.callers[2].started_by, vec![by(None, 1)]);
         assert_eq!(a.callers_not_listed, 0);
-        assert!(a.callers.iter().all(|c| c.attempts == c.successes + c.enoent + c.eacces + c.enoexec + c.other + c.abandoned));
+        assert!(a.callers.iter().all(|c| c.attempts == c.successes + c.enoent + c.eacces + c.enoexec + c.other + c.abandoned + c.checks));
     }
 
     /// In a launched tree the launch exec is the launcher's; an exec chain's later images are

@@ -124,8 +124,13 @@ pub struct ChainTracker {
 
 impl ChainTracker {
     /// Adds one exec attempt: a failed one joins its process's open step; a successful one
-    /// closes that step and opens the next.
+    /// closes that step and opens the next. An `AT_EXECVE_CHECK` check does neither: it
+    /// executes nothing, and whether it passes is its answer, not a failure (its time stays
+    /// in the step's rest).
     pub fn attempt(&mut self, a: &ExecAttempt) {
+        if a.check {
+            return;
+        }
         let p = self.processes.entry(a.tgid).or_default();
         if a.ret != 0 {
             if let Some(open) = &mut p.open {
@@ -356,6 +361,29 @@ mod tests {
         assert_eq!(sum.rest_ns.total_ns, 120 + 110);
         assert_eq!(sum.wall_ns.total_ns, sum.failed_ns.total_ns + sum.exec_ns.total_ns + sum.rest_ns.total_ns);
         assert!(ChainTracker::default().summary().is_none());
+    }
+
+    /// `AT_EXECVE_CHECK` checks, passed or refused, neither close a step nor fail in one.
+    #[test]
+    fn checks_are_no_steps_and_no_failed_attempts() {
+        let checked = |enter_ns, ret| {
+            let mut a = attempt(7, enter_ns, enter_ns + 5, ret, None);
+            a.check = true;
+            a
+        };
+        let a = [
+            attempt(7, 0, 100, 0, None),
+            checked(110, 0),
+            checked(120, 0),
+            checked(130, -13),
+            attempt(7, 200, 210, -2, None),
+            attempt(7, 250, 400, 0, None),
+            checked(410, 0),
+            attempt(7, 520, 700, 0, None),
+        ];
+        let sum = track(&a, &[], &[]).summary().unwrap();
+        assert_eq!(sum.steps, 2);
+        assert_eq!(sum.failed_attempts_per_step, 0.5);
     }
 
     #[test]

@@ -168,15 +168,19 @@ impl Identities {
         self.processes.insert(a.tgid, Identity { program, started_by });
     }
 
-    /// After a successful exec the process runs the exec'd file, started by what ran before.
+    /// After a successful exec the process runs the exec'd file, started by what ran before
+    /// (an `AT_EXECVE_CHECK` check that passed executed nothing: the process runs what it ran).
     /// Call it after charging the attempt to [`Identities::of`] the caller.
     pub(crate) fn exec(&mut self, a: &ExecAttempt) {
-        if a.ret != 0 {
+        if !a.executed() {
             return;
         }
         let before = self.of(a.tgid);
         let bytes = &a.name.bytes;
-        let program = self.intern(ProgramKey::Exe { exe: bytes.clone(), comm: comm_of(bytes).to_vec() });
+        // The kernel's own comm where it was seen: from Linux 6.14 an fexecve (`/dev/fd/N`)
+        // takes the file's name, not the fd number the name's last part gives.
+        let comm = a.comm.clone().unwrap_or_else(|| comm_of(bytes).to_vec());
+        let program = self.intern(ProgramKey::Exe { exe: bytes.clone(), comm });
         self.processes.insert(a.tgid, Identity { program, started_by: Some(before.program) });
     }
 
@@ -275,6 +279,28 @@ mod tests {
         ids.exec(&exec(101, b"/x/a-very-long-program-name", 0));
         assert_eq!(name(&mut ids, 101), ("/x/a-very-long-program-name".into(), Some("/bin/sh".into())));
         assert_eq!(name(&mut ids, 100).1.as_deref(), Some("execprof (launching the command)"));
+    }
+
+    /// A passed `AT_EXECVE_CHECK` check executes nothing: the caller stays what it was. An
+    /// fexecve's program is its `/dev/fd/N` name with the comm the kernel set: from 6.14 the
+    /// file's own name, before it the fd number (what the name says, so not shown).
+    #[test]
+    fn a_check_renames_nothing_and_an_fexecve_keeps_the_kernels_comm() {
+        let mut ids = Identities::new(&[], true);
+        ids.exec(&exec(100, b"/bin/sh", 0));
+        let mut check = exec(100, b"/dev/fd/3", 0);
+        check.check = true;
+        ids.exec(&check);
+        assert_eq!(name(&mut ids, 100).0, "/bin/sh");
+        let mut fexecve = exec(100, b"/dev/fd/4", 0);
+        fexecve.comm = Some(b"memfd:execprof-".to_vec());
+        ids.exec(&fexecve);
+        assert_eq!(name(&mut ids, 100), ("/dev/fd/4 [memfd:execprof-]".into(), Some("/bin/sh".into())));
+        ids.task_new(&fork(100, 101));
+        let mut before_6_14 = exec(101, b"/dev/fd/4", 0);
+        before_6_14.comm = Some(b"4".to_vec());
+        ids.exec(&before_6_14);
+        assert_eq!(name(&mut ids, 101).0, "/dev/fd/4");
     }
 
     /// Identities leave with their processes; programs stay, interned once by name.

@@ -303,7 +303,7 @@ impl<'a> Analyzer<'a> {
             self.exact.attempt(outcome, &a.inside.probed, a.inside.sums.as_ref(), plan, self.ctx.model);
         }
         // Looked up by reference first: the name is copied only to make a new entry.
-        let succeeded = u64::from(a.ret == 0);
+        let succeeded = u64::from(a.executed());
         match self.files.get_mut(&a.name.bytes) {
             Some(file) => *file = (file.0 + 1, file.1 + succeeded),
             None => {
@@ -325,7 +325,7 @@ impl<'a> Analyzer<'a> {
         if a.abi == Abi::Compat {
             let c = &mut self.compat;
             c.attempts += 1;
-            if a.ret == 0 {
+            if a.executed() {
                 c.successes += 1;
                 c.success_ns += u128::from(a.duration_ns());
             } else {
@@ -517,6 +517,8 @@ pub(crate) mod test_support {
             minor_faults: faults,
             major_faults: faults.map(|_| 0),
             argv: None,
+            check: false,
+            comm: None,
             inside: Inside::default(),
         }
     }

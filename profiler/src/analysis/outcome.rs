@@ -12,7 +12,7 @@ const ERESTARTNOINTR: i64 = 513;
 
 /// How an exec attempt ended (JSON: lowercase), or a fork-family call analysed alongside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The exec succeeded: the new image runs.
     Success,
@@ -29,14 +29,35 @@ pub enum Outcome {
     /// the call returned ERESTARTNOINTR (a fatal signal). Whatever errno it returned (an
     /// argument copy cut short gives E2BIG or EFAULT), not a cost of exec failing.
     Abandoned,
+    /// An `execveat` with `AT_EXECVE_CHECK` (Linux 6.14+) returned 0: the kernel checked that
+    /// the file would be executed (permissions, binary format, LSMs) and executed nothing.
+    /// Not a success: no point of no return, no new image, the caller goes on as it was.
+    Checked,
+    /// An `AT_EXECVE_CHECK` check returned an errno (the file would not be executed; EINVAL
+    /// also where the kernel predates the flag): the check's answer, not a failed exec, so it
+    /// is no PATH miss and no failed attempt of a chain step. Its errnos are listed.
+    CheckFailed,
     /// Not an exec: a fork-family call, analysed alongside.
     Fork(ForkSyscall),
 }
 
 impl Outcome {
     /// Every exec outcome, in the order reports list them (fork calls not included).
-    pub const ALL: [Outcome; 6] =
-        [Outcome::Success, Outcome::Enoent, Outcome::Eacces, Outcome::Enoexec, Outcome::Other, Outcome::Abandoned];
+    pub const ALL: [Outcome; 8] = [
+        Outcome::Success,
+        Outcome::Enoent,
+        Outcome::Eacces,
+        Outcome::Enoexec,
+        Outcome::Other,
+        Outcome::Abandoned,
+        Outcome::Checked,
+        Outcome::CheckFailed,
+    ];
+
+    /// Whether this is the outcome of an `AT_EXECVE_CHECK` check rather than of an exec.
+    pub fn is_check(self) -> bool {
+        matches!(self, Outcome::Checked | Outcome::CheckFailed)
+    }
 
     /// The outcome of an exec return value (0 or a negated errno), without kill information.
     pub fn of(ret: i64) -> Self {
@@ -50,9 +71,16 @@ impl Outcome {
         }
     }
 
-    /// An attempt's outcome: its errno, unless its thread was being killed.
+    /// An attempt's outcome: a check's pass or failure whatever its errno; else its errno,
+    /// unless its thread was being killed.
     pub fn of_attempt(a: &ExecAttempt) -> Self {
-        if a.ret != 0 && a.killed.is_some() { Outcome::Abandoned } else { Outcome::of(a.ret) }
+        if a.check {
+            if a.ret == 0 { Outcome::Checked } else { Outcome::CheckFailed }
+        } else if a.ret != 0 && a.killed.is_some() {
+            Outcome::Abandoned
+        } else {
+            Outcome::of(a.ret)
+        }
     }
 
     /// The name the JSON and the command line (`diff --outcome`) use; None for fork calls.
@@ -64,6 +92,8 @@ impl Outcome {
             Outcome::Enoexec => "enoexec",
             Outcome::Other => "other",
             Outcome::Abandoned => "abandoned",
+            Outcome::Checked => "checked",
+            Outcome::CheckFailed => "check_failed",
             Outcome::Fork(_) => return None,
         })
     }
@@ -77,6 +107,8 @@ impl Outcome {
             Outcome::Enoexec => "ENOEXEC",
             Outcome::Other => "other errno",
             Outcome::Abandoned => "abandoned",
+            Outcome::Checked => "checked",
+            Outcome::CheckFailed => "check failed",
             Outcome::Fork(s) => match s {
                 ForkSyscall::Clone => "clone (fork)",
                 ForkSyscall::Clone3 => "clone3",
@@ -100,7 +132,8 @@ pub struct OutcomeSummary {
     pub minor_faults_per_attempt: Option<f64>,
     /// Mean major page faults per attempt, over the attempts whose faults were countable.
     pub major_faults_per_attempt: Option<f64>,
-    /// For `Other` and `Abandoned`: each errno and its count, most frequent first.
+    /// For `Other`, `Abandoned` and `CheckFailed`: each errno and its count, most frequent
+    /// first.
     pub errnos: Vec<(i64, u64)>,
     /// Where the latencies pile up: more than one mode means the mean describes none of them.
     pub modes: Vec<super::modes::LatencyMode>,
@@ -141,7 +174,7 @@ impl OutcomeTally {
             self.major = (self.major.0 + n, self.major.1 + 1);
         }
         match Outcome::of_attempt(a) {
-            Outcome::Other => *self.errnos.entry(-a.ret).or_default() += 1,
+            Outcome::Other | Outcome::CheckFailed => *self.errnos.entry(-a.ret).or_default() += 1,
             Outcome::Abandoned => {
                 *self.errnos.entry(-a.ret).or_default() += 1;
                 match a.killed {
@@ -165,8 +198,9 @@ pub struct Outcomes {
 impl Outcomes {
     /// Adds one completed exec attempt under its outcome (and to the split when it succeeded).
     pub fn add(&mut self, a: &ExecAttempt) {
-        self.by.entry(Outcome::of_attempt(a)).or_default().add(a);
-        if a.ret == 0 {
+        let outcome = Outcome::of_attempt(a);
+        self.by.entry(outcome).or_default().add(a);
+        if outcome == Outcome::Success {
             self.split.add(a);
         }
     }
@@ -181,11 +215,13 @@ impl Outcomes {
         self.by.get(&outcome).map_or((0, 0.0), |t| (t.latency.count(), t.latency.mean()))
     }
 
-    /// One summary per exec outcome in [`Outcome::ALL`], outcomes without attempts included.
+    /// One summary per exec outcome in [`Outcome::ALL`], outcomes without attempts included;
+    /// the checks' (`AT_EXECVE_CHECK`) only when there were checks.
     pub fn summaries(&self) -> Vec<OutcomeSummary> {
         let empty = OutcomeTally::default();
         Outcome::ALL
             .iter()
+            .filter(|o| !o.is_check() || self.by.contains_key(o))
             .map(|&outcome| {
                 let t = self.by.get(&outcome).unwrap_or(&empty);
                 let mean = |(sum, n): (u64, u64)| (n > 0).then(|| sum as f64 / n as f64);
@@ -304,6 +340,44 @@ mod tests {
         assert!(get(Outcome::Eacces).latency.is_none());
         assert_eq!(get(Outcome::Other).errnos, vec![(7, 1)]);
         assert_eq!(get(Outcome::Other).minor_faults_per_attempt, None);
+    }
+
+    #[test]
+    fn checks_are_their_own_outcomes_never_successes() {
+        let mut passed = attempt(1, 0, 5_000, 0, Some(0));
+        passed.check = true;
+        let mut refused = attempt(1, 10_000, 11_000, -13, Some(0));
+        refused.check = true;
+        let mut killed = attempt(1, 20_000, 21_000, -4, None);
+        (killed.check, killed.killed) = (true, Some(Killed::BySignal));
+        assert_eq!(Outcome::of_attempt(&passed), Outcome::Checked);
+        assert_eq!(Outcome::of_attempt(&refused), Outcome::CheckFailed);
+        assert_eq!(Outcome::of_attempt(&killed), Outcome::CheckFailed, "a check killed mid-way is still no exec");
+        let mut o = Outcomes::default();
+        let mut ok = attempt(1, 30_000, 70_000, 0, Some(3));
+        ok.prepare_ns = Some(40_000);
+        o.add(&ok);
+        for _ in 0..3 {
+            o.add(&passed);
+        }
+        o.add(&refused);
+        o.add(&killed);
+        let s = o.summaries();
+        let get = |o| s.iter().find(|x| x.outcome == o).unwrap();
+        assert_eq!(get(Outcome::Success).count, 1);
+        assert_eq!(get(Outcome::Checked).count, 3);
+        assert_eq!(get(Outcome::Eacces).count, 0);
+        assert_eq!(get(Outcome::CheckFailed).count, 2);
+        assert_eq!(get(Outcome::CheckFailed).errnos, vec![(4, 1), (13, 1)]);
+        // Only the success is split at the point of no return.
+        let split = o.success_split().unwrap();
+        assert_eq!((split.before_ns.count, split.unsplit), (1, 0));
+        assert_eq!(serde_json::to_value(Outcome::CheckFailed).unwrap(), serde_json::json!("check_failed"));
+        // Without checks the reports list the exec outcomes alone, as before.
+        let mut plain = Outcomes::default();
+        plain.add(&attempt(1, 0, 1_000, -2, Some(0)));
+        assert!(plain.summaries().iter().all(|x| !x.outcome.is_check()));
+        assert_eq!(plain.summaries().len(), 6);
     }
 
     #[test]

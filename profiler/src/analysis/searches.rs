@@ -271,8 +271,12 @@ fn split(name: &[u8]) -> (&[u8], &[u8]) {
 }
 
 impl Searches {
-    /// An exec attempt made by a process running `program`.
+    /// An exec attempt made by a process running `program`. An `AT_EXECVE_CHECK` check is no
+    /// step of a search: it neither misses, finds nor ends one.
     pub(crate) fn attempt(&mut self, program: ProgramId, a: &ExecAttempt) {
+        if a.check {
+            return;
+        }
         if a.name.unreadable {
             // No name to compare: it ends its thread's search and starts none.
             self.thread_gone(a.pid);

@@ -44,12 +44,24 @@ pub struct ExecAttempt {
     /// `--argv`: the arguments it was called with (None without `--argv`, or when their
     /// record was lost).
     pub argv: Option<Argv>,
+    /// An `execveat` with `AT_EXECVE_CHECK` (Linux 6.14+): the kernel only checked whether the
+    /// file would be executed; `ret` is its answer, and nothing was executed.
+    pub check: bool,
+    /// A successful exec's new comm as the kernel set it (None: not seen, as in recordings
+    /// made before it was kept; then it is the name's last part cut to 15 bytes, which is what
+    /// kernels before 6.14 set for `execveat(fd, "", AT_EMPTY_PATH)` too: the fd number).
+    pub comm: Option<Vec<u8>>,
     pub inside: Inside,
 }
 
 impl ExecAttempt {
     pub fn duration_ns(&self) -> u64 {
         self.exit_ns.saturating_sub(self.enter_ns)
+    }
+
+    /// A new image runs: the call returned 0 and was no `AT_EXECVE_CHECK` check.
+    pub fn executed(&self) -> bool {
+        self.ret == 0 && !self.check
     }
 }
 

@@ -38,6 +38,10 @@ struct Open {
     name: Option<Name>,
     /// `--argv`: the arguments it was called with.
     argv: Option<Argv>,
+    /// An `AT_EXECVE_CHECK` check.
+    check: bool,
+    /// The comm the exec set, from the new image's record.
+    comm: Option<Vec<u8>>,
     inside: Inside,
 }
 
@@ -83,12 +87,12 @@ impl Assembler {
             self.argv.remove(&h.pid);
         }
         match record.body {
-            Body::SyscallEnter { syscall, abi, faults } => self.syscall_enter(h, syscall, abi, faults, out),
+            Body::SyscallEnter { syscall, abi, faults, check } => self.syscall_enter(h, (syscall, abi, check), faults, out),
             Body::SyscallExit { syscall, abi, ret, faults, name, killed, enter_lost } => {
                 self.syscall_exit(h, syscall, abi, Exit { ret, faults, name, killed, enter_lost }, out);
             }
             Body::NoReturn { name } => self.no_return(h, name),
-            Body::Loaded { old_pid, name } => self.loaded(h, old_pid, name, out),
+            Body::Loaded { old_pid, name, comm } => self.loaded(h, old_pid, (name, comm), out),
             Body::TaskNew { child_pid, child_tgid, thread } => self.task_new(h, child_pid, child_tgid, thread, out),
             Body::TaskExit { group_dead } => self.task_exit(h, group_dead, out),
             Body::Sample { frames } => self.sample(h, frames),
@@ -115,7 +119,13 @@ impl Assembler {
         }
     }
 
-    fn syscall_enter(&mut self, h: Head, syscall: TracedSyscall, abi: Abi, faults: Option<(u64, u64)>, out: &mut impl EventSink) {
+    fn syscall_enter(
+        &mut self,
+        h: Head,
+        (syscall, abi, check): (TracedSyscall, Abi, bool),
+        faults: Option<(u64, u64)>,
+        out: &mut impl EventSink,
+    ) {
         let id = self.next_id;
         self.next_id += 1;
         let fresh = Open {
@@ -129,6 +139,8 @@ impl Assembler {
             loaded_ns: None,
             name: None,
             argv: self.argv.remove(&h.pid),
+            check,
+            comm: None,
             inside: Inside::default(),
         };
         if let Some(stale) = self.open.insert(h.pid, fresh) {
@@ -157,10 +169,11 @@ impl Assembler {
     }
 
     /// An exec from a non-leader thread continues under the leader's id.
-    fn loaded(&mut self, h: Head, old_pid: u32, name: Option<Name>, out: &mut impl EventSink) {
+    fn loaded(&mut self, h: Head, old_pid: u32, (name, comm): (Option<Name>, Option<Vec<u8>>), out: &mut impl EventSink) {
         if let Some(mut o) = self.open.remove(&old_pid) {
             o.loaded_ns = Some(h.ts_ns);
             o.name = name.or(o.name.take());
+            o.comm = comm;
             if let Some(stale) = self.open.insert(h.pid, o) {
                 self.unjoined.enter_without_exit += 1;
                 orphan_inside(stale.inside, out);
@@ -316,6 +329,8 @@ fn joined(o: Open, h: Head, exit: Exit) -> Event {
         minor_faults: delta.map(|d| d.0),
         major_faults: delta.map(|d| d.1),
         argv: o.argv,
+        check: o.check,
+        comm: o.comm,
         inside: o.inside,
     })
 }
@@ -344,7 +359,7 @@ mod tests {
     }
 
     fn enter(ts_ns: u64, pid: u32, syscall: TracedSyscall, faults: (u64, u64)) -> Record {
-        rec(ts_ns, pid, Body::SyscallEnter { syscall, abi: Abi::Native, faults: Some(faults) })
+        rec(ts_ns, pid, Body::SyscallEnter { syscall, abi: Abi::Native, faults: Some(faults), check: false })
     }
 
     fn exit(ts_ns: u64, pid: u32, syscall: TracedSyscall, ret: i64, faults: (u64, u64), name: Option<&str>) -> Record {
@@ -389,7 +404,7 @@ mod tests {
         let (events, _) = assemble([
             enter(1_000, 100, EXECVE, (0, 0)),
             rec(2_000, 100, Body::NoReturn { name: named(Some("/bin/t")) }),
-            rec(3_000, 100, Body::Loaded { old_pid: 100, name: None }),
+            rec(3_000, 100, Body::Loaded { old_pid: 100, name: None, comm: None }),
             exit(4_000, 100, EXECVE, 0, (5, 0), None),
         ]);
         let e = only_exec(&events);
@@ -425,7 +440,7 @@ mod tests {
     /// counted as not seen whole, at the thread's next call or at its exit.
     #[test]
     fn a_success_whose_exit_never_comes_is_counted_not_seen_whole() {
-        let loaded = |ts_ns| rec(ts_ns, 100, Body::Loaded { old_pid: 100, name: named(Some("/bin/t")) });
+        let loaded = |ts_ns| rec(ts_ns, 100, Body::Loaded { old_pid: 100, name: named(Some("/bin/t")), comm: None });
         let (events, unjoined) = assemble([
             enter(1_000, 100, EXECVE, (0, 0)),
             loaded(3_000),
@@ -444,7 +459,7 @@ mod tests {
         let (events, unjoined) = assemble([
             enter(1_000, 101, EXECVE, (0, 0)),
             task_exit(1_500, 100, false),
-            rec(3_000, 100, Body::Loaded { old_pid: 101, name: named(Some("/bin/t")) }),
+            rec(3_000, 100, Body::Loaded { old_pid: 101, name: named(Some("/bin/t")), comm: None }),
             exit(4_000, 100, EXECVE, 0, (0, 0), None),
         ]);
         let e = only_exec(&events);

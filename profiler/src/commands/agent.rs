@@ -323,7 +323,7 @@ pub(crate) fn fold(poll: &Poll, totals: &mut AgentTotals) {
         totals.misses.add(cgroup, dir, counts);
     }
     for s in &poll.stacks {
-        totals.add_stack(s.call, s.outcome, &s.frames, s.samples);
+        totals.add_stack(s.call, (s.outcome, s.check), &s.frames, s.samples);
     }
 }
 

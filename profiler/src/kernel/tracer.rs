@@ -198,6 +198,13 @@ impl Tracer {
                     Ok(()) => mechanism = Some(Mechanism::Fentry),
                     // Not in BTF (a compiler-suffixed name): kprobes for this one.
                     Err(aya::programs::ProgramError::Btf(_)) => {}
+                    // Trampolines work here (the boundaries run on them), not on this
+                    // function: 5.10 refuses one with a struct passed by value
+                    // (do_execveat_common's `struct user_arg_ptr`). Kprobes for this one.
+                    Err(e) if self.boundaries == Boundaries::Fentry => {
+                        log::debug!("exact mode: {} by kprobe: fentry/fexit refused it: {e:#}", f.raw_name);
+                        self.detach_trampolines(f.slot);
+                    }
                     Err(e) => no_trampolines = Some(format!("{e:#}")),
                 }
             }
@@ -248,6 +255,19 @@ impl Tracer {
         p.load(name, btf)?;
         p.attach()?;
         Ok(())
+    }
+
+    /// Unloads `slot`'s fentry/fexit programs (what attached of them), so its kprobes can
+    /// time the function alone.
+    fn detach_trampolines(&mut self, slot: u32) {
+        let entry = format!("{}{slot}", names::PROG_EXACT_FENTRY_PREFIX);
+        let exit = format!("{}{slot}", names::PROG_EXACT_FEXIT_PREFIX);
+        if let Some(p) = self.ebpf.program_mut(&entry).and_then(|p| <&mut FEntry>::try_from(p).ok()) {
+            let _ = p.unload();
+        }
+        if let Some(p) = self.ebpf.program_mut(&exit).and_then(|p| <&mut FExit>::try_from(p).ok()) {
+            let _ = p.unload();
+        }
     }
 
     /// kprobe/kretprobe programs of the function's slot (by name, or by address when the name

@@ -39,8 +39,9 @@ fn killed_from_flags(flags: u32) -> Option<Killed> {
 pub enum Body {
     /// A traced syscall was entered. `faults`: the thread's (minor, major) fault counters, None
     /// when not readable.
-    /// `abi`: the ABI the call was made in.
-    SyscallEnter { syscall: TracedSyscall, abi: Abi, faults: Option<(u64, u64)> },
+    /// `abi`: the ABI the call was made in. `check`: an `execveat` with `AT_EXECVE_CHECK`,
+    /// which checks the file and executes nothing.
+    SyscallEnter { syscall: TracedSyscall, abi: Abi, faults: Option<(u64, u64)>, check: bool },
     /// It returned. `ret` is 0/-errno for execs, the child id for forks. `name` only for failed
     /// execs (an `execveat` relative to a directory fd named as the kernel names it,
     /// `/dev/fd/N/name`, or `/dev/fd/N` for the fd itself). `killed`: a failed exec's thread
@@ -58,8 +59,9 @@ pub enum Body {
     },
     /// An exec passed its point of no return.
     NoReturn { name: Option<Name> },
-    /// An exec's new image is in place; `old_pid` is the thread id before the exec.
-    Loaded { old_pid: u32, name: Option<Name> },
+    /// An exec's new image is in place; `old_pid` is the thread id before the exec. `comm`:
+    /// the comm the exec set (None in recordings from before it was kept).
+    Loaded { old_pid: u32, name: Option<Name>, comm: Option<Vec<u8>> },
     /// A new task in the traced tree (head ids are the parent's).
     TaskNew { child_pid: u32, child_tgid: u32, thread: bool },
     /// A traced thread exited.
@@ -197,12 +199,23 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record> {
 }
 
 fn syscall_enter(r: SyscallEnterRecord) -> Result<Body> {
-    Ok(Body::SyscallEnter { syscall: syscall(r.syscall)?, abi: abi(r.flags), faults: faults(r.flags, r.min_flt, r.maj_flt) })
+    let syscall = syscall(r.syscall)?;
+    Ok(Body::SyscallEnter {
+        syscall,
+        abi: abi(r.flags),
+        faults: faults(r.flags, r.min_flt, r.maj_flt),
+        check: syscall == TracedSyscall::Execveat && r.flags & record_flags::EXECVE_CHECK != 0,
+    })
 }
 
 fn syscall_exit(r: SyscallExitRecord) -> Result<Body> {
     let syscall = syscall(r.syscall)?;
     let failed_exec = syscall.is_exec() && r.ret != 0;
+    // A passed `AT_EXECVE_CHECK` check returns from `execveat` with 0 and its name read (a
+    // successful exec returns as `execve`, or with no name: the kernel's copy names it).
+    let passed_check = syscall == TracedSyscall::Execveat
+        && r.ret == 0
+        && (r.filename_len > 0 || r.flags & (record_flags::FILENAME_UNREADABLE | record_flags::AT_EMPTY_PATH) != 0);
     let name = |r: &SyscallExitRecord| {
         let n = name(&r.filename, r.filename_len, r.flags);
         if syscall == TracedSyscall::Execveat { at_dirfd(n, r.dirfd, r.flags & record_flags::AT_EMPTY_PATH != 0) } else { n }
@@ -212,7 +225,7 @@ fn syscall_exit(r: SyscallExitRecord) -> Result<Body> {
         abi: abi(r.flags),
         ret: r.ret,
         faults: faults(r.flags, r.min_flt, r.maj_flt),
-        name: failed_exec.then(|| name(&r)),
+        name: (failed_exec || passed_check).then(|| name(&r)),
         killed: if failed_exec { killed_from_flags(r.flags) } else { None },
         enter_lost: r.flags & record_flags::ENTER_LOST != 0,
     })
@@ -243,7 +256,8 @@ fn no_return(r: NoReturnRecord) -> Body {
 }
 
 fn loaded(r: LoadedRecord) -> Body {
-    Body::Loaded { old_pid: r.old_pid, name: kernel_filename(&r.kernel_filename) }
+    let comm = r.comm.iter().position(|&b| b == 0).map_or(&r.comm[..], |n| &r.comm[..n]);
+    Body::Loaded { old_pid: r.old_pid, name: kernel_filename(&r.kernel_filename), comm: Some(comm.to_vec()) }
 }
 
 fn task_new(r: TaskNewRecord) -> Body {
@@ -387,13 +401,13 @@ mod tests {
         };
         let want = Record {
             head: head(1_000, 11, 10),
-            body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, abi: Abi::Native, faults: Some((7, 0)) },
+            body: Body::SyscallEnter { syscall: TracedSyscall::Execveat, abi: Abi::Native, faults: Some((7, 0)), check: false },
         };
         assert_eq!(decode(&bytes_of(&r)).unwrap(), want);
         let r = SyscallEnterRecord { flags: record_flags::FAULTS_UNAVAILABLE, syscall: traced_syscall::VFORK, ..r };
         assert_eq!(
             decode(&bytes_of(&r)).unwrap().body,
-            Body::SyscallEnter { syscall: TracedSyscall::Vfork, abi: Abi::Native, faults: None }
+            Body::SyscallEnter { syscall: TracedSyscall::Vfork, abi: Abi::Native, faults: None, check: false }
         );
         let r = SyscallEnterRecord { flags: record_flags::COMPAT, ..r };
         assert!(matches!(decode(&bytes_of(&r)).unwrap().body, Body::SyscallEnter { abi: Abi::Compat, faults: Some(_), .. }));
@@ -416,7 +430,7 @@ mod tests {
         let (first, next) = split_item(&item);
         assert_eq!(
             decode(first).unwrap().body,
-            Body::SyscallEnter { syscall: TracedSyscall::Execve, abi: Abi::Native, faults: Some((7, 0)) }
+            Body::SyscallEnter { syscall: TracedSyscall::Execve, abi: Abi::Native, faults: Some((7, 0)), check: false }
         );
         let Body::SyscallExit { ret: -2, name: Some(n), .. } = decode(next.expect("the exit")).unwrap().body else { panic!() };
         assert_eq!(n.bytes, b"/m1/t");
@@ -426,6 +440,37 @@ mod tests {
         }
         // Too short for a header: left whole, for decode to refuse and count.
         assert_eq!(split_item(&[1, 2]), (&[1u8, 2][..], None));
+    }
+
+    /// An `AT_EXECVE_CHECK` check is marked at its enter (only an execveat can be one), and a
+    /// passed check's exit, the only 0 an execveat returns with its arguments still read,
+    /// carries the checked file's name; a successful exec's exit carries none.
+    #[test]
+    fn a_checks_enter_is_marked_and_its_passed_exit_named() {
+        let enter = |syscall| SyscallEnterRecord {
+            header: header(kind::SYSCALL_ENTER, 1_000, 11, 10),
+            min_flt: 7,
+            maj_flt: 0,
+            syscall,
+            flags: record_flags::EXECVE_CHECK,
+        };
+        let check = |r| match decode(&bytes_of(&r)).unwrap().body {
+            Body::SyscallEnter { check, .. } => check,
+            b => panic!("{b:?}"),
+        };
+        assert!(check(enter(traced_syscall::EXECVEAT)));
+        assert!(!check(enter(traced_syscall::EXECVE)), "execve has no flags argument");
+        let name = |r: SyscallExitRecord| match decode(&bytes_of(&r)).unwrap().body {
+            Body::SyscallExit { name, .. } => name.map(|n| n.bytes),
+            b => panic!("{b:?}"),
+        };
+        let passed = SyscallExitRecord { dirfd: 3, ..exit_record(0, traced_syscall::EXECVEAT, record_flags::AT_EMPTY_PATH, b"") };
+        assert_eq!(name(passed), Some(b"/dev/fd/3".to_vec()));
+        let passed_by_path = exit_record(0, traced_syscall::EXECVEAT, 0, b"/usr/bin/env");
+        assert_eq!(name(passed_by_path), Some(b"/usr/bin/env".to_vec()));
+        let executed = SyscallExitRecord { dirfd: 0, ..exit_record(0, traced_syscall::EXECVEAT, 0, b"") };
+        assert_eq!(name(executed), None, "arm64's successful execveat returns as execveat, with nothing read");
+        assert_eq!(name(exit_record(0, traced_syscall::EXECVE, 0, b"")), None);
     }
 
     /// A failed execveat is named as the kernel names a successful one: by its fd.
@@ -483,9 +528,14 @@ mod tests {
 
     #[test]
     fn decodes_no_return_and_loaded_records() {
-        let r = LoadedRecord { header: header(kind::LOADED, 3_000, 10, 10), old_pid: 12, kernel_filename: kernel_filename(b"/t/x") };
+        let mut comm = [0u8; 16];
+        comm[..1].copy_from_slice(b"x");
+        let r = LoadedRecord { header: header(kind::LOADED, 3_000, 10, 10), old_pid: 12, kernel_filename: kernel_filename(b"/t/x"), comm };
         let name = Some(Name { bytes: b"/t/x".to_vec(), ..Name::default() });
-        assert_eq!(decode(&bytes_of(&r)).unwrap(), Record { head: head(3_000, 10, 10), body: Body::Loaded { old_pid: 12, name } });
+        assert_eq!(
+            decode(&bytes_of(&r)).unwrap(),
+            Record { head: head(3_000, 10, 10), body: Body::Loaded { old_pid: 12, name, comm: Some(b"x".to_vec()) } }
+        );
         let r = NoReturnRecord { header: header(kind::NO_RETURN, 2_000, 10, 10), _reserved: 0, kernel_filename: kernel_filename(b"") };
         assert_eq!(decode(&bytes_of(&r)).unwrap().body, Body::NoReturn { name: None });
         let r =

@@ -33,15 +33,23 @@ pub(super) mod tag {
         }
     };
 
-    /// The flags each kind may carry (None: no such kind). Anything else is corruption.
+    /// The flags each kind may carry in a file of format `version` (None: no such kind).
+    /// Anything else is corruption.
+    pub(crate) fn allowed_flags_in(kind: u8, version: u32) -> Option<u8> {
+        let all = allowed_flags(kind)?;
+        // Version 3 added an enter's AT_EXECVE_CHECK bit and the new image's comm.
+        Some(if version < 3 && matches!(kind, SYSCALL_ENTER | LOADED) { all & !B2 } else { all })
+    }
+
+    /// The flags each kind may carry in the newest format (None: no such kind).
     pub(crate) fn allowed_flags(kind: u8) -> Option<u8> {
         Some(match kind {
-            SYSCALL_ENTER => B0 | B1,     // faults, syscall code byte
-            SYSCALL_EXIT => B0 | B1 | B2, // faults, syscall code byte (with the kill bits), name
-            NO_RETURN => B0,              // name
-            LOADED => B0 | B1,            // name, old_pid spelled out
-            TASK_NEW => B0 | B1 | B2,     // thread, child_tgid == tgid, child_tgid spelled out
-            TASK_EXIT => B0,              // group_dead
+            SYSCALL_ENTER => B0 | B1 | B2, // faults, syscall code byte, AT_EXECVE_CHECK (version 3)
+            SYSCALL_EXIT => B0 | B1 | B2,  // faults, syscall code byte (with the kill bits), name
+            NO_RETURN => B0,               // name
+            LOADED => B0 | B1 | B2,        // name, old_pid spelled out, comm (version 3)
+            TASK_NEW => B0 | B1 | B2,      // thread, child_tgid == tgid, child_tgid spelled out
+            TASK_EXIT => B0,               // group_dead
             SAMPLE | PROBED_CALL | CALL_SUMS | OFF_CPU | MAIN => 0,
             ARGV => B0 | B1, // cut, unreadable
             ADOPTED => B0,   // ppid known
@@ -167,9 +175,12 @@ impl Encoder {
 
     fn put_body(&mut self, h: &Head, body: &Body, buf: &mut Vec<u8>) -> u8 {
         match body {
-            Body::SyscallEnter { syscall, abi, faults } => {
+            Body::SyscallEnter { syscall, abi, faults, check } => {
                 let mut t = tag::SYSCALL_ENTER | put_syscall(*syscall, *abi, None, false, buf);
                 t |= self.put_faults(*faults, buf);
+                if *check {
+                    t |= tag::B2;
+                }
                 t
             }
             Body::SyscallExit { syscall, abi, ret, faults, name, killed, enter_lost } => {
@@ -180,13 +191,16 @@ impl Encoder {
                 t
             }
             Body::NoReturn { name } => tag::NO_RETURN | self.put_name(name.as_ref(), tag::B0, buf),
-            Body::Loaded { old_pid, name } => {
+            Body::Loaded { old_pid, name, comm } => {
                 let mut t = tag::LOADED;
                 if *old_pid != h.pid {
                     t |= tag::B1;
                     put_varint(buf, delta32(*old_pid, h.pid));
                 }
-                t | self.put_name(name.as_ref(), tag::B0, buf)
+                t |= self.put_name(name.as_ref(), tag::B0, buf);
+                // Interned with the names: a process tree's few comms cost a byte or two each.
+                let comm = comm.as_ref().map(|c| Name { bytes: c.clone(), ..Name::default() });
+                t | self.put_name(comm.as_ref(), tag::B2, buf)
             }
             Body::TaskNew { child_pid, child_tgid, thread } => {
                 let mut t = tag::TASK_NEW;
@@ -346,19 +360,31 @@ const SYSCALL_COMPAT: u8 = 0x40;
 const SYSCALL_ENTER_LOST: u8 = 0x80;
 
 /// Bytes to records: the mirror of [`Encoder`], defensive about every byte.
-#[derive(Default)]
 pub(super) struct Decoder {
     prev: Prev,
     names: Vec<Name>,
     stacks: Vec<Vec<u64>>,
+    /// The file's format version: what older formats lack is corruption in them.
+    version: u32,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self { prev: Prev::default(), names: Vec::new(), stacks: Vec::new(), version: super::FORMAT_VERSION }
+    }
 }
 
 impl Decoder {
+    /// Reads a file of format `version` from here on.
+    pub(super) fn set_version(&mut self, version: u32) {
+        self.version = version;
+    }
+
     /// Decodes the item whose tag was just read: a record, or None for a table reset.
     pub(super) fn decode(&mut self, t: u8, c: &mut Cursor, times: &mut Cursor) -> Result<Option<Record>, String> {
         let kind = t & tag::KIND_MASK;
         let flags = t & tag::FLAGS;
-        let allowed = tag::allowed_flags(kind).ok_or_else(|| format!("unknown tag {t:#04x}"))?;
+        let allowed = tag::allowed_flags_in(kind, self.version).ok_or_else(|| format!("unknown tag {t:#04x}"))?;
         if flags & !allowed != 0 {
             return Err(format!("unknown flag bits {:#04x} in tag {t:#04x}", flags & !allowed));
         }
@@ -410,7 +436,7 @@ impl Decoder {
                 if killed.is_some() || enter_lost {
                     return Err("a syscall enter with exit-only bits".into());
                 }
-                Body::SyscallEnter { syscall, abi, faults: self.faults(f & tag::B0 != 0, c)? }
+                Body::SyscallEnter { syscall, abi, faults: self.faults(f & tag::B0 != 0, c)?, check: f & tag::B2 != 0 }
             }
             tag::SYSCALL_EXIT => {
                 let (syscall, abi, killed, enter_lost) = syscall(f & tag::B1 != 0, c)?;
@@ -421,7 +447,8 @@ impl Decoder {
             tag::NO_RETURN => Body::NoReturn { name: self.name_if(f & tag::B0 != 0, c)? },
             tag::LOADED => {
                 let old_pid = if f & tag::B1 != 0 { undelta32(h.pid, c.varint()?, "old pid")? } else { h.pid };
-                Body::Loaded { old_pid, name: self.name_if(f & tag::B0 != 0, c)? }
+                let name = self.name_if(f & tag::B0 != 0, c)?;
+                Body::Loaded { old_pid, name, comm: self.name_if(f & tag::B2 != 0, c)?.map(|n| n.bytes) }
             }
             tag::TASK_NEW => {
                 let child_pid = undelta32(h.pid, c.varint()?, "child pid")?;

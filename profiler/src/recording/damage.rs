@@ -129,7 +129,7 @@ impl ChainGen {
 
     fn enter(&mut self) {
         self.creep_faults();
-        self.emit(Body::SyscallEnter { syscall: TracedSyscall::Execve, abi: Abi::Native, faults: Some(self.faults) });
+        self.emit(Body::SyscallEnter { syscall: TracedSyscall::Execve, abi: Abi::Native, faults: Some(self.faults), check: false });
     }
 
     fn failed_attempt(&mut self, name: &Name) {
@@ -161,7 +161,7 @@ impl ChainGen {
         if self.rng.below(50) == 0 {
             self.faults.1 += 1;
         }
-        self.emit(Body::Loaded { old_pid: self.head.pid, name: Some(name.clone()) });
+        self.emit(Body::Loaded { old_pid: self.head.pid, name: Some(name.clone()), comm: Some(b"execprof-chain".to_vec()) });
         self.advance(1_000, 3_000);
         let faults = Some(self.faults);
         self.emit(Body::SyscallExit {

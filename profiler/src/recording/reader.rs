@@ -226,7 +226,10 @@ impl<R: Read> RecordingReader<R> {
         let version = c.u32_le().map_err(|e| ReadError::corrupt(MAGIC.len() as u64, e))?;
         let at = MAGIC.len() as u64;
         match version {
-            OLDEST_READ_VERSION..=FORMAT_VERSION => Ok(()),
+            OLDEST_READ_VERSION..=FORMAT_VERSION => {
+                self.decoder.set_version(version);
+                Ok(())
+            }
             v if v > FORMAT_VERSION && v <= MAX_PLAUSIBLE_VERSION => Err(ReadError::new(
                 ReadErrorKind::NewerVersion,
                 at,

@@ -80,7 +80,7 @@ impl<W: Write> ChromeTraceWriter<W> {
         {
             self.slice("user space", "user", (t, a.enter_ns), (pid, a.pid), None);
         }
-        if a.ret == 0 {
+        if a.executed() {
             self.after_success.insert(a.tgid, a.exit_ns);
         }
         let args =

@@ -94,15 +94,24 @@ impl<W: Write> EventLines<W> {
         let t = a.exit_ns.saturating_sub(self.start_ns) as f64 / 1e9;
         let ppid = self.ppid.get(&a.tgid).map_or_else(|| "?".to_owned(), u32::to_string);
         let comm = self.comm.get(&a.tgid).map_or_else(|| "?".to_owned(), |c| escape_name(c));
-        let outcome = if a.ret == 0 { "ok".to_owned() } else { errno_name(a.ret) };
+        let outcome = match (a.check, a.ret) {
+            (true, 0) => "checked".to_owned(),
+            (true, r) => format!("check:{}", errno_name(r)),
+            (false, 0) => "ok".to_owned(),
+            (false, r) => errno_name(r),
+        };
         let file =
             if self.argv { format!("{} {}", shell_quote(&a.name.bytes), argv_words(a.argv.as_ref())) } else { escape_name(&a.name.bytes) };
         let latency = human_ns(a.duration_ns() as f64);
         self.write(format_args!("{t:>12.6} {:>7} {ppid:>7} {comm:<16} {outcome:<8} {latency:>9}  {file}\n", a.pid));
-        if a.ret == 0 {
-            // The process runs the new file now: its comm is the basename cut to 15 bytes.
-            let base = a.name.bytes.rsplit(|&b| b == b'/').next().unwrap_or(&a.name.bytes);
-            self.comm.insert(a.tgid, base[..base.len().min(15)].to_vec());
+        if a.executed() {
+            // The process runs the new file now: its comm is the kernel's where it was seen,
+            // else the basename cut to 15 bytes (an fexecve's from 6.14 on is the file's name).
+            let comm = a.comm.clone().unwrap_or_else(|| {
+                let base = a.name.bytes.rsplit(|&b| b == b'/').next().unwrap_or(&a.name.bytes);
+                base[..base.len().min(15)].to_vec()
+            });
+            self.comm.insert(a.tgid, comm);
         }
     }
 

@@ -355,7 +355,7 @@ impl<W: Write> PerfettoWriter<W> {
         let mut marks = Vec::with_capacity(4);
         let outcome = Outcome::of_attempt(a);
         let mut begin_args = Vec::new();
-        if outcome == Outcome::Other {
+        if matches!(outcome, Outcome::Other | Outcome::CheckFailed) {
             begin_args.push(Arg::Int("ret", a.ret));
         }
         let mut end_args = Vec::new();

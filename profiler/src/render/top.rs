@@ -167,11 +167,15 @@ pub(crate) fn draw(area: Rect, buf: &mut Buffer, model: &TopModel, state: &mut T
     let execs_per_s = |r: Option<&GroupRow>| r.map_or(0, |r| r.attempts);
     let last_execs: u64 = rows.iter().map(|r| execs_per_s(r.1)).sum();
     let last_forks: u64 = rows.iter().map(|r| r.1.map_or(0, |l| l.forks)).sum();
+    let last_checks: u64 = rows.iter().map(|r| r.1.map_or(0, |l| l.checks)).sum();
     let per_s = |n: u64| if model.interval_s > 0.0 { n as f64 / model.interval_s } else { 0.0 };
+    // AT_EXECVE_CHECK checks run nothing: not in EXECS, said apart when there are any.
+    let checks =
+        if last_checks > 0 { format!(", {:.0} execveat checks/s (AT_EXECVE_CHECK, not execs)", per_s(last_checks)) } else { String::new() };
     let header = vec![
         Line::from(format!("execprof top  {}  {:.0} s", model.title, model.elapsed_s)),
         Line::from(format!(
-            "{:.0} execs/s, {:.0} forks/s; {} by {}{}",
+            "{:.0} execs/s, {:.0} forks/s{checks}; {} by {}{}",
             per_s(last_execs),
             per_s(last_forks),
             match state.view {

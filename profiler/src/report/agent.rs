@@ -302,7 +302,8 @@ pub fn render(r: &AgentReport) -> String {
                 o,
                 "{:<34} {:>8} {:>8} {:>10} {:>7} {:>9}",
                 clip_left(&c.program, 34),
-                c.attempts,
+                // AT_EXECVE_CHECK checks execute nothing: not execs (the outcome table has them).
+                c.attempts - c.checks,
                 failed,
                 human_ns((c.failed_ns + c.success_ns) as f64),
                 c.fork_calls,
@@ -311,6 +312,13 @@ pub fn render(r: &AgentReport) -> String {
         }
         if a.callers.len() > CALLERS_SHOWN {
             let _ = writeln!(o, "({} more programs in --json)", a.callers.len() - CALLERS_SHOWN);
+        }
+        let checks: u64 = a.callers.iter().map(|c| c.checks).sum();
+        if checks > 0 {
+            let _ = writeln!(
+                o,
+                "({checks} execveat calls with AT_EXECVE_CHECK are not in execs: they only checked a file, as the outcome table says)"
+            );
         }
     }
     if !r.missed_directories.is_empty() {

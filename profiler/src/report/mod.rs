@@ -459,7 +459,7 @@ fn render_outcomes(o: &mut String, r: &RunReport) {
             }
             let _ = writeln!(o, "  {:<12} killed mid-exec, not failed: {}", "", why.join(", "));
         }
-        if matches!(s.outcome, Outcome::Other | Outcome::Abandoned) && !s.errnos.is_empty() {
+        if matches!(s.outcome, Outcome::Other | Outcome::Abandoned | Outcome::CheckFailed) && !s.errnos.is_empty() {
             let list: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{} ×{n}", errno_name(*e))).collect();
             let _ = writeln!(o, "  {:<12} {}", "", list.join(", "));
         }

@@ -68,15 +68,27 @@ pub(crate) fn render_callers(o: &mut String, r: &RunReport) {
         o,
         "\nExec attempts by calling program ({listed} programs, most exec kernel time first; an attempt counts for the program that made it, not the one it exec'd)"
     );
+    // AT_EXECVE_CHECK checks get a column only when a program made some.
+    let checks = a.callers.iter().any(|c| c.checks > 0);
+    let check_cell = |cell: String| if checks { format!(" {cell:>6}") } else { String::new() };
     let _ = writeln!(
         o,
-        "  {:>9} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6}  program (started by)",
-        "failed", "successful", "attempts", "success", "ENOENT", "EACCES", "ENOEXEC", "other", "forks"
+        "  {:>9} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6}{} {:>6}  program (started by)",
+        "failed",
+        "successful",
+        "attempts",
+        "success",
+        "ENOENT",
+        "EACCES",
+        "ENOEXEC",
+        "other",
+        check_cell("checks".into()),
+        "forks"
     );
     for c in a.callers.iter().take(CALLERS_SHOWN) {
         let _ = writeln!(
             o,
-            "  {:>9} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6}  {}",
+            "  {:>9} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6}{} {:>6}  {}",
             human_ns(c.failed_ns as f64),
             human_ns(c.success_ns as f64),
             c.attempts,
@@ -85,6 +97,7 @@ pub(crate) fn render_callers(o: &mut String, r: &RunReport) {
             c.eacces,
             c.enoexec,
             c.other + c.abandoned,
+            check_cell(c.checks.to_string()),
             c.fork_calls,
             with_starter(c)
         );
@@ -97,6 +110,12 @@ pub(crate) fn render_callers(o: &mut String, r: &RunReport) {
         o,
         "  (kernel time in the failed and the successful attempts; other: any other errno, and attempts killed mid-exec; forks: fork-family calls)"
     );
+    if checks {
+        let _ = writeln!(
+            o,
+            "  (checks: execveat calls with AT_EXECVE_CHECK, which only ask whether a file would be executed and run nothing: no success, no failure, not in either time)"
+        );
+    }
 }
 
 /// PATH searches: their misses, where, and what another PATH order would save.

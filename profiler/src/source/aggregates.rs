@@ -41,6 +41,8 @@ pub(crate) struct StackDelta {
     /// The call and outcome as in `AggKey`.
     pub call: u16,
     pub outcome: u16,
+    /// The calls were `AT_EXECVE_CHECK` checks (`key_flags::EXECVE_CHECK`).
+    pub check: bool,
     /// The series the calls were counted under, named; `other`'s when that series did not
     /// fit in the kernel's map (its calls were folded).
     pub series: SeriesKey,
@@ -166,11 +168,12 @@ impl AggregateSource {
             if *count > before {
                 seen.1 = now;
                 let (call, outcome) = (key.series.call, key.series.outcome);
+                let check = key.series.flags & key_flags::EXECVE_CHECK != 0;
                 let series = match self.seen.get(&key.series) {
                     Some(s) => s.series.clone(),
-                    None => SeriesKey { call: call_of(call), outcome: outcome_name(outcome), ..other_series(u32::MAX) },
+                    None => SeriesKey { call: call_of(call), outcome: outcome_name(outcome, check), ..other_series(u32::MAX) },
                 };
-                out.push(StackDelta { call, outcome, series, frames: seen.2.clone(), samples: count - before });
+                out.push(StackDelta { call, outcome, check, series, frames: seen.2.clone(), samples: count - before });
             }
             seen.0 = *count;
         }
@@ -253,7 +256,7 @@ impl Names {
             cgroup: self.cgroup(key.cgroup_id),
             program: self.program(key, value),
             call: call_of(key.call),
-            outcome: outcome_name(key.outcome),
+            outcome: outcome_name(key.outcome, key.flags & key_flags::EXECVE_CHECK != 0),
             compat: key.flags & key_flags::COMPAT != 0,
         }
     }

@@ -60,17 +60,30 @@ fn check_mutations_reports_damage_that_reads_fine() {
 #[test]
 fn future_version_bad_magic_and_empty_file_messages() {
     let mut bytes = small_recording();
-    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err();
     assert_eq!(e.kind(), ReadErrorKind::NewerVersion);
     assert_eq!(
         e.to_string(),
-        "written by a newer execprof: format version 3, this execprof reads 1 to 2; upgrade execprof \
+        "written by a newer execprof: format version 4, this execprof reads 1 to 3; upgrade execprof \
          (format version field at byte 8)"
     );
-    // Version 1 (before probed call sums) is read as it was written.
-    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
-    assert!(read_all(&bytes).is_ok());
+    // Version 3's new bits (the new image's comm here) are damage in a version 2 file ...
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let e = read_all(&bytes).unwrap_err().to_string();
+    assert!(e.contains("unknown flag bits 0x80"), "{e}");
+    // ... and a file without them (versions 1 and 2 wrote none) reads as it was written.
+    let mut records = synthetic_chain(17, 6, 3);
+    for r in &mut records {
+        if let Body::Loaded { comm, .. } = &mut r.body {
+            *comm = None;
+        }
+    }
+    let mut old = write(&records, 50, &[]);
+    for version in [1u32, 2] {
+        old[8..12].copy_from_slice(&version.to_le_bytes());
+        assert!(read_all(&old).is_ok(), "version {version}");
+    }
     bytes[8..12].copy_from_slice(&0u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err().to_string();
     assert!(e.contains("corrupted recording at byte 8: format version 0 does not exist"), "{e}");

@@ -54,12 +54,12 @@ fn edge_records() -> Vec<Record> {
     let deep: Vec<u64> = (0..64).map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i * 0x1234_5678_9abc)).collect();
     vec![
         rec(0, 0, 0, 0, Main),
-        rec(u64::MAX, u32::MAX, u32::MAX, u32::MAX, SyscallEnter { syscall: Execve, abi: Abi::Native, faults: None }),
-        rec(3, 7, 7, 0, SyscallEnter { syscall: Execveat, abi: Abi::Native, faults: Some((u64::MAX, u64::MAX)) }),
-        rec(2, 7, 7, 0, SyscallEnter { syscall: Clone, abi: Abi::Native, faults: Some((0, 0)) }), // steps back
-        rec(5, 8, 7, 1, SyscallEnter { syscall: Clone3, abi: Abi::Compat, faults: Some((1 << 63, 5)) }),
-        rec(5, 8, 7, 1, SyscallEnter { syscall: Fork, abi: Abi::Native, faults: Some(((1 << 63) - 1, 4)) }),
-        rec(6, 9, 1, 1, SyscallEnter { syscall: Vfork, abi: Abi::Compat, faults: Some((3, 4)) }),
+        rec(u64::MAX, u32::MAX, u32::MAX, u32::MAX, SyscallEnter { syscall: Execve, abi: Abi::Native, faults: None, check: false }),
+        rec(3, 7, 7, 0, SyscallEnter { syscall: Execveat, abi: Abi::Native, faults: Some((u64::MAX, u64::MAX)), check: true }),
+        rec(2, 7, 7, 0, SyscallEnter { syscall: Clone, abi: Abi::Native, faults: Some((0, 0)), check: false }), // steps back
+        rec(5, 8, 7, 1, SyscallEnter { syscall: Clone3, abi: Abi::Compat, faults: Some((1 << 63, 5)), check: false }),
+        rec(5, 8, 7, 1, SyscallEnter { syscall: Fork, abi: Abi::Native, faults: Some(((1 << 63) - 1, 4)), check: false }),
+        rec(6, 9, 1, 1, SyscallEnter { syscall: Vfork, abi: Abi::Compat, faults: Some((3, 4)), check: false }),
         rec(
             7,
             9,
@@ -182,9 +182,9 @@ fn edge_records() -> Vec<Record> {
         rec(13, 9, 1, 1, Body::Argv(names::Argv { args: vec![], cut: false, unreadable: true })),
         rec(13, 9, 1, 1, NoReturn { name: None }),
         rec(14, 9, 1, 1, NoReturn { name: Some(name(&long, true, false)) }),
-        rec(15, 1, 1, 1, Loaded { old_pid: 9, name: Some(name(&long, true, false)) }),
-        rec(16, 1, 1, 1, Loaded { old_pid: 1, name: None }),
-        rec(17, 1, 1, 2, Loaded { old_pid: u32::MAX, name: Some(name(b"\x80", false, false)) }),
+        rec(15, 1, 1, 1, Loaded { old_pid: 9, name: Some(name(&long, true, false)), comm: Some(b"memfd:x".to_vec()) }),
+        rec(16, 1, 1, 1, Loaded { old_pid: 1, name: None, comm: None }),
+        rec(17, 1, 1, 2, Loaded { old_pid: u32::MAX, name: Some(name(b"\x80", false, false)), comm: Some(Vec::new()) }),
         rec(18, 1, 1, 2, TaskNew { child_pid: 2, child_tgid: 2, thread: false }),
         rec(19, 1, 1, 2, TaskNew { child_pid: 3, child_tgid: 1, thread: true }),
         rec(20, 1, 1, 2, TaskNew { child_pid: 0, child_tgid: u32::MAX, thread: true }),
