@@ -288,13 +288,10 @@ const SUITE_TIMEOUT: Duration = Duration::from_secs(40 * 60);
 
 /// The whole test suite inside each guest kernel of `arch` (see `suite.rs`), side by side.
 fn vm_suite(arch: vm::Arch, only: Option<&str>, filter: Option<&str>) -> Result<()> {
-    // The labels are checked before anything is built.
-    debian::select(only)?;
+    // The kernels are resolved (a label that names none refused) before anything is built.
+    let kernels = debian::guests(arch, only)?;
     let (bins, execprof) = suite::test_binaries(arch)?;
-    let prepared = debian::guests(arch, only)?
-        .iter()
-        .map(|k| suite::prepare_guest(arch, k, (&bins, &execprof), filter))
-        .collect::<Result<Vec<_>>>()?;
+    let prepared = kernels.iter().map(|k| suite::prepare_guest(arch, k, (&bins, &execprof), filter)).collect::<Result<Vec<_>>>()?;
     // Each TCG guest runs on one vCPU: the two kernels' suites side by side, one per core.
     let runs: Vec<Result<suite::SuiteRun>> = std::thread::scope(|s| {
         let handles: Vec<_> = prepared.into_iter().map(|p| s.spawn(move || suite::boot_suite(p, SUITE_TIMEOUT))).collect();
@@ -405,8 +402,8 @@ fn ci_guests() -> Result<()> {
 /// (the 6.8 reordering: mm set-up and argument copying inside failed lookups on 6.1, not on
 /// 6.12) and keeps the recordings under target/vm/.
 fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Result<()> {
-    // The labels are checked before anything is built.
-    debian::select(only)?;
+    // The kernels are resolved (a label that names none refused) before anything is built.
+    let kernels = debian::guests(arch, only)?;
     let exe = match arch.rust_target() {
         None => {
             run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
@@ -422,7 +419,6 @@ fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Resu
     let mut failures = Vec::new();
     let mut passed = 0;
     let mut guests = Vec::new();
-    let kernels = debian::guests(arch, only)?;
     for k in &kernels {
         let (label, started) = (&k.label, std::time::Instant::now());
         let guest = vm::run_guest(arch, k, &exe, &opts)?;
