@@ -370,6 +370,11 @@ fn ci_guests() -> Result<()> {
         // significance after Holm's correction (p = 6.5e-5).
         ("vm-test arm64", check_job(|| vm_test(Arm64, None, ARM64_CHECK_STEPS, 900))),
         ("vm-test x86_64", check_job(|| vm_test(X86_64, None, 200, 600))),
+        // The oldest and the newer lines Debian ships, about a minute each once cached.
+        ("vm-test x86_64 5.10", check_job(|| vm_test(X86_64, Some("5.10"), 200, 600))),
+        ("vm-test x86_64 6.18", check_job(|| vm_test(X86_64, Some("6.18"), 200, 600))),
+        ("vm-test x86_64 newest", check_job(|| vm_test(X86_64, Some("newest"), 200, 600))),
+        ("vm-test arm64 newest", check_job(|| vm_test(Arm64, Some("newest"), ARM64_CHECK_STEPS, 900))),
     ];
     let queue = std::sync::Mutex::new(jobs.into_iter());
     let failures: Vec<String> = std::thread::scope(|s| {
