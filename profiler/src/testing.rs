@@ -19,3 +19,22 @@ pub fn kernel_version() -> (u32, u32) {
 pub fn fentry_expected() -> bool {
     slowdown() > 1 && (cfg!(target_arch = "x86_64") || kernel_version() >= (6, 4))
 }
+
+/// Whether this kernel has `AT_EXECVE_CHECK` (Linux 6.14+), found by trying it: a check of
+/// /bin/true returns 0 and executes nothing; a kernel without the flag refuses it with EINVAL.
+pub fn kernel_has_execve_check() -> bool {
+    const AT_EXECVE_CHECK: libc::c_int = 0x10000;
+    let fd = unsafe { libc::open(c"/bin/true".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    assert!(fd >= 0, "open /bin/true: {}", std::io::Error::last_os_error());
+    let argv = [c"true".as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let r =
+        unsafe { libc::syscall(libc::SYS_execveat, fd, c"".as_ptr(), argv.as_ptr(), envp.as_ptr(), libc::AT_EMPTY_PATH | AT_EXECVE_CHECK) };
+    let err = std::io::Error::last_os_error();
+    unsafe { libc::close(fd) };
+    match r {
+        0 => true,
+        _ if err.raw_os_error() == Some(libc::EINVAL) => false,
+        _ => panic!("AT_EXECVE_CHECK of /bin/true failed otherwise than EINVAL: {err}"),
+    }
+}

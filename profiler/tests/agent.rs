@@ -1150,25 +1150,6 @@ fn prometheus_scrapes_over_tls_with_basic_auth_and_nothing_else_gets_in() {
     assert_eq!(v["analysis"]["attempts"], n);
 }
 
-/// Whether this kernel has `AT_EXECVE_CHECK` (Linux 6.14+), found by trying it: a check of
-/// /bin/true returns 0 and executes nothing; a kernel without the flag refuses it with EINVAL.
-fn kernel_has_execve_check() -> bool {
-    const AT_EXECVE_CHECK: libc::c_int = 0x10000;
-    let fd = unsafe { libc::open(c"/bin/true".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    assert!(fd >= 0, "open /bin/true: {}", std::io::Error::last_os_error());
-    let argv = [c"true".as_ptr(), std::ptr::null()];
-    let envp = [std::ptr::null::<libc::c_char>()];
-    let r =
-        unsafe { libc::syscall(libc::SYS_execveat, fd, c"".as_ptr(), argv.as_ptr(), envp.as_ptr(), libc::AT_EMPTY_PATH | AT_EXECVE_CHECK) };
-    let err = std::io::Error::last_os_error();
-    unsafe { libc::close(fd) };
-    match r {
-        0 => true,
-        _ if err.raw_os_error() == Some(libc::EINVAL) => false,
-        _ => panic!("AT_EXECVE_CHECK of /bin/true failed otherwise than EINVAL: {err}"),
-    }
-}
-
 /// `AT_EXECVE_CHECK` checks (6.14+) in the agent: N passed and one refused (EACCES) are series
 /// of their own, `checked` and `check_eacces`, in the JSON and in the metrics' outcome label;
 /// the caller's only success is its one real exec (an fexecve), and the checks leave PATH
@@ -1177,7 +1158,7 @@ fn kernel_has_execve_check() -> bool {
 #[ignore = "needs root"]
 fn execve_checks_are_series_of_their_own() {
     require_root!();
-    if !kernel_has_execve_check() {
+    if !execprof::testing::kernel_has_execve_check() {
         println!("skipped: this kernel refuses AT_EXECVE_CHECK with EINVAL (the flag came in Linux 6.14); nothing to count");
         return;
     }

@@ -1771,25 +1771,6 @@ fn syscall_event_boundaries_run_nothing_for_other_syscalls_and_count_the_32_bit_
     assert_eq!(v2["complete"], false);
 }
 
-/// Whether this kernel has `AT_EXECVE_CHECK` (Linux 6.14+), found by trying it: a check of
-/// /bin/true returns 0 and executes nothing; a kernel without the flag refuses it with EINVAL.
-fn kernel_has_execve_check() -> bool {
-    const AT_EXECVE_CHECK: libc::c_int = 0x10000;
-    let fd = unsafe { libc::open(c"/bin/true".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    assert!(fd >= 0, "open /bin/true: {}", std::io::Error::last_os_error());
-    let argv = [c"true".as_ptr(), std::ptr::null()];
-    let envp = [std::ptr::null::<libc::c_char>()];
-    let r =
-        unsafe { libc::syscall(libc::SYS_execveat, fd, c"".as_ptr(), argv.as_ptr(), envp.as_ptr(), libc::AT_EMPTY_PATH | AT_EXECVE_CHECK) };
-    let err = std::io::Error::last_os_error();
-    unsafe { libc::close(fd) };
-    match r {
-        0 => true,
-        _ if err.raw_os_error() == Some(libc::EINVAL) => false,
-        _ => panic!("AT_EXECVE_CHECK of /bin/true failed otherwise than EINVAL: {err}"),
-    }
-}
-
 /// `AT_EXECVE_CHECK` (6.14+) only asks whether a file would be executed: 200 checks of an
 /// executable and one of a file without execute permission are counted as checks (passed,
 /// failed with EACCES), never as successful or failed execs, chain steps or points of no
@@ -1801,7 +1782,7 @@ fn kernel_has_execve_check() -> bool {
 #[ignore = "needs root"]
 fn execve_checks_are_their_own_outcome_and_execute_nothing() {
     require_root!();
-    if !kernel_has_execve_check() {
+    if !execprof::testing::kernel_has_execve_check() {
         println!(
             "skipped: this kernel ({:?}) refuses AT_EXECVE_CHECK with EINVAL (the flag came in Linux 6.14); nothing to count",
             execprof::testing::kernel_version()
