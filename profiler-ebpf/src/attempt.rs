@@ -166,6 +166,9 @@ pub fn end(task: u64, pid: u32, tgid: u32, now: u64, exiting: bool) -> Option<Sy
         crate::exact::send_sums(a, pid, tgid, now);
     }
     let held = (a.held != 0).then_some(a.enter);
+    // A freed cell holds nothing: its next owner, preempted between its claim and its own
+    // enter (7.x runs tracepoint programs preemptible too), must not flush this one again.
+    a.held = 0;
     release(a, task);
     held
 }
