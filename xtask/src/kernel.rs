@@ -354,10 +354,15 @@ pub fn base_kernel(source: &Source) -> Result<Kernel> {
 /// `base` with `patch` applied, built if it is not cached yet: in a copy of the base's build
 /// tree, so only what the patch touches is rebuilt. A patch that does not apply exactly, or a
 /// kernel that does not build, is an error naming the patch.
+/// Where the kernel of `base` with `patch` is cached (and built).
+pub fn patched_dir(base: &Kernel, patch: &Path) -> Result<PathBuf> {
+    let base_key = base.dir.file_name().and_then(|n| n.to_str()).unwrap_or("base").trim_start_matches("base-").to_owned();
+    Ok(cache_root().join(format!("patched-{base_key}-{}", sha256_file(patch)?)))
+}
+
 pub fn patched_kernel(base: &Kernel, source: &Source, patch: &Path) -> Result<Kernel> {
     let patch = patch.canonicalize().with_context(|| format!("--patch {}: no such file", patch.display()))?;
-    let base_key = base.dir.file_name().and_then(|n| n.to_str()).unwrap_or("base").trim_start_matches("base-").to_owned();
-    let dir = cache_root().join(format!("patched-{base_key}-{}", sha256_file(&patch)?));
+    let dir = patched_dir(base, &patch)?;
     let kernel = Kernel { image: dir.join("bzImage"), dir: dir.clone(), patch: Some(patch.clone()) };
     if kernel.image.exists() {
         eprintln!("xtask: kernel with {} cached: {}", patch.display(), kernel.image.display());

@@ -28,7 +28,7 @@ use execprof::report::{RunReport, diff::Diff};
 
 use crate::{
     guest::{self, GuestEnv, ResultsDisk},
-    kernel::{Kernel, Source, base_kernel, patched_kernel},
+    kernel::{Kernel, Source, base_kernel, patched_dir, patched_kernel},
     vm::{Boot, boot, fetch_package, initramfs_base, kernel_crash, kernel_oops, run_diff},
 };
 
@@ -700,11 +700,11 @@ pub fn ci_prepare() -> Result<()> {
     };
     refused(&not_applying, &["not-applying.patch does not apply to Debian's linux-source-6.12", "1 out of 1 hunk FAILED"])?;
     refused(&not_building, &["not-building.patch does not build", "#error execprof lab: this patch does not build", "build.log"])?;
-    // Nothing half-built is cached: no image, no build tree.
-    for d in std::fs::read_dir("/var/cache/execprof/kernels")?.filter_map(|e| e.ok().map(|e| e.path())) {
-        let patch = std::fs::read(d.join("patch")).unwrap_or_default();
-        let is_refused = patch == std::fs::read(&not_building)? || patch == std::fs::read(&not_applying)?;
-        if is_refused || (d.join("build.log").exists() && !d.join("bzImage").exists() && d.join("build").exists()) {
+    // Nothing of a refused patch is cached: no image, no build tree. (Only theirs: a build of
+    // another patch that was killed half-way leaves its tree, which its next build replaces.)
+    for patch in [&not_applying, &not_building] {
+        let d = patched_dir(&base, patch)?;
+        if d.join("bzImage").exists() || d.join("build").exists() || d.join("patch").exists() {
             bail!("a refused patch left a kernel or a build tree in the cache: {}", d.display());
         }
     }
