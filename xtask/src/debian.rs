@@ -23,7 +23,7 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::{run, vm::Arch};
+use crate::{arch::Arch, run};
 
 /// The private apt configuration's directory.
 pub(crate) const APT_DIR: &str = "/var/cache/execprof/apt";

@@ -13,6 +13,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use setup::{Needs, setup};
 
+mod arch;
 mod cpio;
 mod deb;
 mod debian;

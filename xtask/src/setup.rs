@@ -156,7 +156,7 @@ fn cross_build() -> Result<()> {
         run(Command::new("apt-get").args(["update", "-qq"]))?;
     }
     // The arm64 guests' busybox, unpacked beside the kernels (as the host's busybox-static is).
-    crate::vm::Arch::Arm64.busybox()?;
+    crate::vm::busybox(crate::vm::Arch::Arm64)?;
     if rustlib_has_std(Path::new(CROSS_RUSTLIB)) {
         return Ok(());
     }

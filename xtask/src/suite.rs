@@ -372,7 +372,7 @@ fn prepare_in(
     let (label, package) = (guest_kernel.label.as_str(), guest_kernel.package.clone());
     let pkg_dir = vm::fetch_kernel(guest_kernel)?;
     let kernel = vm::vmlinuz(&pkg_dir)?;
-    let busybox = arch.busybox()?;
+    let busybox = vm::busybox(arch)?;
     let work = vm::cache_dir().join(match arch {
         Arch::X86_64 => format!("suite-{label}{suffix}"),
         _ => format!("suite-{}-{label}{suffix}", arch.debian()),

@@ -33,106 +33,11 @@ use crate::{
 /// The sampling rate inside the guests.
 const SAMPLE_HZ: u32 = 4999;
 
-/// A guest's architecture: the host's (x86_64, KVM-less TCG as ever) or arm64 under
-/// `qemu-system-aarch64 -M virt` (TCG), with Debian's arm64 packages fetched as `NAME:arm64`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
-pub enum Arch {
-    #[value(name = "x86_64", alias = "amd64")]
-    X86_64,
-    #[value(name = "arm64", alias = "aarch64")]
-    Arm64,
-}
+pub use crate::arch::Arch;
 
-impl Arch {
-    /// Debian's name of the architecture.
-    pub fn debian(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "amd64",
-            Arch::Arm64 => "arm64",
-        }
-    }
-
-    /// The Rust target execprof is cross-built for (`None`: the host's build).
-    pub fn rust_target(self) -> Option<&'static str> {
-        match self {
-            Arch::X86_64 => None,
-            Arch::Arm64 => Some("aarch64-unknown-linux-gnu"),
-        }
-    }
-
-    /// A Debian package of this architecture: the host's by its name, a foreign one as `NAME:ARCH`.
-    pub fn package(self, name: &str) -> String {
-        match self {
-            Arch::X86_64 => name.to_owned(),
-            _ => format!("{name}:{}", self.debian()),
-        }
-    }
-
-    /// A guest's name in messages: its kernel's label, after the architecture where that is
-    /// not the host's (`6.1`, `arm64 6.1`).
-    pub fn guest_name(self, label: &str) -> String {
-        match self {
-            Arch::X86_64 => label.to_owned(),
-            _ => format!("{} {label}", self.debian()),
-        }
-    }
-
-    /// `uname -m` in the guest.
-    pub fn machine_name(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86_64",
-            Arch::Arm64 => "aarch64",
-        }
-    }
-
-    /// binutils' objcopy for this architecture's binaries (the host's knows only its own).
-    pub(crate) fn objcopy(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "objcopy",
-            Arch::Arm64 => "aarch64-linux-gnu-objcopy",
-        }
-    }
-
-    /// The QEMU system emulator.
-    pub fn qemu(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "qemu-system-x86_64",
-            Arch::Arm64 => "qemu-system-aarch64",
-        }
-    }
-
-    /// The machine: x86_64's default PC; arm64's `virt` board, whose `-kernel` boots a Linux
-    /// Image directly (no firmware) and whose PCI host bridge carries the virtio disks.
-    fn machine(self) -> &'static [&'static str] {
-        match self {
-            Arch::X86_64 => &[],
-            Arch::Arm64 => &["-M", "virt"],
-        }
-    }
-
-    /// The emulated CPU: everything TCG implements. On arm64 with pointer authentication's
-    /// implementation-defined hash instead of QARMA5, which TCG spends most of its time
-    /// emulating otherwise (Debian's arm64 kernels sign every return address); the kernel
-    /// uses whichever algorithm the CPU has.
-    fn cpu(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "max",
-            Arch::Arm64 => "max,pauth-impdef=on",
-        }
-    }
-
-    /// The serial console's device: the PC's 8250, the virt board's PL011.
-    fn console(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "ttyS0",
-            Arch::Arm64 => "ttyAMA0",
-        }
-    }
-
-    /// The busybox this architecture's guests run.
-    pub(crate) fn busybox(self) -> Result<PathBuf> {
-        Ok(fetch_package(&self.package("busybox-static"))?.join("root/bin/busybox"))
-    }
+/// The busybox `arch`'s guests run.
+pub(crate) fn busybox(arch: Arch) -> Result<PathBuf> {
+    Ok(fetch_package(&arch.package("busybox-static"))?.join("root/bin/busybox"))
 }
 
 pub struct VmOptions {
@@ -461,7 +366,7 @@ pub fn run_guest(arch: Arch, k: &Resolved, execprof: &Path, opts: &VmOptions) ->
     let (label, package) = (k.label.as_str(), k.package.clone());
     let pkg_dir = fetch_kernel(k)?;
     let kernel = vmlinuz(&pkg_dir)?;
-    let busybox = arch.busybox()?;
+    let busybox = busybox(arch)?;
     let work = cache_dir().join(match arch {
         Arch::X86_64 => format!("guest-{label}"),
         _ => format!("guest-{}-{label}", arch.debian()),
