@@ -129,6 +129,16 @@ pub mod names {
     /// the root (the ancestor level `bpf_get_current_ancestor_cgroup_id` compares at).
     pub const GLOBAL_CGROUP_ID: &str = "CGROUP_ID";
     pub const GLOBAL_CGROUP_LEVEL: &str = "CGROUP_LEVEL";
+    /// Where a kernel has no `bpf_get_current_ancestor_cgroup_id` for tracing programs
+    /// (before 5.14), the ancestor's id is read from the task: `task_struct.cgroups`,
+    /// `css_set.dfl_cgrp`, `cgroup.level` and `cgroup.ancestor_ids` (an array of ids, which
+    /// such kernels have; 0: absent).
+    pub const GLOBAL_TASK_CGROUPS: &str = "TASK_CGROUPS_OFFSET";
+    pub const GLOBAL_CSS_SET_DFL_CGRP: &str = "CSS_SET_DFL_CGRP_OFFSET";
+    pub const GLOBAL_CGROUP_LEVEL_FIELD: &str = "CGROUP_LEVEL_FIELD_OFFSET";
+    pub const GLOBAL_CGROUP_ANCESTOR_IDS: &str = "CGROUP_ANCESTOR_IDS_OFFSET";
+    /// `task_struct.__state` (`state` before 5.14): whether a switched-out thread is dying.
+    pub const GLOBAL_TASK_STATE: &str = "TASK_STATE_OFFSET";
     /// Non-zero when the kernel has no `sched_prepare_exec`: the exec'd name is then read at
     /// `sched_process_exec` instead.
     pub const GLOBAL_NAME_AT_LOADED: &str = "NAME_AT_LOADED";
@@ -173,6 +183,9 @@ pub mod kernel_features {
     /// `bpf_task_pt_regs` (5.15+): a task's saved user registers. Without it they are found
     /// from `task_struct.stack` ([`super::names::GLOBAL_PT_REGS_IN_STACK`]).
     pub const TASK_PT_REGS: u64 = 4;
+    /// `bpf_get_current_ancestor_cgroup_id` in tracing programs (5.14+), for `--cgroup`.
+    /// Without it the id is read through the task ([`super::names::GLOBAL_TASK_CGROUPS`]).
+    pub const ANCESTOR_CGROUP_ID: u64 = 8;
 }
 
 /// Capacity limits, shared so the user side can report them when they are hit.
@@ -1316,6 +1329,10 @@ pub struct TaskExitRecord {
 
 // The layouts are the contract: a change here must be deliberate on both sides.
 const _: () = assert!(core::mem::size_of::<RecordHeader>() == 24);
+// The eBPF side takes `held` with one compare-and-exchange of the word it shares with `summing`.
+const _: () = assert!(
+    core::mem::offset_of!(Attempt, held) % 8 == 0 && core::mem::offset_of!(Attempt, summing) == core::mem::offset_of!(Attempt, held) + 4
+);
 const _: () = assert!(core::mem::size_of::<SyscallEnterRecord>() == 24 + 3 * 8);
 const _: () = assert!(core::mem::size_of::<SyscallExitRecord>() == 24 + 3 * 8 + 4 * 4 + limits::FILENAME_CAP);
 const _: () = assert!(core::mem::size_of::<KernelFilename>() == 3 * 4 + limits::FILENAME_CAP);

@@ -62,7 +62,7 @@ pub fn send_sums(a: &mut Attempt, pid: u32, tgid: u32, now: u64) {
     if count > MAX_ENTRIES {
         return;
     }
-    let held = a.held != 0;
+    let held = attempt::take(a);
     let start = if held { core::mem::size_of::<SyscallEnterRecord>() } else { 0 };
     let len = start + CallSumsRecord::HEAD + count * core::mem::size_of::<CallSum>();
     let from = if held { (&a.enter as *const SyscallEnterRecord).cast::<u8>() } else { (&a.sums as *const CallSumsRecord).cast::<u8>() };
@@ -75,7 +75,6 @@ pub fn send_sums(a: &mut Attempt, pid: u32, tgid: u32, now: u64) {
             attempt::held_dropped(&a.enter);
         }
     }
-    a.held = 0;
 }
 
 /// Stack and entry indices are masked to their arrays' sizes (powers of two) where they are

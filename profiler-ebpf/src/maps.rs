@@ -125,7 +125,7 @@ pub fn current_is_traced(tgid: u32) -> bool {
     if global(&SCOPE) != scope::CGROUP {
         return false;
     }
-    let id = unsafe { aya_ebpf::helpers::generated::bpf_get_current_ancestor_cgroup_id(global(&CGROUP_LEVEL) as i32) };
+    let id = crate::task::current_ancestor_cgroup_id(global(&CGROUP_LEVEL));
     if id == 0 || id != global(&CGROUP_ID) {
         return false;
     }

@@ -35,6 +35,17 @@ static KERNEL_FEATURES: u64 = 0;
 static TASK_STACK_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static PT_REGS_IN_STACK: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_STATE_OFFSET: u64 = 0;
+/// See `names::GLOBAL_TASK_CGROUPS`.
+#[unsafe(no_mangle)]
+static TASK_CGROUPS_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static CSS_SET_DFL_CGRP_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static CGROUP_LEVEL_FIELD_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static CGROUP_ANCESTOR_IDS_OFFSET: u64 = 0;
 
 /// A global the loader set (a read-only setting for the run).
 #[inline(always)]
@@ -221,6 +232,35 @@ pub fn ids(task: u64) -> Option<(u32, u32)> {
         return None;
     }
     unsafe { Some((read_at::<u32>(task, pid_off)?, read_at::<u32>(task, tgid_off)?)) }
+}
+
+/// `task`'s scheduler state (`__state`, `state` before 5.14: its low 32 bits, all the flags).
+#[inline(always)]
+pub fn state(task: u64) -> u32 {
+    Probe::at(task, global(&TASK_STATE_OFFSET))
+}
+
+/// The id of the current task's cgroup-v2 ancestor at `level` (its own cgroup at its own
+/// level; 0 when it sits above `level`), as `bpf_get_current_ancestor_cgroup_id` gives it
+/// where tracing programs have that helper (5.14+).
+#[inline(always)]
+pub fn current_ancestor_cgroup_id(level: u64) -> u64 {
+    if has(kernel_features::ANCESTOR_CGROUP_ID) {
+        return unsafe { aya_ebpf::helpers::generated::bpf_get_current_ancestor_cgroup_id(level as i32) };
+    }
+    // Before it: the kernel keeps each cgroup's ancestors' ids in the cgroup
+    // (`ancestor_ids[level]`, through `task->cgroups->dfl_cgrp`).
+    let ids = global(&CGROUP_ANCESTOR_IDS_OFFSET);
+    if ids == 0 {
+        return 0;
+    }
+    let css_set: u64 = Probe::at(current(), global(&TASK_CGROUPS_OFFSET));
+    let cgroup: u64 = Probe::at(css_set, global(&CSS_SET_DFL_CGRP_OFFSET));
+    let own_level: i32 = Probe::at(cgroup, global(&CGROUP_LEVEL_FIELD_OFFSET));
+    if own_level < 0 || level > own_level as u64 {
+        return 0;
+    }
+    Probe::at(cgroup, ids + 8 * (level & 0xff))
 }
 
 /// The process id (tgid) of `task`'s parent (`real_parent`).

@@ -34,7 +34,7 @@ fn outcome_count(v: &Value, outcome: &str) -> u64 {
 
 fn assert_no_losses(v: &Value) {
     for pair in v["losses"].as_array().unwrap() {
-        assert_eq!(pair[1], 0, "lost: {pair}");
+        assert_eq!(pair[1], 0, "lost: {pair} (all: {})", v["losses"]);
     }
     assert_eq!(v["undecodable_records"], 0);
 }
@@ -268,12 +268,18 @@ fn threads_killed_by_another_threads_exec_are_abandoned_not_failed() {
     assert_eq!(abandoned["killed"]["by_other_threads_exec"], n, "{abandoned}");
 }
 
-/// fexecve(3) goes through execveat(fd, "", AT_EMPTY_PATH).
+/// execveat(2) with a directory fd and a name relative to it is recorded as such.
 #[test]
 #[ignore = "needs root"]
 fn execveat_is_recorded() {
     require_root!();
-    let v = run_python("import os\nfd = os.open('/bin/true', os.O_RDONLY)\nos.execve(fd, ['true'], {})");
+    // A directory's fd and a name in it (glibc's own execveat): `fexecve`'s empty name with
+    // AT_EMPTY_PATH fails with ENOENT on 5.10 in the guests, with or without execprof.
+    let v = run_python(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nfd = os.open('/usr/bin', os.O_RDONLY | os.O_DIRECTORY)\n\
+         argv = (ctypes.c_char_p * 2)(b'true', None)\nenvp = (ctypes.c_char_p * 1)(None)\n\
+         libc.execveat(fd, b'true', argv, envp, 0)\nraise OSError(ctypes.get_errno(), 'execveat')",
+    );
     assert_eq!(v["analysis"]["execveat_attempts"], 1);
 }
 
@@ -929,14 +935,18 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
         assert_eq!(v["complete"], true);
         assert_eq!(outcome_count(&v, "enoent"), 64_000);
     } else {
-        // One CPU (a guest): the reader waits for the 64 threads, the ring may fill. Then
-        // nothing may go unsaid: every attempt not counted is within the records the kernel
-        // counted as lost, and the report says it is incomplete.
-        let ring_full = v["losses"].as_array().unwrap().iter().find(|p| p[0] == "ring buffer full").unwrap()[1].as_u64().unwrap();
+        // One CPU (a guest): the reader waits for the 64 threads, the ring may fill; and
+        // where the kernel runs the programs preemptible (fentry everywhere, tracepoints on 7.x,
+        // not 6.18), a thread switched out inside one makes the kernel skip every other run of
+        // that program on the CPU until it is back. Then nothing may go unsaid: every attempt
+        // not counted is within the records lost and the runs skipped, both counted, and the
+        // report says it is incomplete.
+        let loss = |name: &str| v["losses"].as_array().unwrap().iter().find(|p| p[0] == name).unwrap()[1].as_u64().unwrap();
+        let counted = loss("ring buffer full") + loss("program runs skipped by the kernel");
         let missing = 64_000 - outcome_count(&v, "enoent");
-        assert!(missing <= ring_full, "{missing} attempts missing, {ring_full} records counted as lost");
-        assert_eq!(v["complete"], ring_full == 0);
-        assert_eq!(String::from_utf8_lossy(&out.stdout).contains("INCOMPLETE"), ring_full > 0);
+        assert!(missing <= counted, "{missing} attempts missing, {counted} records lost or program runs skipped: {}", v["losses"]);
+        assert_eq!(v["complete"], counted == 0, "{}", v["losses"]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout).contains("INCOMPLETE"), counted > 0);
     }
 }
 
@@ -1214,7 +1224,12 @@ fn a_ring_overflow_counts_the_calls_it_lost_exactly() {
     let forks: u64 = a["fork_calls"].as_array().unwrap().iter().map(|f| f["count"].as_u64().unwrap()).sum();
     let seen = a["attempts"].as_u64().unwrap() + forks;
     let lost = v["attempts_affected"].as_u64().unwrap();
-    assert_eq!(seen + lost, 2 * n + 2, "seen {seen} + not seen whole {lost}: 2N failed execs, the launch exec and one fork");
+    assert_eq!(
+        seen + lost,
+        2 * n + 2,
+        "seen {seen} + not seen whole {lost}: 2N failed execs, the launch exec and one fork; losses {}",
+        v["losses"]
+    );
     let dropped: u64 = v["losses"]
         .as_array()
         .unwrap()

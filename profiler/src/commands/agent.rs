@@ -283,7 +283,7 @@ pub fn agent(cfg: AgentConfig) -> Result<i32> {
             series_removed: last.removed,
         },
         &totals,
-        AgentLosses::new(&last.counters, totals.series.folded),
+        AgentLosses::new(&last.counters, totals.series.folded, tracer.runs_skipped()),
         (cfg.sample_hz, sampled(&totals, cfg.sample_hz, &symbols)?),
         if run_stats.is_some() { tracer.program_costs() } else { Vec::new() },
     );
@@ -417,7 +417,7 @@ impl Endpoint {
             exposition.add_samples(&series.outcome, &stack.phase, *n);
         }
         exposition.age(now);
-        own.losses = AgentLosses::new(&poll.counters, totals.series.folded).pairs();
+        own.losses = AgentLosses::new(&poll.counters, totals.series.folded, tracer.runs_skipped()).pairs();
         if let Some(dropped) = window_dropped {
             own.losses.push(("samples_dropped_from_profile_window", dropped));
         }

@@ -56,7 +56,7 @@ pub fn top(cfg: TopConfig) -> Result<i32> {
         *last = AgentTotals::new(cap);
         fold(&poll, totals);
         fold(&poll, last);
-        let mut losses = crate::report::agent::AgentLosses::new(&poll.counters, totals.series.folded);
+        let mut losses = crate::report::agent::AgentLosses::new(&poll.counters, totals.series.folded, session.tracer.runs_skipped());
         losses.misses_not_per_directory += totals.misses.folded;
         Ok(losses.summary())
     };

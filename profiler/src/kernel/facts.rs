@@ -81,6 +81,12 @@ pub(crate) fn ensure_securityfs() {
     }
 }
 
+/// The number after `key:` in a `/proc/PID/fdinfo/FD` text (`recursion_misses:\t3`); None when
+/// the kernel does not print that field.
+pub(crate) fn fdinfo_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.trim().parse().ok())
+}
+
 /// The lockdown file lists all modes with the active one in brackets.
 fn active_lockdown(s: &str) -> Option<String> {
     let start = s.find('[')?;
@@ -98,5 +104,15 @@ mod tests {
         assert_eq!(active_lockdown("none integrity"), None);
         let k = KernelInfo { release: "6.18.44-fc-v669".into(), machine: "x86_64".into(), btf: true, lockdown: None };
         assert_eq!(k.version(), Some((6, 18)));
+    }
+
+    #[test]
+    fn reads_a_program_fdinfo_field() {
+        let text = "pos:\t0\nflags:\t02000002\nprog_type:\t26\nrun_cnt:\t0\nrecursion_misses:\t17\nverified_insns:\t412\n";
+        assert_eq!(fdinfo_field(text, "recursion_misses"), Some(17));
+        assert_eq!(fdinfo_field(text, "run_cnt"), Some(0));
+        // 5.10 prints no such field; a prefix of another key is not it.
+        assert_eq!(fdinfo_field("prog_type:\t26\n", "recursion_misses"), None);
+        assert_eq!(fdinfo_field(text, "recursion"), None);
     }
 }

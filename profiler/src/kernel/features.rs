@@ -6,7 +6,7 @@ use aya::{
     programs::ProgramType,
     sys::{BpfHelper, is_helper_supported},
 };
-use profiler_common::kernel_features::{CURRENT_TASK_BTF, FETCH_ATOMICS, TASK_PT_REGS};
+use profiler_common::kernel_features::{ANCESTOR_CGROUP_ID, CURRENT_TASK_BTF, FETCH_ATOMICS, TASK_PT_REGS};
 
 /// The bits of `profiler_common::kernel_features` this kernel has.
 pub(crate) fn probe() -> u64 {
@@ -25,6 +25,9 @@ pub(crate) fn probe() -> u64 {
         if has(BpfHelper::BPF_FUNC_task_pt_regs) {
             features |= TASK_PT_REGS;
         }
+    }
+    if has(BpfHelper::BPF_FUNC_get_current_ancestor_cgroup_id) {
+        features |= ANCESTOR_CGROUP_ID;
     }
     if loads_compare_exchange() {
         features |= FETCH_ATOMICS;
@@ -115,6 +118,9 @@ pub(crate) fn missing(features: u64) -> Vec<&'static str> {
     if features & TASK_PT_REGS == 0 {
         out.push("no bpf_task_pt_regs (5.15): a task's registers are found at the top of its kernel stack");
     }
+    if features & ANCESTOR_CGROUP_ID == 0 {
+        out.push("no bpf_get_current_ancestor_cgroup_id for tracing (5.14): --cgroup reads the task's cgroup through its pointers");
+    }
     out
 }
 
@@ -195,12 +201,12 @@ mod tests {
 
     #[test]
     fn a_missing_feature_is_named_with_what_runs_instead() {
-        assert!(missing(FETCH_ATOMICS | CURRENT_TASK_BTF | TASK_PT_REGS).is_empty());
+        assert!(missing(FETCH_ATOMICS | CURRENT_TASK_BTF | TASK_PT_REGS | ANCESTOR_CGROUP_ID).is_empty());
         let all = missing(0);
-        assert_eq!(all.len(), 3);
-        assert!(all[0].contains("5.12") && all[1].contains("5.11") && all[2].contains("5.15"), "{all:?}");
+        assert_eq!(all.len(), 4);
+        assert!(all[0].contains("5.12") && all[1].contains("5.11") && all[2].contains("5.15") && all[3].contains("5.14"), "{all:?}");
         assert_eq!(
-            missing(FETCH_ATOMICS | CURRENT_TASK_BTF),
+            missing(FETCH_ATOMICS | CURRENT_TASK_BTF | ANCESTOR_CGROUP_ID),
             ["no bpf_task_pt_regs (5.15): a task's registers are found at the top of its kernel stack"]
         );
     }
@@ -215,5 +221,6 @@ mod tests {
         assert_eq!(features & FETCH_ATOMICS != 0, version >= (5, 12), "{features:#x} on {version:?}");
         assert_eq!(features & CURRENT_TASK_BTF != 0, version >= (5, 11), "{features:#x} on {version:?}");
         assert_eq!(features & TASK_PT_REGS != 0, version >= (5, 15), "{features:#x} on {version:?}");
+        assert_eq!(features & ANCESTOR_CGROUP_ID != 0, version >= (5, 14), "{features:#x} on {version:?}");
     }
 }

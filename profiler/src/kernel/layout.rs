@@ -32,6 +32,20 @@ pub(crate) struct TaskLayout {
     pub stack: u64,
     #[serde(default)]
     pub pt_regs_in_stack: u64,
+    /// `task_struct.__state` (`state` before 5.14).
+    #[serde(default)]
+    pub state: u64,
+    /// `task_struct.cgroups`, `css_set.dfl_cgrp`, `cgroup.level`, `cgroup.ancestor_ids`: a
+    /// task's cgroup-v2 ancestor where the kernel has no helper for it. `ancestor_ids` is 0
+    /// where the kernel keeps pointers instead (6.1+, which all have the helper).
+    #[serde(default)]
+    pub cgroups: u64,
+    #[serde(default)]
+    pub css_set_dfl_cgrp: u64,
+    #[serde(default)]
+    pub cgroup_level: u64,
+    #[serde(default)]
+    pub cgroup_ancestor_ids: u64,
     /// What the kernel's BPF allows: bits of `profiler_common::kernel_features`
     /// ([`crate::kernel::features`]).
     #[serde(default)]
@@ -63,6 +77,11 @@ impl TaskLayout {
             thread_status: task("thread_info").and_then(|t| Ok(t + member_offset(btf, "thread_info", "status")?)).unwrap_or(0),
             stack: task("stack")?,
             pt_regs_in_stack: thread_size(kasan()).saturating_sub(struct_size(btf, "pt_regs")?),
+            state: task("__state").or_else(|_| task("state"))?,
+            cgroups: task("cgroups").unwrap_or(0),
+            css_set_dfl_cgrp: member_offset(btf, "css_set", "dfl_cgrp").unwrap_or(0),
+            cgroup_level: member_offset(btf, "cgroup", "level").unwrap_or(0),
+            cgroup_ancestor_ids: member_offset(btf, "cgroup", "ancestor_ids").unwrap_or(0),
             bpf_features: 0,
         })
     }
@@ -214,9 +233,14 @@ mod tests {
         assert!(layout.signal > 0 && layout.real_parent > 0);
         assert!(layout.bprm_filename > 0);
         assert!(layout.pending_signal > 0 && layout.group_exec_task > 0, "{layout:?}");
-        // x86_64: flags, syscall_work, then status.
+        // x86_64: flags, syscall_work (5.11+), then status.
         #[cfg(target_arch = "x86_64")]
-        assert_eq!(layout.thread_status, 16, "{layout:?}");
+        assert!([8, 16].contains(&layout.thread_status), "{layout:?}");
+        assert!(layout.state > 0 && layout.state != layout.pid, "{layout:?}");
+        // Every kernel has the path to a task's cgroup; the ids array only before 6.1.
+        assert!(layout.cgroups > 0 && layout.css_set_dfl_cgrp > 0 && layout.cgroup_level > 0, "{layout:?}");
+        let pointers = member_offset(&btf, "cgroup", "ancestors").is_ok();
+        assert_eq!(layout.cgroup_ancestor_ids == 0, pointers, "{layout:?}");
         // x86_64's and arm64's `struct pt_regs` are 168 and 336 bytes, below a 16 KiB stack.
         assert!(layout.stack > 0 && (16384 - 400..16384 - 100).contains(&layout.pt_regs_in_stack), "{layout:?}");
         assert!(member_offset(&btf, "task_struct", "no_such_field").is_err());

@@ -138,7 +138,23 @@ impl Tracer {
             None => 0,
         };
         out.push((crate::model::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));
+        out.push((crate::model::meta::RUNS_SKIPPED.to_owned(), self.runs_skipped()));
         Ok(LossCounters(out))
+    }
+
+    /// The runs of this process's programs the kernel skipped because the same program was
+    /// already running on that CPU (`recursion_misses` in each program's fdinfo, Linux 5.12+;
+    /// 0 where the kernel does not count them). Preemptible BPF makes this more than a
+    /// theoretical loss: a program preempted mid-run blocks every other task's run of it on
+    /// that CPU until it is scheduled again.
+    pub(crate) fn runs_skipped(&self) -> u64 {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.ebpf
+            .programs()
+            .filter_map(|(_, p)| p.fd().ok())
+            .filter_map(|fd| std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd())).ok())
+            .filter_map(|text| crate::kernel::facts::fdinfo_field(&text, "recursion_misses"))
+            .sum()
     }
 
     /// The enter records exec attempts still in flight hold back (`profiler_common::Attempt`):
@@ -343,7 +359,7 @@ impl Tracer {
 
 /// Loads execprof's eBPF object with this kernel's struct offsets; nothing is attached yet.
 pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<Ebpf> {
-    bump_memlock_rlimit();
+    let memlock_left = bump_memlock_rlimit();
     let tracefs = ensure_tracefs()?;
     // Without the point-of-no-return tracepoint (before 6.10) the kernel's copy of the name
     // is read at the new image instead.
@@ -360,6 +376,15 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     // Without compare-and-exchange an attempt claims its cell in ATTEMPT_OWNERS.
     let attempt_owners =
         if opts.agent.is_none() && features & kernel_features::FETCH_ATOMICS == 0 { profiler_common::call_sums::TABLE } else { 1 };
+    if opts.scope.kind == profiler_common::scope::CGROUP
+        && features & kernel_features::ANCESTOR_CGROUP_ID == 0
+        && (layout.cgroup_ancestor_ids == 0 || layout.cgroups == 0)
+    {
+        anyhow::bail!(
+            "--cgroup: this kernel's tracing programs have no bpf_get_current_ancestor_cgroup_id and its \
+             cgroups no ancestor_ids to read instead; trace the processes by --pid, or the command itself"
+        );
+    }
     for missing in crate::kernel::features::missing(features) {
         log::info!("this kernel has {missing}");
     }
@@ -389,6 +414,11 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
         .override_global(names::GLOBAL_KERNEL_FEATURES, &features, true)
         .override_global(names::GLOBAL_TASK_STACK, &layout.stack, true)
         .override_global(names::GLOBAL_PT_REGS_IN_STACK, &layout.pt_regs_in_stack, true)
+        .override_global(names::GLOBAL_TASK_STATE, &layout.state, true)
+        .override_global(names::GLOBAL_TASK_CGROUPS, &layout.cgroups, true)
+        .override_global(names::GLOBAL_CSS_SET_DFL_CGRP, &layout.css_set_dfl_cgrp, true)
+        .override_global(names::GLOBAL_CGROUP_LEVEL_FIELD, &layout.cgroup_level, true)
+        .override_global(names::GLOBAL_CGROUP_ANCESTOR_IDS, &layout.cgroup_ancestor_ids, true)
         .override_global(names::GLOBAL_SCOPE, &opts.scope.kind, true)
         .override_global(names::GLOBAL_CGROUP_ID, &opts.scope.cgroup_id, true)
         .override_global(names::GLOBAL_CGROUP_LEVEL, &opts.scope.cgroup_level, true)
@@ -429,7 +459,19 @@ pub(crate) fn load_object(layout: &TaskLayout, opts: &TracerOptions) -> Result<E
     } else {
         EBPF_OBJECT
     };
-    loader.load(object).context("loading execprof's eBPF object into the kernel")
+    loader.load(object).map_err(|e| {
+        let e = anyhow::Error::new(e).context("loading execprof's eBPF object into the kernel");
+        match memlock_left {
+            // Kernels before 5.11 charge maps to RLIMIT_MEMLOCK: the usual cause of EPERM
+            // for a process that has the BPF capabilities but not CAP_SYS_RESOURCE.
+            Some(kib) if format!("{e:#}").contains("Operation not permitted") => e.context(format!(
+                "execprof could not raise RLIMIT_MEMLOCK ({kib} KiB), which kernels before 5.11 charge \
+                 BPF maps to: run it as root or with CAP_SYS_RESOURCE, or raise the limit first \
+                 (`ulimit -l unlimited`; LimitMEMLOCK=infinity in a systemd unit)"
+            )),
+            _ => e,
+        }
+    })
 }
 
 fn page_size() -> u32 {
@@ -438,13 +480,20 @@ fn page_size() -> u32 {
     if n > 0 { n as u32 } else { 4096 }
 }
 
-/// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
-fn bump_memlock_rlimit() {
+/// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK: raised to unlimited. None when
+/// it is; else the limit that stays (KiB), which is fine on kernels from 5.11 on.
+fn bump_memlock_rlimit() -> Option<u64> {
     let rlim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
-    // SAFETY: plain syscall with a valid struct.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlim) } != 0 {
-        log::debug!("could not raise RLIMIT_MEMLOCK; fine on kernels >= 5.11");
+    // SAFETY: plain syscalls with valid structs.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlim) } == 0 {
+        return None;
     }
+    let mut now = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut now) } != 0 || now.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    log::debug!("could not raise RLIMIT_MEMLOCK; fine on kernels >= 5.11");
+    Some(now.rlim_cur / 1024)
 }
 
 const TRACEFS: &str = "/sys/kernel/tracing";

@@ -109,6 +109,12 @@ pub struct LossCounters(pub Vec<(String, u64)>);
 /// never came), listed after the kernel's own counters.
 pub const ENTRIES_WITHOUT_RETURN: &str = "probed entry without return";
 
+/// The runs of execprof's programs the kernel skipped (`bpf_prog_info.recursion_misses`, read
+/// after the run): a program already running on that CPU (preempted inside it, or entered
+/// again from an interrupt) is not run a second time, and what it would have recorded is
+/// lost. Listed after [`ENTRIES_WITHOUT_RETURN`].
+pub const RUNS_SKIPPED: &str = "program runs skipped by the kernel";
+
 impl LossCounters {
     /// Adds `n` to the counter `name` (a new one if it is not there).
     pub fn add(&mut self, name: &str, n: u64) {
@@ -129,6 +135,11 @@ impl LossCounters {
         self
     }
 
+    /// The counter named `name`; 0 when absent (a recording from an older execprof).
+    pub fn named(&self, name: &str) -> u64 {
+        self.0.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+    }
+
     /// The kernel counter `index` (`profiler_common::counter`), found by its name (recordings
     /// store the counters by name); 0 when a recording from an older execprof lacks it.
     pub fn kernel(&self, index: u32) -> u64 {
@@ -147,7 +158,8 @@ impl LossCounters {
     /// loss only there).
     pub fn zero() -> Self {
         let non_native = profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize];
-        let names = profiler_common::counter::NAMES.iter().copied().filter(|&n| n != non_native).chain([ENTRIES_WITHOUT_RETURN]);
+        let names =
+            profiler_common::counter::NAMES.iter().copied().filter(|&n| n != non_native).chain([ENTRIES_WITHOUT_RETURN, RUNS_SKIPPED]);
         Self(names.map(|n| (n.to_string(), 0)).collect())
     }
 }

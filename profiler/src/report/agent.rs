@@ -92,11 +92,20 @@ pub struct AgentLosses {
     /// one call, or its stack maps full): the sampled attribution and the profiles are short
     /// of them; the counts are whole, so `complete` does not depend on them.
     pub samples_not_kept: u64,
+    /// Runs of the agent's programs the kernel skipped because the program was already
+    /// running on that CPU (preempted inside it): the calls those runs would have counted.
+    pub program_runs_skipped: u64,
 }
 
 impl AgentLosses {
     /// A new value.
-    pub fn new(counters: &[u64; profiler_common::aggregate::agg_counter::COUNT as usize], folded_in_totals: u64) -> Self {
+    /// `program_runs_skipped` is [`Tracer::runs_skipped`](crate::kernel::tracer::Tracer::runs_skipped)
+    /// (0 in tests and reports built without a kernel).
+    pub fn new(
+        counters: &[u64; profiler_common::aggregate::agg_counter::COUNT as usize],
+        folded_in_totals: u64,
+        program_runs_skipped: u64,
+    ) -> Self {
         use profiler_common::aggregate::agg_counter::*;
         Self {
             exec_folded_in_kernel: counters[EXEC_FOLDED as usize],
@@ -108,6 +117,7 @@ impl AgentLosses {
             miss_names_not_remembered: counters[REPEAT_NOT_CHECKED as usize],
             misses_not_per_directory: counters[MISS_FOLDED as usize] + counters[MISS_UNREADABLE as usize],
             samples_not_kept: counters[SAMPLES_NOT_KEPT as usize] + counters[STACK_COUNTS_FULL as usize],
+            program_runs_skipped,
         }
     }
 
@@ -123,6 +133,7 @@ impl AgentLosses {
             ("miss_names_not_remembered", self.miss_names_not_remembered),
             ("misses_not_per_directory", self.misses_not_per_directory),
             ("samples_not_kept", self.samples_not_kept),
+            ("program_runs_skipped", self.program_runs_skipped),
         ]
     }
 
@@ -146,6 +157,9 @@ impl AgentLosses {
         if self.miss_names_not_remembered > 0 {
             parts.push(format!("{} misses not remembered for repeats", self.miss_names_not_remembered));
         }
+        if self.program_runs_skipped > 0 {
+            parts.push(format!("{} program runs skipped by the kernel", self.program_runs_skipped));
+        }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 
@@ -158,6 +172,7 @@ impl AgentLosses {
             + self.misses_not_per_directory
             + self.searches_restarted
             + self.miss_names_not_remembered
+            + self.program_runs_skipped
     }
 }
 
@@ -378,6 +393,10 @@ pub fn render(r: &AgentReport) -> String {
             (l.misses_not_per_directory, "ENOENT attempts not per directory: raise --max-misses (or names unreadable)"),
             (l.searches_restarted, "PATH searches restarted (another process took their slot): raise --max-in-flight"),
             (l.miss_names_not_remembered, "ENOENT names past their search's first 16 distinct ones: a repeat of them goes unseen"),
+            (
+                l.program_runs_skipped,
+                "program runs the kernel skipped (the program was already running on that CPU): their calls are not counted",
+            ),
         ] {
             if n > 0 {
                 let _ = writeln!(o, "  {n:>10}  {what}");
@@ -408,11 +427,20 @@ mod tests {
         let mut counters = [0; agg_counter::COUNT as usize];
         counters[agg_counter::SAMPLES_NOT_KEPT as usize] = 3;
         counters[agg_counter::STACK_COUNTS_FULL as usize] = 2;
-        let l = AgentLosses::new(&counters, 0);
+        let l = AgentLosses::new(&counters, 0, 0);
         assert_eq!(l.samples_not_kept, 5);
         assert!(l.pairs().contains(&("samples_not_kept", 5)));
         assert_eq!(l.total(), 0, "the counts are whole");
         counters[agg_counter::START_NOT_SEEN as usize] = 1;
-        assert_eq!(AgentLosses::new(&counters, 0).total(), 1);
+        assert_eq!(AgentLosses::new(&counters, 0, 0).total(), 1);
+    }
+
+    #[test]
+    fn program_runs_the_kernel_skipped_make_the_counts_incomplete() {
+        let counters = [0; agg_counter::COUNT as usize];
+        let l = AgentLosses::new(&counters, 0, 4);
+        assert_eq!(l.total(), 4);
+        assert!(l.pairs().contains(&("program_runs_skipped", 4)));
+        assert_eq!(l.summary().as_deref(), Some("4 program runs skipped by the kernel"));
     }
 }

@@ -302,6 +302,13 @@ fn render_header(o: &mut String, r: &RunReport) {
             seen + r.attempts_affected,
             r.losses.total()
         );
+        let skipped = r.losses.named(crate::model::meta::RUNS_SKIPPED);
+        if skipped > 0 {
+            let _ = writeln!(
+                o,
+                "           and the kernel skipped {skipped} runs of execprof's programs (a thread switched out inside one holds it on its CPU): what they would have seen is in no count"
+            );
+        }
     }
     let running = r.meta.scope.is_running_system();
     let what = if running { "the traced processes" } else { "the traced process tree" };
