@@ -11,6 +11,7 @@ pub(crate) mod layout;
 pub(crate) mod maps;
 pub(crate) mod privileges;
 pub(crate) mod probes;
+pub(crate) mod return_probes;
 pub(crate) mod scope;
 pub(crate) mod symbolize;
 pub(crate) mod tracer;

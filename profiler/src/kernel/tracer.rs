@@ -70,6 +70,8 @@ pub(crate) struct Tracer {
     pub boundaries: Boundaries,
     /// Why fentry/fexit do not, when they were wanted and refused.
     pub boundaries_note: Option<String>,
+    /// Exact mode's return probes made through tracefs (removed when the tracer is dropped).
+    return_probes: Vec<crate::kernel::return_probes::ReturnProbe>,
 }
 
 /// aya-log's reader of the eBPF side's log ring buffer.
@@ -88,7 +90,7 @@ impl Tracer {
             .verbose
             .then(|| aya_log::EbpfLogger::init(&mut ebpf))
             .and_then(|r| r.map_err(|e| log::debug!("eBPF logger not started: {e}")).ok());
-        Ok(Self { ebpf, ids, tree_alive, counters, logger, attach, boundaries, boundaries_note })
+        Ok(Self { ebpf, ids, tree_alive, counters, logger, attach, boundaries, boundaries_note, return_probes: Vec::new() })
     }
 
     /// The eBPF side's logger, when `-v` asked for one (once).
@@ -139,6 +141,7 @@ impl Tracer {
         };
         out.push((crate::model::meta::ENTRIES_WITHOUT_RETURN.to_owned(), left));
         out.push((crate::model::meta::RUNS_SKIPPED.to_owned(), self.runs_skipped()));
+        out.push((crate::model::meta::RETURNS_MISSED.to_owned(), self.returns_missed()));
         Ok(LossCounters(out))
     }
 
@@ -207,6 +210,12 @@ impl Tracer {
         // Set once trampolines prove unusable here (refused, or not built in): why.
         let mut no_trampolines: Option<String> = if btf.is_none() { Some("no kernel BTF".into()) } else { None };
         let (mut kept, mut warnings) = (Vec::new(), Vec::new());
+        if let Ok(tracefs) = ensure_tracefs() {
+            let removed = crate::kernel::return_probes::remove_stale(&tracefs);
+            if removed > 0 {
+                log::info!("removed {removed} return probe(s) an execprof that was killed left in {}/kprobe_events", tracefs.display());
+            }
+        }
         for mut f in std::mem::take(&mut plan.functions) {
             let mut mechanism = None;
             if let (Some(btf), None, false) = (&btf, &no_trampolines, f.by_address) {
@@ -288,7 +297,13 @@ impl Tracer {
 
     /// kprobe/kretprobe programs of the function's slot (by name, or by address when the name
     /// is ambiguous).
+    /// The return probe is made through tracefs with a pool of instances sized to the machine
+    /// (`kernel::return_probes`) where tracefs takes it, so concurrent execs do not lose
+    /// returns; by the kprobe PMU (the kernel's default pool) otherwise.
     fn attach_kprobes(&mut self, f: &crate::model::meta::ProbedFunction) -> Result<()> {
+        use std::os::fd::AsFd as _;
+
+        use crate::kernel::return_probes::{ReturnProbe, Target};
         let (name, offset) = if f.by_address { ("", f.address) } else { (f.raw_name.as_str(), 0) };
         for prefix in [names::PROG_EXACT_ENTRY_PREFIX, names::PROG_EXACT_RETURN_PREFIX] {
             let prog = format!("{prefix}{}", f.slot);
@@ -296,9 +311,29 @@ impl Tracer {
             if p.fd().is_err() {
                 p.load()?;
             }
+            if prefix == names::PROG_EXACT_RETURN_PREFIX
+                && let Ok(tracefs) = ensure_tracefs()
+            {
+                let target = if f.by_address { Target::Address(f.address) } else { Target::Symbol(name) };
+                match ReturnProbe::attach(&tracefs, p.fd()?.as_fd(), target, f.slot) {
+                    Ok(probe) => {
+                        self.return_probes.push(probe);
+                        continue;
+                    }
+                    Err(e) => {
+                        log::debug!("exact mode: {}'s return probe by the kprobe PMU, with the kernel's default pool: {e:#}", f.raw_name);
+                    }
+                }
+            }
             p.attach(name, offset)?;
         }
         Ok(())
+    }
+
+    /// The returns of exact mode's return probes the kernel missed (no instance free, or the
+    /// probe already running on that CPU): counted where tracefs made the probe.
+    pub(crate) fn returns_missed(&self) -> u64 {
+        self.return_probes.iter().filter_map(|p| p.missed()).sum()
     }
 
     /// A uprobe on `main` of `program`, so a step's time from image start to `main`

@@ -115,6 +115,11 @@ pub const ENTRIES_WITHOUT_RETURN: &str = "probed entry without return";
 /// lost. Listed after [`ENTRIES_WITHOUT_RETURN`].
 pub const RUNS_SKIPPED: &str = "program runs skipped by the kernel";
 
+/// The returns of exact mode's return probes the kernel missed (`kprobe_profile`'s misses of
+/// the probes execprof made through tracefs): each leaves a probed call without its return.
+/// Listed after [`RUNS_SKIPPED`].
+pub const RETURNS_MISSED: &str = "probed returns the kernel missed";
+
 impl LossCounters {
     /// Adds `n` to the counter `name` (a new one if it is not there).
     pub fn add(&mut self, name: &str, n: u64) {
@@ -158,8 +163,11 @@ impl LossCounters {
     /// loss only there).
     pub fn zero() -> Self {
         let non_native = profiler_common::counter::NAMES[profiler_common::counter::NON_NATIVE_EXEC as usize];
-        let names =
-            profiler_common::counter::NAMES.iter().copied().filter(|&n| n != non_native).chain([ENTRIES_WITHOUT_RETURN, RUNS_SKIPPED]);
+        let names = profiler_common::counter::NAMES.iter().copied().filter(|&n| n != non_native).chain([
+            ENTRIES_WITHOUT_RETURN,
+            RUNS_SKIPPED,
+            RETURNS_MISSED,
+        ]);
         Self(names.map(|n| (n.to_string(), 0)).collect())
     }
 }
