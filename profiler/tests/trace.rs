@@ -33,11 +33,40 @@ fn outcome_count(v: &Value, outcome: &str) -> u64 {
 }
 
 fn assert_no_losses(v: &Value) {
+    let skipped = loss(v, RUNS_SKIPPED);
     for pair in v["losses"].as_array().unwrap() {
+        let name = pair[0].as_str().unwrap();
+        if skipped > 0 && (name == RUNS_SKIPPED || FOLLOW_FROM_SKIPPED_RUNS.contains(&name)) {
+            continue;
+        }
         assert_eq!(pair[1], 0, "lost: {pair} (all: {})", v["losses"]);
+    }
+    if skipped > 0 {
+        assert_eq!(v["complete"], false, "runs the kernel skipped make the output incomplete");
     }
     assert_eq!(v["undecodable_records"], 0);
 }
+
+/// The loss counter `name` of a run's JSON.
+fn loss(v: &Value, name: &str) -> u64 {
+    v["losses"].as_array().unwrap().iter().find(|p| p[0] == name).map_or(0, |p| p[1].as_u64().unwrap())
+}
+
+/// Runs of execprof's programs the kernel did not make. A kernel that runs tracing programs
+/// preemptible (7.x's tracepoints; fentry/fexit everywhere) skips a program on a CPU where a
+/// switched-out thread is inside it: a kernel decision no BPF program can prevent, counted and
+/// marked INCOMPLETE. On 7.3 in the guests it happens in a few of a thousand runs (5 of one
+/// test's, 4,414 in the ring-overflow test's flood); on 6.1 and 6.12 never.
+const RUNS_SKIPPED: &str = "program runs skipped by the kernel";
+
+/// What a skipped run leaves: the entry or return, enter or exit it did not record.
+const FOLLOW_FROM_SKIPPED_RUNS: [&str; 5] = [
+    "probed entry overwritten",
+    "probed return without entry",
+    "probed entry without return",
+    "exec exit without enter",
+    "exec enter without exit",
+];
 
 #[test]
 #[ignore = "needs root"]
@@ -219,6 +248,27 @@ fn doctor_tries_mechanisms_and_names_exec_functions() {
     let f = |name: &str| funcs.iter().find(|f| f["function"] == name).cloned().unwrap();
     assert_eq!(f("bprm_execve")["presence"]["status"], "present");
     assert_ne!(f("do_execveat_common")["presence"]["status"], "absent");
+}
+
+/// A kernel older than execprof supports is refused before anything loads, in one message
+/// that names everything it lacks and says what to do (`EXECPROF_KERNEL_LACKS` makes this
+/// kernel look like one without BTF and the ring buffer, as 5.4 and 4.19 are).
+#[test]
+#[ignore = "needs root"]
+fn an_old_kernel_is_refused_in_one_message_naming_all_it_lacks() {
+    require_root!();
+    let out = execprof().env("EXECPROF_KERNEL_LACKS", "btf,ringbuf").args(["run", "--", "/bin/true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "exit code 4 (unsupported kernel): {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let refusals: Vec<_> = stderr.lines().filter(|l| l.contains("lacks what execprof needs")).collect();
+    assert_eq!(refusals.len(), 1, "one message: {stderr}");
+    for part in ["kernel BTF", "the BPF ring buffer (Linux 5.8)", "runs on Linux 5.10 and later"] {
+        assert!(refusals[0].contains(part), "{part:?} missing from: {stderr}");
+    }
+    assert!(!refusals[0].contains("raw tracepoint"), "names only what is missing: {stderr}");
+    let doctor = execprof().env("EXECPROF_KERNEL_LACKS", "ringbuf").arg("doctor").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&doctor.stdout), String::from_utf8_lossy(&doctor.stderr));
+    assert!(text.contains("the BPF ring buffer (Linux 5.8)"), "doctor names the refusal: {text}");
 }
 
 /// Traces a python3 one-off that must succeed.
@@ -941,9 +991,7 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
                   def burst():\n    go.wait()\n    for _ in range(1000):\n        libc.execv(b'/nonexistent/x', argv)\n\
                   ts = [threading.Thread(target=burst) for _ in range(64)]\n\
                   [t.start() for t in ts]\n[t.join() for t in ts]\n";
-    // Sampled mode: the ring buffer is the question here. (In exact mode, kretprobes on
-    // functions without BTF miss returns beyond their few concurrent instances, which the
-    // report counts as probed entries without return.)
+    // Sampled mode: the ring buffer is the question here, not exact mode's probes.
     let (v, out) = run_json(&["--mode", "sampled", "--", "/usr/bin/python3", "-c", script]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
@@ -957,8 +1005,7 @@ fn sixty_four_threads_of_failing_execs_lose_nothing_at_the_default_buffer() {
         // that program on the CPU until it is back. Then nothing may go unsaid: every attempt
         // not counted is within the records lost and the runs skipped, both counted, and the
         // report says it is incomplete.
-        let loss = |name: &str| v["losses"].as_array().unwrap().iter().find(|p| p[0] == name).unwrap()[1].as_u64().unwrap();
-        let counted = loss("ring buffer full") + loss("program runs skipped by the kernel");
+        let counted = loss(&v, "ring buffer full") + loss(&v, RUNS_SKIPPED);
         let missing = 64_000 - outcome_count(&v, "enoent");
         assert!(missing <= counted, "{missing} attempts missing, {counted} records lost or program runs skipped: {}", v["losses"]);
         assert_eq!(v["complete"], counted == 0, "{}", v["losses"]);
@@ -1245,10 +1292,14 @@ fn a_ring_overflow_counts_the_calls_it_lost_exactly() {
     let forks: u64 = a["fork_calls"].as_array().unwrap().iter().map(|f| f["count"].as_u64().unwrap()).sum();
     let seen = a["attempts"].as_u64().unwrap() + forks;
     let lost = v["attempts_affected"].as_u64().unwrap();
-    assert_eq!(
-        seen + lost,
+    // Exactly, unless the kernel skipped runs of the programs (see RUNS_SKIPPED): a call whose
+    // enter and exit runs were both skipped is in no count, so each skipped run may be one
+    // call off.
+    let skipped = loss(&v, RUNS_SKIPPED);
+    assert!(
+        (seen + lost).abs_diff(2 * n + 2) <= skipped,
+        "seen {seen} + not seen whole {lost}: 2N failed execs, the launch exec and one fork ({}); losses {}",
         2 * n + 2,
-        "seen {seen} + not seen whole {lost}: 2N failed execs, the launch exec and one fork; losses {}",
         v["losses"]
     );
     let dropped: u64 = v["losses"]

@@ -106,6 +106,49 @@ impl AlignedObject {
     }
 }
 
+/// What execprof cannot run without that this kernel lacks, one phrase each (empty: all
+/// there). A probe that cannot tell (no privilege for `bpf()`) counts as present: the load
+/// then says what it needs. `EXECPROF_KERNEL_LACKS` (comma-separated: `btf`, `ringbuf`,
+/// `raw_tracepoint`, `probe_read_kernel`) pretends some are missing, for the tests.
+pub(crate) fn required_missing() -> Vec<&'static str> {
+    let pretend = std::env::var("EXECPROF_KERNEL_LACKS").unwrap_or_default();
+    let lacks = |name: &str, present: &dyn Fn() -> bool| pretend.split(',').any(|p| p.trim() == name) || !present();
+    let mut out = Vec::new();
+    if lacks("btf", &|| std::path::Path::new(crate::kernel::vmlinux::VMLINUX_BTF).exists()) {
+        out.push("kernel BTF at /sys/kernel/btf/vmlinux (a kernel built with CONFIG_DEBUG_INFO_BTF, Linux 5.4+)");
+    }
+    if lacks("ringbuf", &|| aya::sys::is_map_supported(aya::maps::MapType::RingBuf).unwrap_or(true)) {
+        out.push("the BPF ring buffer (Linux 5.8)");
+    }
+    if lacks("raw_tracepoint", &|| aya::sys::is_program_supported(ProgramType::RawTracePoint).unwrap_or(true)) {
+        out.push("raw tracepoint programs (Linux 4.17)");
+    }
+    if lacks("probe_read_kernel", &|| {
+        is_helper_supported(ProgramType::RawTracePoint, BpfHelper::BPF_FUNC_probe_read_kernel).unwrap_or(true)
+    }) {
+        out.push("bpf_probe_read_kernel (Linux 5.5)");
+    }
+    out
+}
+
+/// Refuses a kernel older than execprof supports with one message naming all it lacks.
+pub(crate) fn refuse_unsupported() -> anyhow::Result<()> {
+    let missing = required_missing();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    anyhow::bail!("{}", refusal(release.trim(), &missing))
+}
+
+fn refusal(release: &str, missing: &[&str]) -> String {
+    format!(
+        "this kernel ({}) lacks what execprof needs: {}. execprof runs on Linux 5.10 and later built with BTF (Debian 11 and newer): boot such a kernel, or read a recording made on one with `execprof report`",
+        if release.is_empty() { "release unknown" } else { release },
+        missing.join("; ")
+    )
+}
+
 /// What a run does without `features`' missing bits, one phrase each (empty: nothing missing).
 pub(crate) fn missing(features: u64) -> Vec<&'static str> {
     let mut out = Vec::new();
@@ -182,6 +225,18 @@ fn loads_compare_exchange() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refusal is one message: the kernel, all it lacks, what to do.
+    #[test]
+    fn an_old_kernel_is_refused_in_one_message_naming_all_it_lacks() {
+        let m = refusal("4.19.0-27-amd64", &["the BPF ring buffer (Linux 5.8)", "bpf_probe_read_kernel (Linux 5.5)"]);
+        assert_eq!(
+            m,
+            "this kernel (4.19.0-27-amd64) lacks what execprof needs: the BPF ring buffer (Linux 5.8); bpf_probe_read_kernel (Linux 5.5). \
+             execprof runs on Linux 5.10 and later built with BTF (Debian 11 and newer): boot such a kernel, or read a recording made on one with `execprof report`"
+        );
+        assert!(refusal("", &["x"]).starts_with("this kernel (release unknown)"));
+    }
 
     /// execprof's own object: its compare-and-exchanges (the attempt cells' claim and release)
     /// become plain adds, and nothing else changes.

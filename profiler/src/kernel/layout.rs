@@ -55,6 +55,7 @@ pub(crate) struct TaskLayout {
 impl TaskLayout {
     /// The running kernel's offsets, and what its BPF allows.
     pub(crate) fn from_running_kernel() -> Result<Self> {
+        crate::kernel::features::refuse_unsupported()?;
         let btf = crate::kernel::vmlinux::types()?;
         Ok(Self { bpf_features: crate::kernel::features::probe(), ..Self::from_btf(&btf)? })
     }

@@ -99,8 +99,8 @@ pub struct AgentLosses {
 
 impl AgentLosses {
     /// A new value.
-    /// `program_runs_skipped` is [`Tracer::runs_skipped`](crate::kernel::tracer::Tracer::runs_skipped)
-    /// (0 in tests and reports built without a kernel).
+    /// `program_runs_skipped` is what the tracer read from the kernel's per-program recursion
+    /// misses (0 in tests and reports built without a kernel).
     pub fn new(
         counters: &[u64; profiler_common::aggregate::agg_counter::COUNT as usize],
         folded_in_totals: u64,
