@@ -524,7 +524,7 @@ fn the_units_capabilities_are_enough_and_each_is_needed() {
     assert_eq!(setting("CapabilityBoundingSet").split_whitespace().collect::<Vec<_>>(), caps);
     assert_eq!(setting("NoNewPrivileges"), "yes");
     assert_eq!(setting("DynamicUser"), "yes");
-    // Set by systemd before the service starts, as prlimit does here.
+    // Set by systemd before the service starts, as prlimit does here where the kernel needs it.
     assert_eq!(setting("LimitMEMLOCK"), "infinity");
     let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<i32>().ok()).unwrap_or(0);
     let paranoid = read("/proc/sys/kernel/perf_event_paranoid");
@@ -536,11 +536,17 @@ fn the_units_capabilities_are_enough_and_each_is_needed() {
     std::fs::copy(env!("CARGO_BIN_EXE_execprof"), &bin).unwrap();
     let root = cgroup2_root(dir.path());
     let cg = Cgroup::new(&root, "unit-caps");
+    let memlock_charged = execprof::testing::kernel_version() < (5, 11);
     let as_unit = |granted: &[&str]| -> Command {
         let set =
             format!("-all{}", granted.iter().map(|c| format!(",+{}", c.trim_start_matches("CAP_").to_lowercase())).collect::<String>());
-        let mut cmd = Command::new("prlimit");
-        cmd.args(["--memlock=unlimited:unlimited", "setpriv", "--reuid=61934", "--regid=61934", "--clear-groups", "--no-new-privs"])
+        // LimitMEMLOCK=infinity matters where the kernel charges BPF maps to RLIMIT_MEMLOCK
+        // (before 5.11); raising it takes CAP_SYS_RESOURCE, which a container may lack.
+        let mut cmd = Command::new(if memlock_charged { "prlimit" } else { "env" });
+        if memlock_charged {
+            cmd.arg("--memlock=unlimited:unlimited");
+        }
+        cmd.args(["setpriv", "--reuid=61934", "--regid=61934", "--clear-groups", "--no-new-privs"])
             .arg(format!("--inh-caps={set}"))
             .arg(format!("--ambient-caps={set}"))
             .arg(format!("--bounding-set={set}"))
