@@ -6,7 +6,10 @@
 #   run.json     execprof's JSON report
 #   run.execprof the recording
 #   report.txt   execprof's terminal report (also printed here, for console.log)
-# /guest.env (written by xtask) sets STEPS, MISSES, SAMPLE_HZ and RESULTS_DEV.
+#   doctor.json  `execprof doctor --json`: what the kernel's BPF has (the support table's)
+#   agent.json   the agent's JSON, of a `bench chain` of AGENT_STEPS steps it counted
+#   agent.txt    what the agent printed
+# /guest.env (written by xtask) sets STEPS, MISSES, AGENT_STEPS, SAMPLE_HZ and RESULTS_DEV.
 B=/bin/busybox
 export PATH=/bin
 $B mount -t proc proc /proc
@@ -36,6 +39,24 @@ printf '%s' "$notes" >> $R/result.env
   --json $R/run.json --output $R/run.execprof > $R/report.txt 2>&1
 echo "execprof_rc=$?" >> $R/result.env
 $B cat $R/report.txt
+
+/execprof doctor --json $R/doctor.json > $R/doctor.txt 2>&1
+echo "doctor_rc=$?" >> $R/result.env
+
+# The agent, every process, counting an untraced chain: its known answers on this kernel.
+/execprof agent --all --sample-hz 0 --interval 0.5 --json $R/agent.json > $R/agent.txt 2>&1 &
+agent=$!
+waited=0
+until $B grep -q "agent counting" $R/agent.txt || ! $B kill -0 $agent 2>/dev/null || [ $waited -ge 300 ]; do
+  $B sleep 1
+  waited=$((waited + 1))
+done
+/execprof bench chain --rounds 1 --steps "$AGENT_STEPS" --misses "$MISSES" > /dev/null 2>&1
+echo "chain_rc=$?" >> $R/result.env
+$B kill -TERM $agent 2>/dev/null
+wait $agent
+echo "agent_rc=$?" >> $R/result.env
+$B cat $R/agent.txt
 echo "finished=yes" >> $R/result.env
 
 $B sync

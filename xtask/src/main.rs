@@ -23,6 +23,7 @@ mod lab;
 mod overhead;
 mod setup;
 mod suite;
+mod support;
 mod unpacked;
 mod userland;
 mod vm;
@@ -95,6 +96,9 @@ enum Task {
         #[arg(long, default_value_t = 600)]
         timeout: u64,
     },
+    /// Write docs/support.md's table from the rows `vm-test` kept in target/vm/support/ (one
+    /// per guest that passed its checks); `cargo xtask ci` checks it against its own guests.
+    SupportTable,
     /// The lab for any exec-path patch: build (once each, cached) the base kernel (Debian's
     /// linux-source-6.12, or --kernel-src) and one kernel per patch, boot each under QEMU with
     /// -icount shift=0 (time = instructions) in alternating rounds running the same workload,
@@ -188,6 +192,11 @@ fn main() -> ExitCode {
         }),
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
+        Task::SupportTable => support::saved().and_then(|rows| {
+            let changed = support::write(Path::new("."), &rows)?;
+            println!("{}: {} guests' rows, {}", support::PAGE, rows.len(), if changed { "rewritten" } else { "unchanged" });
+            Ok(())
+        }),
         Task::Lab {
             patches,
             workload,
@@ -353,6 +362,11 @@ fn ci_guests() -> Result<()> {
     use vm::Arch::{Arm64, X86_64};
     let (x86, x86_execprof) = suite::test_binaries(X86_64)?;
     let (arm64, arm64_execprof) = suite::test_binaries(Arm64)?;
+    // The support table is made from this run's guests only.
+    match std::fs::remove_dir_all(support::rows_dir()) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
     // Both Debian packages, from these builds: lintian, the amd64 one installed, used and
     // purged here; the arm64 guest's suite runs the arm64 package's own binary.
     let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
@@ -376,6 +390,7 @@ fn ci_guests() -> Result<()> {
         ("vm-test arm64", check_job(|| vm_test(Arm64, None, ARM64_CHECK_STEPS, 900))),
         ("vm-test x86_64", check_job(|| vm_test(X86_64, None, 200, 600))),
         // The newer lines Debian ships, about a minute each once cached.
+        ("vm-test x86_64 5.10", check_job(|| vm_test(X86_64, Some("5.10"), 200, 600))),
         ("vm-test x86_64 6.18", check_job(|| vm_test(X86_64, Some("6.18"), 200, 600))),
         ("vm-test x86_64 newest", check_job(|| vm_test(X86_64, Some("newest"), 200, 600))),
         ("vm-test arm64 newest", check_job(|| vm_test(Arm64, Some("newest"), ARM64_CHECK_STEPS, 900))),
@@ -403,6 +418,17 @@ fn ci_guests() -> Result<()> {
     });
     if !failures.is_empty() {
         bail!("the guests' checks failed:\n  {}", failures.join("\n  "));
+    }
+    // Every vm-test guest passed: the support table must be what they found.
+    let rows = support::saved()?;
+    print!("ci: the support table ({} guests):\n{}", rows.len(), support::render(&rows));
+    if support::write(Path::new("."), &rows)? {
+        bail!(
+            "{} is not what the guests found (a kernel line changed, or what execprof does on one): \
+             it is rewritten with their table; review it with `git diff {}` and commit it",
+            support::PAGE,
+            support::PAGE
+        );
     }
     Ok(())
 }
@@ -434,6 +460,7 @@ fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Resu
         eprintln!("xtask: guest {label} report:\n{}", guest.text);
         let failed = vm::check_guest(&guest, &opts);
         if failed.is_empty() {
+            support::save(&support::Row::of(&guest, (vm::AGENT_STEPS.into(), opts.misses.into())))?;
             println!("vm: {label} ({}) passed in {:.0} s", guest.package, started.elapsed().as_secs_f64());
             passed += 1;
         }

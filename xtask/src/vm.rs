@@ -33,6 +33,9 @@ use crate::{
 /// The sampling rate inside the guests.
 const SAMPLE_HZ: u32 = 4999;
 
+/// Steps of the untraced chain the guest's agent counts.
+pub(crate) const AGENT_STEPS: u32 = 20;
+
 pub use crate::arch::Arch;
 
 /// The busybox `arch`'s guests run.
@@ -55,6 +58,57 @@ pub struct GuestRun {
     pub report: RunReport,
     /// The run's recording, copied off the guest's results disk.
     pub recording: PathBuf,
+    /// `doctor`'s "BPF features" check: what the kernel's BPF lacks, and what runs instead.
+    pub bpf_features: Check,
+    /// What the guest's agent counted of its chain.
+    pub agent: AgentRun,
+}
+
+/// The parts of `doctor --json` the guests read (its `commands::doctor` is not in the library
+/// xtask links: it comes with the tracer).
+#[derive(serde::Deserialize)]
+struct DoctorJson {
+    mechanisms: Vec<Check>,
+}
+
+/// One check of `doctor --json`.
+#[derive(serde::Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The guest's agent: how it ended, and the parts of its JSON checked (`agent --json`).
+#[derive(serde::Deserialize)]
+pub struct AgentRun {
+    /// The agent's exit code (not in its JSON: read from `result.env`).
+    #[serde(skip)]
+    pub rc: Option<i32>,
+    pub boundaries: Boundaries,
+    pub complete: bool,
+    pub series: Vec<AgentSeries>,
+}
+
+/// One series of the agent's JSON.
+#[derive(serde::Deserialize)]
+pub struct AgentSeries {
+    pub program: String,
+    /// The exec outcome (fork-family series have none).
+    #[serde(default)]
+    pub outcome: Option<String>,
+    pub count: u64,
+}
+
+impl AgentRun {
+    /// Calls of the chain's program (`…/bin/execprof-chain`) with `outcome`.
+    pub fn chain_calls(&self, outcome: Outcome) -> u64 {
+        self.series
+            .iter()
+            .filter(|s| s.program.ends_with("/bin/execprof-chain") && s.outcome.as_deref() == outcome.key())
+            .map(|s| s.count)
+            .sum()
+    }
 }
 
 pub(crate) fn cache_dir() -> PathBuf {
@@ -378,6 +432,7 @@ pub fn run_guest(arch: Arch, k: &Resolved, execprof: &Path, opts: &VmOptions) ->
     let env = GuestEnv::default()
         .set("STEPS", opts.steps)
         .set("MISSES", opts.misses)
+        .set("AGENT_STEPS", AGENT_STEPS)
         .set("SAMPLE_HZ", SAMPLE_HZ)
         .set("RESULTS_DEV", guest::virtio_disk(0));
     c.file("guest.env", env.as_bytes(), 0o644);
@@ -435,7 +490,22 @@ pub fn run_guest(arch: Arch, k: &Resolved, execprof: &Path, opts: &VmOptions) ->
     if !recording.exists() {
         bail!("guest {label}: no recording on the results disk");
     }
-    Ok(GuestRun { arch, kernel: label.to_owned(), package, text, report, recording })
+    let read_json = |name: &str| -> Result<String> {
+        std::fs::read_to_string(result.dir.join(name)).with_context(|| {
+            format!("guest {label}: no {name} (doctor exit code {:?}); console in {}", result.code("doctor_rc"), console.display())
+        })
+    };
+    let doctor: DoctorJson = serde_json::from_str(&read_json("doctor.json")?).with_context(|| format!("guest {label}: doctor.json"))?;
+    let bpf_features = doctor
+        .mechanisms
+        .into_iter()
+        .find(|c| c.name == "BPF features")
+        .ok_or_else(|| anyhow!("guest {label}: doctor's JSON has no \"BPF features\" check"))?;
+    let agent_said = std::fs::read_to_string(result.dir.join("agent.txt")).unwrap_or_default();
+    let mut agent: AgentRun = serde_json::from_str(&read_json("agent.json").with_context(|| format!("the agent said:\n{agent_said}"))?)
+        .with_context(|| format!("guest {label}: agent.json"))?;
+    agent.rc = result.code("agent_rc");
+    Ok(GuestRun { arch, kernel: label.to_owned(), package, text, report, recording, bpf_features, agent })
 }
 
 /// What must hold in a guest. Returns the checks that failed (empty: all passed).
@@ -540,6 +610,21 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
         }
     }
     check(large > 0, "no large phase to compare exact and sampled shares on".into());
+    // The agent, counting an untraced chain with every process in scope.
+    let a = &run.agent;
+    check(a.rc == Some(0), format!("the agent exited with {:?} (want 0)", a.rc));
+    // Without trampolines the agent's auto boundaries are the per-syscall events (no program
+    // runs for other syscalls), where `run` takes the raw tracepoints.
+    let want = if trampolines { Boundaries::Fentry } else { Boundaries::SyscallEvents };
+    check(a.boundaries == want, format!("the agent's boundaries {:?} (want {want:?})", a.boundaries));
+    check(a.complete, "the agent's figures are complete".into());
+    let agent_steps = u64::from(AGENT_STEPS);
+    let (enoent, success) = (a.chain_calls(Outcome::Enoent), a.chain_calls(Outcome::Success));
+    check(
+        enoent == agent_steps * misses,
+        format!("the agent counted {enoent} ENOENT attempts of the chain (want {})", agent_steps * misses),
+    );
+    check(success == agent_steps, format!("the agent counted {success} successful execs of the chain (want {agent_steps})"));
     failed
 }
 
