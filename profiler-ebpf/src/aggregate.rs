@@ -140,7 +140,10 @@ pub fn start<M: Kmem>(pid: u32, tgid: u32, current: u64, syscall: u32, compat: b
     identify::<M>(f, tgid, mm);
     f.rss_pages = 0;
     if syscall >= traced_syscall::CLONE && mm != 0 && global(&MM_RSS_ANON_OFFSET) != 0 {
-        let pages = |off: u64| M::at::<i64>(mm, off).max(0) as u64;
+        // Through the helper on every kernel: 6.1's verifier refuses a BTF-typed load of its
+        // `atomic_long_t` counters ("Type 'atomic_long_t' is not a struct"), which failed the
+        // agent's fentry programs there and left it on the per-syscall events.
+        let pages = |off: u64| Probe::at::<i64>(mm, off).max(0) as u64;
         f.rss_pages = pages(global(&MM_RSS_FILE_OFFSET)) + pages(global(&MM_RSS_ANON_OFFSET)) + pages(global(&MM_RSS_SHMEM_OFFSET));
     }
     (f.min_flt, f.maj_flt) = task::faults_with::<M>(current).unwrap_or((u64::MAX, 0));
