@@ -106,7 +106,7 @@ fn boundaries(b: Boundaries) -> &'static str {
 
 /// The directory `vm-test` keeps its guests' rows in.
 pub fn rows_dir() -> PathBuf {
-    PathBuf::from("target/vm/support")
+    crate::vm::cache_dir().join("support")
 }
 
 /// Keeps a guest's row for `cargo xtask support-table`.
