@@ -69,6 +69,9 @@ pub(crate) struct GuestKernel {
 /// The label that stands for the newest stable line (also accepted by that line's number).
 pub(crate) const NEWEST: &str = "newest";
 
+/// The suites where the newest stable kernel line is looked for (guests and the lab's source).
+pub(crate) const NEWEST_SUITES: &[&str] = &["trixie-backports", "sid"];
+
 /// Every guest kernel, oldest first. The same labels on both architectures: Debian builds
 /// each of these lines' cloud kernels for amd64 and arm64.
 pub(crate) const KERNELS: &[GuestKernel] = &[
@@ -76,11 +79,7 @@ pub(crate) const KERNELS: &[GuestKernel] = &[
     GuestKernel { label: "6.1", source: Source::Host { meta: "linux-image-cloud-amd64" }, default: true },
     GuestKernel { label: "6.12", source: Source::Host { meta: "linux-image-6.12-cloud-amd64" }, default: true },
     GuestKernel { label: "6.18", source: Source::Line { suite: "trixie-backports", line: "6.18" }, default: false },
-    GuestKernel {
-        label: NEWEST,
-        source: Source::Newest { suites: &["trixie-backports", "sid"], meta: "linux-image-cloud-amd64" },
-        default: false,
-    },
+    GuestKernel { label: NEWEST, source: Source::Newest { suites: NEWEST_SUITES, meta: "linux-image-cloud-amd64" }, default: false },
 ];
 
 /// One guest kernel, resolved: its line's number (`7.3` for `newest`), the concrete
@@ -181,6 +180,51 @@ fn resolve(arch: Arch, k: &GuestKernel, want_line: Option<&str>) -> Result<Resol
         bail!("there is no guest kernel {want:?}: the newest stable line Debian has is {label}; give --kernel one of {}", labels());
     }
     Ok(Resolved { label, package, apt })
+}
+
+/// A Debian `linux-source-LINE` build: the lab's base source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinuxSource {
+    /// Its line (`7.3`).
+    pub line: String,
+    /// `linux-source-7.3`.
+    pub package: String,
+    /// `7.3.4-1~bpo13+1`.
+    pub version: String,
+    pub apt: Apt,
+}
+
+/// The current build of Debian's `linux-source` for `line`: [`NEWEST`] (the newest stable line
+/// in [`NEWEST_SUITES`], as the `linux-source` metapackage names it), or a line such as `6.12`
+/// (the machine's own apt first, then the private configuration's suites).
+pub(crate) fn linux_source(line: &str) -> Result<LinuxSource> {
+    if line == NEWEST {
+        let versions = madison("linux-source")?;
+        let meta = newest_stable(&versions, NEWEST_SUITES)
+            .ok_or_else(|| anyhow!("none of {NEWEST_SUITES:?} has a linux-source that is no release candidate: {versions:?}"))?;
+        let line = kernel_line(&meta.version).ok_or_else(|| anyhow!("linux-source's version {} names no kernel line", meta.version))?;
+        return linux_source_in(&line, Apt::Private, NEWEST_SUITES);
+    }
+    if kernel_line(&format!("{line}-1")).as_deref() != Some(line) {
+        bail!("--linux-source {line:?}: give a kernel line such as 6.12, or {NEWEST}");
+    }
+    let package = format!("linux-source-{line}");
+    let host = Command::new("apt-cache").args(["madison", &package]).output().context("running apt-cache madison")?;
+    let mut own = parse_madison(&String::from_utf8_lossy(&host.stdout));
+    own.sort_by(|a, b| compare_versions(&a.version, &b.version));
+    match own.pop() {
+        Some(m) => Ok(LinuxSource { line: line.to_owned(), package, version: m.version, apt: Apt::Host }),
+        None => linux_source_in(line, Apt::Private, SUITES),
+    }
+}
+
+fn linux_source_in(line: &str, apt: Apt, suites: &[&str]) -> Result<LinuxSource> {
+    let package = format!("linux-source-{line}");
+    let versions = madison(&package)?;
+    let newest = newest_stable(&versions, suites).ok_or_else(|| {
+        anyhow!("Debian has no {package} in {suites:?} (nor does this machine's apt); give --linux-source {NEWEST} or a line it has, or --kernel-src DIR")
+    })?;
+    Ok(LinuxSource { line: line.to_owned(), version: newest.version.clone(), package, apt })
 }
 
 /// The `linux-image-…` package a metapackage (`NAME` or `NAME=VERSION`) depends on.

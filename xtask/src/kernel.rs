@@ -2,8 +2,8 @@
 //! outside the clone under `/var/cache/execprof/kernels/`, so CI runs in fresh clones and later
 //! lab runs reuse them.
 //!
-//! - The base is Debian's `linux-source-6.12` configured from `make tinyconfig` plus
-//!   `kernel/qemu.config`, or a tree of the user's own (`--kernel-src DIR`: copied, never
+//! - The base is Debian's newest `linux-source` (7.3 today; `--linux-source 6.12` picks a line)
+//!   configured from `make tinyconfig` plus `kernel/qemu.config`, or a tree of the user's own (`--kernel-src DIR`: copied, never
 //!   changed; its own `.config`, when it has one, gets the lab's options merged in, and every
 //!   option that changed is listed). Its key: the source's hash and the config fragment's.
 //!   The base keeps its build tree, so a patched kernel rebuilds only what its patch touches.
@@ -22,9 +22,13 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::vm::fetch_package;
+use crate::{
+    debian::{self, LinuxSource},
+    vm::fetch_version,
+};
 
-pub const SOURCE_PACKAGE: &str = "linux-source-6.12";
+/// Where the known patches are kept, one directory per source line (`kernel/patches/7.3/`).
+pub const PATCHES: &str = "kernel/patches";
 const CONFIG: &str = "kernel/qemu.config";
 /// Options without which the lab cannot run: a build that lost one fails.
 const ESSENTIAL: &[&str] = &[
@@ -63,21 +67,53 @@ fn sha256_file(path: &Path) -> Result<String> {
 /// Where the base kernel's source comes from.
 #[derive(Clone, Debug)]
 pub enum Source {
-    /// Debian's `linux-source-6.12` package: its tarball.
-    Debian { tarball: PathBuf },
+    /// A Debian `linux-source-LINE` package: its tarball.
+    Debian { tarball: PathBuf, source: LinuxSource },
     /// A kernel tree of the user's own (`--kernel-src DIR`).
     Tree { dir: PathBuf },
 }
 
 impl Source {
-    /// Debian's source package, downloaded (never installed) if it is not cached yet.
-    pub fn debian() -> Result<Self> {
-        let pkg = fetch_package(SOURCE_PACKAGE)?;
+    /// Debian's `linux-source` of `line` ([`debian::NEWEST`] or a line such as `6.12`), its
+    /// current build downloaded (never installed) if it is not cached yet.
+    pub fn debian(line: &str) -> Result<Self> {
+        let source = debian::linux_source(line)?;
+        let pkg = fetch_version(source.apt, &source.package, &source.version)?;
         let tarball = std::fs::read_dir(pkg.join("root/usr/src"))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .find(|p| p.to_string_lossy().ends_with(".tar.xz"))
-            .ok_or_else(|| anyhow!("{SOURCE_PACKAGE} holds no source tarball under usr/src"))?;
-        Ok(Source::Debian { tarball })
+            .ok_or_else(|| anyhow!("{} {} holds no source tarball under usr/src", source.package, source.version))?;
+        Ok(Source::Debian { tarball, source })
+    }
+
+    /// The kernel line (`7.3`): the package's, or the tree's Makefile's `VERSION.PATCHLEVEL`.
+    pub fn line(&self) -> Result<String> {
+        match self {
+            Source::Debian { source, .. } => Ok(source.line.clone()),
+            Source::Tree { dir } => {
+                let makefile = std::fs::read_to_string(dir.join("Makefile"))?;
+                let field = |name: &str| {
+                    makefile.lines().find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix('=').map(|v| v.trim().to_owned()))
+                };
+                match (field("VERSION"), field("PATCHLEVEL")) {
+                    (Some(v), Some(p)) => Ok(format!("{v}.{p}")),
+                    _ => bail!("{}/Makefile names no VERSION and PATCHLEVEL", dir.display()),
+                }
+            }
+        }
+    }
+
+    /// The directory of the known patches made against this source's line.
+    pub fn patches(&self) -> Result<PathBuf> {
+        let dir = Path::new(PATCHES).join(self.line()?);
+        if !dir.is_dir() {
+            bail!(
+                "{} has no directory of known patches ({}): make kernel/patches/*/'s patches again against it there, or give --linux-source with a line that has one",
+                self.describe(),
+                dir.display()
+            );
+        }
+        Ok(dir)
     }
 
     /// A tree of the user's own: refused, by name, unless it looks like a kernel tree.
@@ -91,10 +127,10 @@ impl Source {
         Ok(Source::Tree { dir })
     }
 
-    /// For messages: "Debian's linux-source-6.12" or the tree's path.
+    /// For messages: "Debian's linux-source-7.3 (7.3.4-1~bpo13+1)" or the tree's path.
     pub fn describe(&self) -> String {
         match self {
-            Source::Debian { .. } => format!("Debian's {SOURCE_PACKAGE}"),
+            Source::Debian { source, .. } => format!("Debian's {} ({})", source.package, source.version),
             Source::Tree { dir } => dir.display().to_string(),
         }
     }
@@ -103,7 +139,7 @@ impl Source {
     /// modification times (every edit changes one) and its `.config`.
     fn hash(&self) -> Result<String> {
         match self {
-            Source::Debian { tarball } => sha256_file(tarball),
+            Source::Debian { tarball, .. } => sha256_file(tarball),
             Source::Tree { dir } => {
                 let out = Command::new("find")
                     .arg(dir)
@@ -291,7 +327,7 @@ pub fn base_kernel(source: &Source) -> Result<Kernel> {
     );
     let result = (|| -> Result<Vec<String>> {
         let own_config = match source {
-            Source::Debian { tarball } => {
+            Source::Debian { tarball, .. } => {
                 logged(
                     Command::new("tar").arg("-xJf").arg(tarball).arg("-C").arg(&build).arg("--strip-components=1"),
                     &log,
@@ -420,12 +456,16 @@ pub fn patched_kernel(base: &Kernel, source: &Source, patch: &Path) -> Result<Ke
     Ok(kernel)
 }
 
+/// The source line `cargo xtask overhead` measures on: the one its published figures
+/// (benches/README.md) were measured on, so a rerun compares with them.
+pub(crate) const OVERHEAD_LINE: &str = "6.12";
+
 /// The kernel `cargo xtask overhead` boots: `EXECPROF_LAB_KERNEL` (a bzImage of your own),
-/// else the lab's base kernel built here.
+/// else the lab's base kernel of [`OVERHEAD_LINE`] built here.
 pub(crate) fn lab_kernel() -> Result<PathBuf> {
     match std::env::var_os("EXECPROF_LAB_KERNEL") {
         Some(path) => Ok(PathBuf::from(path)),
-        None => Ok(base_kernel(&Source::debian()?)?.image),
+        None => Ok(base_kernel(&Source::debian(OVERHEAD_LINE)?)?.image),
     }
 }
 

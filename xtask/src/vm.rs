@@ -134,6 +134,21 @@ pub(crate) fn fetch_package(pkg: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// One build of a package (`NAME=VERSION`) as `apt` has it, downloaded and unpacked into the
+/// cache under its name and version (never installed).
+pub(crate) fn fetch_version(apt: Apt, pkg: &str, version: &str) -> Result<PathBuf> {
+    let dir = package_cache().join(format!("{pkg}_{version}"));
+    let done = dir.join(".extracted");
+    if done.exists() {
+        return Ok(dir);
+    }
+    let started = Instant::now();
+    unpack_into(apt, &format!("{pkg}={version}"), &dir)?;
+    std::fs::write(&done, "")?;
+    eprintln!("xtask: fetched and unpacked {pkg} {version} in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(dir)
+}
+
 /// A guest's kernel, downloaded and unpacked into the cache (never installed): its
 /// `linux-image-…` package and, where that is a metapackage over split packages (Debian's
 /// 7.x: the kernel in `linux-binary-…`, the modules in `linux-modules-…`), those too, all in

@@ -30,7 +30,7 @@ pub enum OpenPart {
     PathWalk,
     /// Allocating and releasing the struct file of the program's open, memcg charging included.
     FileAllocFree,
-    /// The rest of the program's own open (`do_filp_open`, `path_openat`).
+    /// The rest of the program's own open (`do_filp_open`, 7.3: `do_file_open`; `path_openat`).
     OpenRest,
     /// Allocating and freeing the bprm and its mm.
     BprmAllocFree,

@@ -4,7 +4,7 @@
 //!
 //! - `double-lookup.patch` (Josh Triplett's double lookup, the fast path argued about on
 //!   linux-fsdevel): a failed attempt never reaches `do_open_execat` (exact calls), nor
-//!   `do_filp_open` or `alloc_empty_file` (sampled stacks); every failed attempt is a
+//!   `do_filp_open` (7.3: `do_file_open`) or `alloc_empty_file` (sampled stacks); every failed attempt is a
 //!   `filename_lookup`; a successful exec does one more; the struct file part of a failed
 //!   attempt is gone, and the diff shows `alloc_empty_file` leaving the failed attempts.
 //! - `pre-6.8-order.patch` (the order before 6.8): every failed attempt sets up an mm and
@@ -13,8 +13,10 @@
 //!   successful exec, found significant in the successful execs and in no other outcome.
 //! - `comment-only.patch`: no significant line, exact or sampled.
 //!
-//! Every patch: the same attempts per outcome in every boot of both kernels, and the base is
-//! 6.12's single lookup (every failed attempt opens, none sets up an mm).
+//! Each is kept in `kernel/patches/LINE/`, made against that line's source (6.12 and 7.3), with
+//! the same answers. Every patch: the same attempts per outcome in every boot of both kernels,
+//! and the base is the single lookup exec has had since 6.8 (every failed attempt opens, none
+//! sets up an mm).
 use std::{path::Path, process::Command};
 
 use anyhow::Result;
@@ -63,10 +65,9 @@ impl Known {
         KNOWN_PATCHES.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
     }
 
-    /// Its file under the clone.
-    pub fn file(self) -> String {
-        let name = KNOWN_PATCHES.iter().find(|(_, k)| *k == self).map_or("?", |(n, _)| n);
-        format!("kernel/patches/{name}")
+    /// Its file's name (the same in each line's directory of `kernel/patches/`).
+    pub fn name(self) -> &'static str {
+        KNOWN_PATCHES.iter().find(|(_, k)| *k == self).map_or("?", |(n, _)| n)
     }
 
     /// Whether its answers are known on a workload: every one on the chain with its PATH
@@ -99,7 +100,7 @@ impl Known {
             }
             return failed;
         }
-        // The base is 6.12's single lookup.
+        // The base is the single lookup (open first, since 6.8).
         if let Some(b) = x.base_exact.first() {
             for f in ["do_open_execat", "filename_lookup", "mm_alloc", "copy_strings"] {
                 check(probed(b, f), format!("base: {f} is probed"));
@@ -203,8 +204,12 @@ fn check_sampled(name: &str, x: &Inputs<'_>) -> Vec<String> {
             check(hz >= f64::from(x.sample_hz) / 4.0, format!("{side}: samples delivered at {hz:.0} Hz of the {} Hz asked", x.sample_hz));
         }
     }
-    let stack = |reports: &[RunReport], f: &str| reports.iter().map(|r| on_stack(r, Outcome::Enoent, f)).sum::<u64>();
-    for f in ["do_filp_open", "alloc_empty_file"] {
+    // `f` or any of its other names (`a|b`): the open's own function is 6.12's do_filp_open,
+    // 7.3's do_file_open.
+    let stack = |reports: &[RunReport], f: &str| {
+        f.split('|').flat_map(|f| reports.iter().map(move |r| on_stack(r, Outcome::Enoent, f))).sum::<u64>()
+    };
+    for f in ["do_filp_open|do_file_open", "alloc_empty_file"] {
         check(stack(x.base_sampled, f) > 0, format!("base: failed attempts' stacks reach {f}"));
         let n = stack(x.patched_sampled, f);
         check(n == 0, format!("no failed attempt's stack reaches {f} ({n} samples)"));
@@ -349,17 +354,24 @@ mod tests {
 
     #[test]
     fn known_patches_are_found_by_file_name_and_apply_where_their_answers_hold() {
-        assert_eq!(Known::of(Path::new("/x/kernel/patches/double-lookup.patch")), Some(Known::DoubleLookup));
+        assert_eq!(Known::of(Path::new("/x/kernel/patches/7.3/double-lookup.patch")), Some(Known::DoubleLookup));
         assert_eq!(Known::of(Path::new("my-double-lookup.patch")), None);
-        assert_eq!(Known::ExtraLookup.file(), "kernel/patches/extra-lookup.patch");
+        assert_eq!(Known::ExtraLookup.name(), "extra-lookup.patch");
         // Every answer on the chain with its misses; the comment's on any built-in workload;
         // nothing on a command of the user's.
         assert!(Known::DoubleLookup.applies(true, true));
         assert!(!Known::DoubleLookup.applies(true, false));
         assert!(Known::CommentOnly.applies(true, false));
         assert!(!Known::CommentOnly.applies(false, false));
-        for (name, k) in KNOWN_PATCHES {
-            assert!(Path::new("../kernel/patches").join(name).exists() || Path::new("kernel/patches").join(name).exists(), "{name} {k:?}");
+        // Every known patch in each line's directory.
+        let top = if Path::new("../kernel/patches").is_dir() { Path::new("../kernel/patches") } else { Path::new("kernel/patches") };
+        let lines: Vec<_> = std::fs::read_dir(top).expect("kernel/patches").filter_map(|e| e.ok().map(|e| e.path())).collect();
+        assert!(lines.iter().any(|d| d.ends_with("6.12")) && lines.iter().any(|d| d.ends_with("7.3")), "{lines:?}");
+        for dir in &lines {
+            assert!(dir.is_dir(), "{} is no line's directory", dir.display());
+            for (name, k) in KNOWN_PATCHES {
+                assert!(dir.join(name).is_file(), "{name} ({k:?}) is missing from {}", dir.display());
+            }
         }
     }
 }

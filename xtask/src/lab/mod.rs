@@ -27,8 +27,9 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use execprof::report::{RunReport, diff::Diff};
 
 use crate::{
+    debian,
     guest::{self, GuestEnv, ResultsDisk},
-    kernel::{Kernel, Source, base_kernel, patched_dir, patched_kernel},
+    kernel::{self, Kernel, Source, base_kernel, patched_dir, patched_kernel},
     vm::{Boot, boot, fetch_package, initramfs_base, kernel_crash, kernel_oops, run_diff},
 };
 
@@ -87,7 +88,9 @@ pub struct LabArgs {
     pub repeat: u32,
     /// The sampled pass's rate.
     pub sample_hz: u32,
-    /// A kernel tree of the user's own, instead of Debian's linux-source-6.12.
+    /// Debian's `linux-source` line of the base: `newest` (the default) or a line such as 6.12.
+    pub linux_source: String,
+    /// A kernel tree of the user's own, instead of Debian's linux-source.
     pub kernel_src: Option<PathBuf>,
     /// The results directory.
     pub out: PathBuf,
@@ -104,6 +107,7 @@ impl LabArgs {
             steps: 300,
             repeat: 3,
             sample_hz: SAMPLE_HZ,
+            linux_source: debian::NEWEST.to_owned(),
             kernel_src: None,
             out: PathBuf::from("target/lab"),
             build_only: false,
@@ -244,7 +248,7 @@ fn kernel_names(patches: &[PathBuf]) -> Vec<String> {
 fn kernels(args: &LabArgs) -> Result<(Source, Vec<LabKernel>)> {
     let source = match &args.kernel_src {
         Some(dir) => Source::tree(dir)?,
-        None => Source::debian()?,
+        None => Source::debian(&args.linux_source)?,
     };
     let base = base_kernel(&source)?;
     let mut kernels = vec![LabKernel { name: "base".to_owned(), kernel: base.clone() }];
@@ -623,7 +627,7 @@ pub fn lab(args: &LabArgs) -> Result<()> {
                 println!(
                     "lab: {}: the known answers of {}: {}",
                     k.name,
-                    check.file(),
+                    check.name(),
                     if f.is_empty() { "all passed".to_owned() } else { format!("{} failed", f.len()) }
                 );
                 failed.extend(f);
@@ -631,7 +635,7 @@ pub fn lab(args: &LabArgs) -> Result<()> {
                 println!(
                     "lab: {}: the known answers of {} are for the chain with its PATH misses; not checked on this workload",
                     k.name,
-                    check.file()
+                    check.name()
                 );
             }
         }
@@ -654,9 +658,15 @@ pub fn lab(args: &LabArgs) -> Result<()> {
     Ok(())
 }
 
-/// The patches CI runs the lab on: the known answers of [`known::KNOWN_PATCHES`].
-fn ci_patches() -> Vec<PathBuf> {
-    known::KNOWN_PATCHES.iter().map(|(name, _)| PathBuf::from("kernel/patches").join(name)).collect()
+/// The patches CI runs the lab on: those of [`known::KNOWN_PATCHES`] made against `source`'s
+/// line (`kernel/patches/LINE/`), every one of them there.
+fn ci_patches(source: &Source) -> Result<Vec<PathBuf>> {
+    let dir = source.patches()?;
+    let patches: Vec<PathBuf> = known::KNOWN_PATCHES.iter().map(|(name, _)| dir.join(name)).collect();
+    if let Some(missing) = patches.iter().find(|p| !p.is_file()) {
+        bail!("{} is missing: every known patch is made against each line of {}", missing.display(), kernel::PATCHES);
+    }
+    Ok(patches)
 }
 
 /// A one-hunk patch of `fs/exec.c` adding `added` before its first three lines, with
@@ -677,7 +687,7 @@ fn exec_c_patch(context: &[&str], added: &str) -> String {
 /// build are refused with messages naming them, and nothing of theirs is cached; then the
 /// kernels of [`ci_patches`] are built (cached).
 pub fn ci_prepare() -> Result<()> {
-    let source = Source::debian()?;
+    let source = Source::debian(debian::NEWEST)?;
     let base = base_kernel(&source)?;
     let dir = PathBuf::from("target/lab-refused");
     std::fs::create_dir_all(&dir)?;
@@ -698,7 +708,8 @@ pub fn ci_prepare() -> Result<()> {
         eprintln!("xtask: lab: refused as it should be: {e}");
         Ok(())
     };
-    refused(&not_applying, &["not-applying.patch does not apply to Debian's linux-source-6.12", "1 out of 1 hunk FAILED"])?;
+    let not_applying_said = format!("not-applying.patch does not apply to {}", source.describe());
+    refused(&not_applying, &[&not_applying_said, "1 out of 1 hunk FAILED"])?;
     refused(&not_building, &["not-building.patch does not build", "#error execprof lab: this patch does not build", "build.log"])?;
     // Nothing of a refused patch is cached: no image, no build tree. (Only theirs: a build of
     // another patch that was killed half-way leaves its tree, which its next build replaces.)
@@ -708,15 +719,16 @@ pub fn ci_prepare() -> Result<()> {
             bail!("a refused patch left a kernel or a build tree in the cache: {}", d.display());
         }
     }
-    for p in ci_patches() {
+    for p in ci_patches(&source)? {
         patched_kernel(&base, &source, &p)?;
     }
     Ok(())
 }
 
-/// CI's lab: the known patches on the chain, as [`LabArgs::new`] sets it.
+/// CI's lab: the known patches of the newest source's line on the chain, as [`LabArgs::new`]
+/// sets it.
 pub fn ci_run() -> Result<()> {
-    lab(&LabArgs::new(ci_patches()))
+    lab(&LabArgs::new(ci_patches(&Source::debian(debian::NEWEST)?)?))
 }
 
 #[cfg(test)]
