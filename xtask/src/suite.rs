@@ -78,6 +78,11 @@ pub const HOST_ONLY_TESTS: &[&str] = &[
 /// the manual's examples against execprof's text, the same on every kernel.
 pub const HOST_ONLY_BINARIES: &[&str] = &["recording", "xtask", "pprof", "perfetto", "docs"];
 
+/// The tests CI runs on the kernel lines without a whole-suite lane, beyond vm-test's checks
+/// (a `vm-suite` filter: the names containing any of these words): a 32-bit program's execs,
+/// AT_EXECVE_CHECK as its own outcome in `run` and the agent, the chain's exact counts.
+pub const KERNEL_DEPENDENT: &str = "a_32_bit_programs execve_checks chain_shows_exactly";
+
 /// The arguments that leave [`HOST_ONLY_TESTS`] out of a guest's run.
 fn host_only_skips() -> String {
     HOST_ONLY_TESTS.iter().map(|t| format!("--skip {t}")).collect::<Vec<_>>().join(" ")
@@ -545,6 +550,12 @@ mod tests {
             assert!(package || files.iter().any(|f| f == b), "{b} is an integration test binary or a package: {files:?}");
         }
         assert_eq!(host_only_skips().matches("--skip ").count(), HOST_ONLY_TESTS.len());
+        // Each word of the kernel-dependent filter picks tests, none of them host-only.
+        for word in KERNEL_DEPENDENT.split_whitespace() {
+            let picked: Vec<&String> = names.iter().filter(|n| n.contains(word)).collect();
+            assert!(!picked.is_empty(), "{word} names no integration test");
+            assert!(picked.iter().all(|n| !HOST_ONLY_TESTS.contains(&n.as_str())), "{word} picks a host-only test: {picked:?}");
+        }
     }
 
     fn result(exe: &str, rc: Option<i32>, boot: &str) -> BinaryResult {
