@@ -52,7 +52,7 @@ enum Task {
     /// Set up, check formatting and clippy, build, and run every test as root here, then the
     /// whole suite inside stock Debian kernels under QEMU (x86_64 5.10, 6.1 and 6.12; arm64
     /// 6.12), the kernel-dependent tests on 6.18, the exact-mode checks, `doctor` and the agent
-    /// on every guest kernel line of both architectures, and the lab on the newest source's
+    /// on every guest kernel line of both architectures, and the lab on 6.12's
     /// kernel/patches/ (the kernels built once and cached).
     Ci,
     /// Build the Debian packages `execprof_VERSION_amd64.deb` and `_arm64.deb` under
@@ -359,7 +359,7 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
 /// workers, one TCG guest per core, take the guests' jobs from one queue, longest first, each
 /// the next job when it finishes its own (so neither core idles while the other has two jobs
 /// left): the whole suite on arm64 6.12 and x86_64 6.1, 6.12 and 5.10, the kernel-dependent
-/// tests ([`suite::KERNEL_DEPENDENT`]) on x86_64 6.18, the lab on the newest source's
+/// tests ([`suite::KERNEL_DEPENDENT`]) on x86_64 6.18, the lab on 6.12's
 /// kernel/patches/, and vm-test (the exact-mode checks, `doctor` and the agent) on every guest
 /// kernel line of both architectures.
 ///
