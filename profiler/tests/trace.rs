@@ -118,7 +118,10 @@ fn follows_forks_of_grandchildren_and_nothing_outside_the_tree() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let files = v["analysis"]["files"].as_array().unwrap();
     let count = |name: &str| files.iter().filter(|f| f["filename"] == name).map(|f| f["successes"].as_u64().unwrap()).sum::<u64>();
-    assert_eq!(count("/bin/true"), m);
+    // Every one, unless the kernel skipped runs of the programs (counted; see RUNS_SKIPPED).
+    let skipped = loss(&v, RUNS_SKIPPED);
+    let trues = count("/bin/true");
+    assert!(trues <= m && trues + skipped >= m, "{trues} of {m} /bin/true with {skipped} runs skipped: {files:?}");
     assert_eq!(count("/bin/false"), 0, "an exec from outside the tree was recorded: {files:?}");
     // sh (launch) + inner sh + M forks of true.
     assert!(v["analysis"]["processes"].as_u64().unwrap() >= m + 2);
@@ -1315,7 +1318,8 @@ fn a_ring_overflow_counts_the_calls_it_lost_exactly() {
     if lost > 0 {
         assert_eq!(v["complete"], false);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains(&format!("INCOMPLETE {lost} of {} exec attempts", 2 * n + 2)), "{stdout}");
+        // The total is what was counted, 2N + 2 when no run was skipped.
+        assert!(stdout.contains(&format!("INCOMPLETE {lost} of {} exec attempts", seen + lost)), "{stdout}");
     }
 }
 

@@ -155,7 +155,10 @@ fn resolve(arch: Arch, k: &GuestKernel, want_line: Option<&str>) -> Result<Resol
             let mut in_suite: Vec<Madison> = if builds.is_empty() {
                 Vec::new()
             } else {
-                madison_of(&builds.iter().map(|n| arch.package(n)).collect::<Vec<_>>())?.into_iter().filter(|m| m.suite == suite).collect()
+                madison_of(Apt::Private, &builds.iter().map(|n| arch.package(n)).collect::<Vec<_>>())?
+                    .into_iter()
+                    .filter(|m| m.suite == suite)
+                    .collect()
             };
             in_suite.sort_by(|a, b| compare_versions(&a.version, &b.version));
             let newest = in_suite.pop().ok_or_else(|| {
@@ -209,8 +212,7 @@ pub(crate) fn linux_source(line: &str) -> Result<LinuxSource> {
         bail!("--linux-source {line:?}: give a kernel line such as 6.12, or {NEWEST}");
     }
     let package = format!("linux-source-{line}");
-    let host = Command::new("apt-cache").args(["madison", &package]).output().context("running apt-cache madison")?;
-    let mut own = parse_madison(&String::from_utf8_lossy(&host.stdout));
+    let mut own = madison_of(Apt::Host, std::slice::from_ref(&package))?;
     own.sort_by(|a, b| compare_versions(&a.version, &b.version));
     match own.pop() {
         Some(m) => Ok(LinuxSource { line: line.to_owned(), package, version: m.version, apt: Apt::Host }),
@@ -260,12 +262,18 @@ pub(crate) struct Madison {
     pub suite: String,
 }
 
+/// `apt-cache madison PKG` through the private configuration.
 fn madison(pkg: &str) -> Result<Vec<Madison>> {
-    madison_of(&[pkg.to_owned()])
+    madison_of(Apt::Private, &[pkg.to_owned()])
 }
 
-fn madison_of(pkgs: &[String]) -> Result<Vec<Madison>> {
-    let out = Command::new("apt-cache").args(private_options()?).arg("madison").args(pkgs).output().context("running apt-cache madison")?;
+/// `apt-cache madison PKGS…` as `apt` answers it.
+fn madison_of(apt: Apt, pkgs: &[String]) -> Result<Vec<Madison>> {
+    let mut cmd = Command::new("apt-cache");
+    if apt == Apt::Private {
+        cmd.args(private_options()?);
+    }
+    let out = cmd.arg("madison").args(pkgs).output().context("running apt-cache madison")?;
     Ok(parse_madison(&String::from_utf8_lossy(&out.stdout)))
 }
 

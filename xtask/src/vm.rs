@@ -124,28 +124,26 @@ fn package_cache() -> PathBuf {
 /// Downloads and unpacks a Debian package of the machine's apt sources into the cache (never
 /// installs it).
 pub(crate) fn fetch_package(pkg: &str) -> Result<PathBuf> {
-    let dir = package_cache().join(pkg);
-    let done = dir.join(".extracted");
-    if done.exists() {
-        return Ok(dir);
-    }
-    unpack_into(Apt::Host, pkg, &dir)?;
-    std::fs::write(&done, "")?;
-    Ok(dir)
+    fetch_as(Apt::Host, pkg, pkg)
 }
 
 /// One build of a package (`NAME=VERSION`) as `apt` has it, downloaded and unpacked into the
 /// cache under its name and version (never installed).
 pub(crate) fn fetch_version(apt: Apt, pkg: &str, version: &str) -> Result<PathBuf> {
-    let dir = package_cache().join(format!("{pkg}_{version}"));
+    fetch_as(apt, &format!("{pkg}={version}"), &format!("{pkg}_{version}"))
+}
+
+/// `spec` (`NAME` or `NAME=VERSION`) as `apt` has it, unpacked once into the cache's `name`.
+fn fetch_as(apt: Apt, spec: &str, name: &str) -> Result<PathBuf> {
+    let dir = package_cache().join(name);
     let done = dir.join(".extracted");
     if done.exists() {
         return Ok(dir);
     }
     let started = Instant::now();
-    unpack_into(apt, &format!("{pkg}={version}"), &dir)?;
+    unpack_into(apt, spec, &dir)?;
     std::fs::write(&done, "")?;
-    eprintln!("xtask: fetched and unpacked {pkg} {version} in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("xtask: fetched and unpacked {spec} in {:.1} s", started.elapsed().as_secs_f64());
     Ok(dir)
 }
 

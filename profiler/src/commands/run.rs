@@ -570,6 +570,17 @@ fn monotonic_ns() -> u64 {
 /// `command`: the launched command (None in a running-system scope, where start-up to main is
 /// not measured).
 fn attach(cfg: &RunConfig, model: &PhaseModel, command: Option<&Command>, builtin_chain: bool, scope: &KernelScope) -> Result<Attached> {
+    crate::kernel::vmlinux::sharing(|| load_and_attach(cfg, model, command, builtin_chain, scope))
+}
+
+/// [`attach`]'s work, the kernel's BTF shared by its parts.
+fn load_and_attach(
+    cfg: &RunConfig,
+    model: &PhaseModel,
+    command: Option<&Command>,
+    builtin_chain: bool,
+    scope: &KernelScope,
+) -> Result<Attached> {
     let layout = TaskLayout::from_running_kernel().map_err(|e| Failure::new(code::UNSUPPORTED_KERNEL, format!("{e:#}")))?;
     let mut tracer = Tracer::load(
         &layout,

@@ -306,7 +306,7 @@ fn render_header(o: &mut String, r: &RunReport) {
         if skipped > 0 {
             let _ = writeln!(
                 o,
-                "           and the kernel skipped {skipped} runs of execprof's programs (a thread switched out inside one holds it on its CPU): what they would have seen is in no count"
+                "           and the kernel skipped {skipped} runs of execprof's programs (a thread switched out inside one holds it on its CPU): what they would have seen is in no count, and the total above may be off by as many calls"
             );
         }
     }
