@@ -183,8 +183,15 @@ fn cross_std() -> Result<()> {
         bail!("{} has no libstd rlib after unpacking {CROSS_STD}", unpacked.display());
     }
     let link = Path::new(CROSS_RUSTLIB);
-    if link.symlink_metadata().is_ok() {
-        bail!("{CROSS_RUSTLIB} exists but holds no libstd rlib: remove it, then run this again");
+    match std::fs::read_link(link) {
+        // This set-up's own link, made before the cache was emptied: good again now.
+        Ok(to) if to == unpacked => return Ok(()),
+        // A link of this set-up's whose target is gone: made again below.
+        Ok(to) if to.starts_with(UNPACKED) => std::fs::remove_file(link).with_context(|| format!("removing {CROSS_RUSTLIB}"))?,
+        _ if link.symlink_metadata().is_ok() => {
+            bail!("{CROSS_RUSTLIB} exists but holds no libstd rlib: remove it, then run this again")
+        }
+        _ => {}
     }
     std::os::unix::fs::symlink(&unpacked, link).with_context(|| format!("linking {CROSS_RUSTLIB} to {}", unpacked.display()))?;
     eprintln!("xtask: {CROSS_RUSTLIB} -> {}", unpacked.display());
