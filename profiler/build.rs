@@ -36,9 +36,35 @@ fn main() -> anyhow::Result<()> {
     let manifest_dir = env::var("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR not set")?;
     let ebpf_dir = PathBuf::from(manifest_dir).join("../profiler-ebpf");
     let ebpf_dir = ebpf_dir.to_str().ok_or_else(|| anyhow!("non-UTF-8 path {ebpf_dir:?}"))?;
+    share_ebpf_target_dir(&out_dir).context("sharing the eBPF build's target directory")?;
     let package = aya_build::Package { name: "profiler-ebpf", root_dir: ebpf_dir, ..Default::default() };
     aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&toolchain))
         .with_context(|| format!("building the eBPF programs with toolchain `{toolchain}` failed; run `cargo xtask setup` first"))
+}
+
+/// aya-build builds the eBPF crate (with `core` from source: about a minute) in
+/// `OUT_DIR/aya-build/target/`, and every variant of this package's build script has its own
+/// `OUT_DIR`: clippy, doc, build and test each built it again (five minutes of a CI run). That
+/// directory is made a link to one per target architecture under the workspace's target
+/// directory (`target/ebpf/ARCH`, found by its `CACHEDIR.TAG`), so the eBPF build is shared and
+/// only rebuilds what changed; the inner cargo locks it while two builds run at once. Where no
+/// target directory is found the build stays in `OUT_DIR`.
+fn share_ebpf_target_dir(out_dir: &std::path::Path) -> anyhow::Result<()> {
+    let Some(target_dir) = out_dir.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()) else { return Ok(()) };
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").context("CARGO_CFG_TARGET_ARCH not set")?;
+    let shared = target_dir.join("ebpf").join(arch);
+    std::fs::create_dir_all(&shared).with_context(|| format!("creating {}", shared.display()))?;
+    let parent = out_dir.join("aya-build");
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let link = parent.join("target");
+    match std::fs::read_link(&link) {
+        Ok(to) if to == shared => return Ok(()),
+        Ok(_) => std::fs::remove_file(&link)?,
+        // An unshared build from before: replaced by the link.
+        Err(_) if link.is_dir() => std::fs::remove_dir_all(&link)?,
+        Err(_) => {}
+    }
+    std::os::unix::fs::symlink(&shared, &link).with_context(|| format!("linking {} to {}", link.display(), shared.display()))
 }
 
 /// prost's Rust types for pprof's profile format (`render::pprof`) and Perfetto's trace format
