@@ -1187,6 +1187,9 @@ pub struct CallSum {
     pub inclusive_ns: u64,
     /// The same less the time in probed callees.
     pub self_ns: u64,
+    /// Of `inclusive_ns`, the time the thread was off-CPU (switched out between the entry and
+    /// the return): the rest ran on a CPU.
+    pub off_cpu_ns: u64,
     pub calls: u32,
     /// The probe slot: user space knows which function it attached there.
     pub slot: u8,
@@ -1224,6 +1227,8 @@ pub struct OpenSummedCall {
     pub enter_ns: u64,
     /// Time in its probed callees so far.
     pub children_ns: u64,
+    /// The attempt's `off_cpu_ns` at the entry.
+    pub off_cpu_at_enter: u64,
     pub slot: u32,
     /// Its entry, or [`call_sums::UNSUMMED`].
     pub entry: u32,
@@ -1255,6 +1260,10 @@ pub struct Attempt {
     pub depth: u32,
     /// The first of the syscall's own callees' entries.
     pub root_child: u32,
+    /// Time the thread has spent off-CPU since the attempt's enter (added by `sched_switch`
+    /// when it runs again): what a probed call's entry-to-return time holds of it is its
+    /// `CallSum::off_cpu_ns`.
+    pub off_cpu_ns: u64,
     pub stack: [OpenSummedCall; call_sums::MAX_DEPTH],
 }
 
@@ -1341,8 +1350,8 @@ const _: () = assert!(core::mem::size_of::<LoadedRecord>() == 24 + 4 * 4 + limit
 const _: () = assert!(core::mem::size_of::<TaskNewRecord>() == 24 + 16);
 const _: () = assert!(core::mem::size_of::<TaskExitRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<ProbedCallRecord>() == 24 + 16);
-const _: () = assert!(core::mem::size_of::<CallSum>() == 24);
-const _: () = assert!(core::mem::size_of::<CallSumsRecord>() == 24 + 8 + 24 * call_sums::MAX_ENTRIES);
+const _: () = assert!(core::mem::size_of::<CallSum>() == 32);
+const _: () = assert!(core::mem::size_of::<CallSumsRecord>() == 24 + 8 + 32 * call_sums::MAX_ENTRIES);
 const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<MainRecord>() == 24 + 8);
 const _: () = assert!(core::mem::size_of::<SampleRecord>() == 24 + 8 + 8 * limits::MAX_FRAMES);
@@ -1368,7 +1377,7 @@ const _: () = assert!(core::mem::size_of::<StackKey>() == 8 + core::mem::size_of
 const _: () = assert!(core::mem::size_of::<SyscallEnterRecord>() == 48);
 const _: () =
     assert!(core::mem::offset_of!(Attempt, sums) == core::mem::offset_of!(Attempt, enter) + core::mem::size_of::<SyscallEnterRecord>());
-const _: () = assert!(core::mem::size_of::<OpenSummedCall>() == 24);
+const _: () = assert!(core::mem::size_of::<OpenSummedCall>() == 32);
 
 #[cfg(feature = "user")]
 mod pod {

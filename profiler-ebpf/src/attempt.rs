@@ -92,6 +92,7 @@ pub fn begin(task: u64, pid: u32, enter: &SyscallEnterRecord, summing: bool) -> 
     a.enter = *enter;
     a.held = 1;
     a.summing = u32::from(summing);
+    a.off_cpu_ns = 0;
     if summing {
         a.depth = 0;
         a.root_child = u32::from(call_sums::NONE);
@@ -123,6 +124,18 @@ pub fn flush(task: u64) {
         return;
     }
     if !maps::try_send(&a.enter) {
+        held_dropped(&a.enter);
+    }
+}
+
+/// Thread `task` runs again after `off_ns` off-CPU (`sched_switch`, about to send the
+/// interval): the time is added to its attempt's off-CPU time, which its probed calls'
+/// sums take theirs from, and the held enter goes out first, as in [`flush`].
+#[inline(always)]
+pub fn ran_again(task: u64, off_ns: u64) {
+    let Some(a) = of(task) else { return };
+    a.off_cpu_ns += off_ns;
+    if take(a) && !maps::try_send(&a.enter) {
         held_dropped(&a.enter);
     }
 }

@@ -19,6 +19,11 @@
 //! calls there, per call path, and sends them in one [`CallSumsRecord`] before its exit: a
 //! probed call then costs a push and a pop on the attempt's stack of open calls, and no ring
 //! record.
+//!
+//! A summed path also keeps how much of its calls' time the thread spent off-CPU: the
+//! attempt's off-CPU clock (advanced by `sched_switch` when the thread runs again) is read at
+//! each entry and return. User space reports a function's on-CPU time, which another task
+//! running in between (a preemptible kernel's woken reader, say) does not inflate.
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{fentry, fexit, kprobe, kretprobe, map},
@@ -101,7 +106,9 @@ fn push(a: &mut Attempt, slot: u32, now: u64) {
     if entry == u32::from(UNSUMMED) {
         a.sums.unsummed += 1;
     }
-    a.stack[depth & DEPTH_MASK] = OpenSummedCall { enter_ns: now, children_ns: 0, slot, entry };
+    // Read after the clock: an interval off-CPU between the two reads is subtracted from no
+    // call, so a call's on-CPU time is never short.
+    a.stack[depth & DEPTH_MASK] = OpenSummedCall { enter_ns: now, children_ns: 0, off_cpu_at_enter: a.off_cpu_ns, slot, entry };
 }
 
 /// The entry of `slot` called from the path of entry `parent` (`NONE`: the syscall), made if
@@ -134,18 +141,20 @@ fn path_entry(a: &mut Attempt, parent: u32, slot: u32) -> u32 {
     // Field by field: as one struct literal LLVM zeroed the first 21 bytes with `memset`.
     maps::put(&raw mut e.inclusive_ns, 0);
     maps::put(&raw mut e.self_ns, 0);
+    maps::put(&raw mut e.off_cpu_ns, 0);
     maps::put(&raw mut e.calls, 0);
     (e.slot, e.parent, e.first_child, e.next_sibling) = (slot as u8, parent as u8, NONE, head as u8);
     a.sums.count = n + 1;
     n
 }
 
-/// A probed call of `slot` returns in the attempt `a`: summed into its entry, its time added
-/// to its caller's callees. A return one call below the innermost (a kretprobe that missed
+/// A probed call of `slot` returns in the attempt `a` at `now`, when its off-CPU time had
+/// reached `off_cpu_ns` (read before the clock): summed into its entry, its time added to its
+/// caller's callees. A return one call below the innermost (a kretprobe that missed
 /// the return of the call inside it) closes that call unsummed, counted as lost; any other
 /// return without its entry is counted and dropped.
 #[inline(always)]
-fn pop(a: &mut Attempt, slot: u32, now: u64) {
+fn pop(a: &mut Attempt, slot: u32, now: u64, off_cpu_ns: u64) {
     let depth = a.depth as usize;
     if depth > MAX_DEPTH {
         a.depth -= 1;
@@ -175,6 +184,7 @@ fn pop(a: &mut Attempt, slot: u32, now: u64) {
         e.calls += 1;
         e.inclusive_ns += d;
         e.self_ns += d.saturating_sub(f.children_ns);
+        e.off_cpu_ns += off_cpu_ns.saturating_sub(f.off_cpu_at_enter);
         if top > 0 {
             a.stack[(top - 1) & DEPTH_MASK].children_ns += d;
         }
@@ -232,11 +242,12 @@ fn entry(slot: u32) {
 
 #[inline(always)]
 fn ret(slot: u32) {
-    let now = unsafe { bpf_ktime_get_ns() };
     if let Some(a) = summed(task::current()) {
-        pop(a, slot, now);
+        let off_cpu_ns = a.off_cpu_ns;
+        pop(a, slot, unsafe { bpf_ktime_get_ns() }, off_cpu_ns);
         return;
     }
+    let now = unsafe { bpf_ktime_get_ns() };
     let (pid, tgid) = task::current_ids();
     let Some((cells, keys)) = cells(slot) else { return };
     // SAFETY: as in `entry`. Each cell is matched against this thread's key for that table

@@ -47,7 +47,7 @@ pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
     if let Some((pid, tgid)) = next_traced {
         if let Some(&since) = unsafe { OFF_CPU_SINCE.get(&pid) } {
             let _ = OFF_CPU_SINCE.remove(&pid);
-            crate::attempt::flush(next);
+            crate::attempt::ran_again(next, now.saturating_sub(since));
             maps::send(&OffCpuRecord { header: header::<OffCpuRecord>(pid, tgid, now), start_ns: since });
         }
     }

@@ -126,6 +126,7 @@ mod tests {
                     },
                 ],
                 unprobed_ns_per_attempt: 20.0,
+                off_cpu_ns_per_attempt: 0.0,
                 tree: Default::default(),
             }],
         };

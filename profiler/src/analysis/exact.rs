@@ -2,6 +2,11 @@
 //! exec attempt each call ran in, with nesting kept (a function's self time is its time
 //! minus the probed functions it called), and phases rolled up from self times so that
 //! phase times plus "not in a probed function" add up to the attempt's exact latency.
+//!
+//! Times are on-CPU: the time a call's thread spent switched out between its entry and its
+//! return (sched_switch) is taken out of the call's time and reported beside it, and the
+//! attempt's whole off-CPU time is its own line. Another task that ran in between (on a
+//! preemptible kernel, a woken reader) is not charged to the function it interrupted.
 use foldhash::HashMap;
 
 use serde::Serialize;
@@ -24,10 +29,14 @@ pub struct FunctionTiming {
     pub calls: u64,
     /// Mean calls per attempt of the outcome.
     pub calls_per_attempt: f64,
-    /// Time from entry to return, per call.
+    /// On-CPU time from entry to return, per call.
     pub inclusive_ns: Distribution,
-    /// Mean per call of the time not spent in probed callees.
+    /// Mean per call of the on-CPU time not spent in probed callees.
     pub self_ns_mean: f64,
+    /// Mean per call of the time its thread spent off-CPU between entry and return (not in
+    /// `inclusive_ns`).
+    #[serde(default)]
+    pub off_cpu_ns_mean: f64,
     /// Per attempt of the outcome (every call in it, 0 where it was not called), with a 95%
     /// interval over attempts: inclusive and self time.
     pub inclusive_per_attempt: Interval,
@@ -68,10 +77,14 @@ pub struct OutcomeTiming {
     /// The call tree from probe nesting, rooted at the syscall (its self time: outside every
     /// probed function).
     pub tree: TreeNode,
-    /// Attempt time outside every probed function (syscall entry, inlined helpers). Negative
-    /// when the probed functions' self times add up to more than the measured latency (the
-    /// probes' own cost inside them): shown as it is, never clamped.
+    /// Attempt time on-CPU outside every probed function (syscall entry, inlined helpers).
+    /// Negative when the probed functions' self times add up to more than the measured
+    /// latency (the probes' own cost inside them): shown as it is, never clamped.
     pub unprobed_ns_per_attempt: f64,
+    /// Attempt time off-CPU (its thread switched out), per attempt: with the phases and
+    /// `unprobed_ns_per_attempt`, the mean latency.
+    #[serde(default)]
+    pub off_cpu_ns_per_attempt: f64,
 }
 
 /// The exact-mode result of a run: the probed functions and one timing per outcome.
@@ -101,6 +114,7 @@ pub struct ExactTiming {
 struct FunctionTally {
     inclusive: Latencies,
     self_sum: u64,
+    off_cpu_sum: u64,
     /// Per attempt that called it: inclusive and self time summed over its calls.
     inclusive_per_attempt: Moments,
     self_per_attempt: Moments,
@@ -124,6 +138,8 @@ struct OutcomeTally {
     /// Per phase: self time per attempt that had any of its functions.
     phases: Vec<Moments>,
     tree: ExactTree,
+    /// Off-CPU time per attempt.
+    off_cpu: Moments,
 }
 
 /// One call of the attempt being folded: its index in the attempt's calls, time in probed
@@ -131,6 +147,7 @@ struct OutcomeTally {
 #[derive(Clone, Copy, Debug)]
 struct Nested {
     call: usize,
+    /// On-CPU.
     children_ns: u64,
     parent: Option<u32>,
     node: usize,
@@ -143,6 +160,8 @@ struct Scratch {
     order: Vec<usize>,
     /// Summed calls: each entry's tree node (None: not placed).
     nodes: Vec<Option<usize>>,
+    /// Summed calls: off-CPU time inside each entry's callees' entries.
+    children_off: Vec<u64>,
     nested: Vec<Nested>,
     stack: Vec<usize>,
     /// Per slot: this attempt's (inclusive, self) sums, and whether the slot was called.
@@ -167,13 +186,24 @@ pub struct ExactTally {
     summed: u64,
 }
 
-/// `calls` calls of `slot` on one call path (tree `node`, called from `parent`) in the attempt
-/// being folded, taking `inclusive` and `own` ns in all.
-#[allow(clippy::too_many_arguments)]
-fn fold(per: &mut OutcomeTally, s: &mut Scratch, slot: u32, parent: Option<u32>, node: usize, calls: u64, inclusive: u64, own: u64) {
+/// On-CPU times of `calls` calls on one call path: entry to return, and less the probed
+/// callees; and the time off-CPU between entry and return.
+#[derive(Clone, Copy, Debug)]
+struct PathTimes {
+    calls: u64,
+    inclusive: u64,
+    own: u64,
+    off_cpu: u64,
+}
+
+/// The calls `p` of `slot` on one call path (tree `node`, called from `parent`) in the attempt
+/// being folded.
+fn fold(per: &mut OutcomeTally, s: &mut Scratch, slot: u32, parent: Option<u32>, node: usize, p: PathTimes) {
+    let PathTimes { calls, inclusive, own, off_cpu } = p;
     let t = per.functions[slot as usize].get_or_insert_with(FunctionTally::default);
     t.inclusive.record_n(inclusive / calls, calls);
     t.self_sum += own;
+    t.off_cpu_sum += off_cpu;
     match t.parents.iter_mut().find(|(p, _)| *p == parent) {
         Some((_, k)) => *k += calls,
         None => t.parents.push((parent, calls)),
@@ -208,8 +238,17 @@ impl ExactTally {
     /// rebuilt from times, a call that starts before another returns is inside it) or summed
     /// per call path in the kernel (`sums`). Summed calls keep every sum exact; what they
     /// cannot keep is each call's own time where one attempt called a function on one path
-    /// more than once: those calls enter the per-call distribution at their mean.
-    pub fn attempt(&mut self, outcome: Outcome, calls: &[ProbedCall], sums: Option<&CallSums>, plan: &ExactPlan, model: &PhaseModel) {
+    /// more than once: those calls enter the per-call distribution at their mean. `off_cpu_ns`:
+    /// the attempt's whole time off-CPU.
+    pub fn attempt(
+        &mut self,
+        outcome: Outcome,
+        calls: &[ProbedCall],
+        sums: Option<&CallSums>,
+        off_cpu_ns: u64,
+        plan: &ExactPlan,
+        model: &PhaseModel,
+    ) {
         self.slot_table(plan, model);
         let mut s = std::mem::take(&mut self.scratch);
         let (slot_count, phase_count) = (self.slots.len(), self.phase_count);
@@ -217,7 +256,9 @@ impl ExactTally {
             functions: vec![None; slot_count],
             phases: vec![Moments::default(); phase_count],
             tree: ExactTree::default(),
+            off_cpu: Moments::default(),
         });
+        per.off_cpu.add(off_cpu_ns as f64);
         s.per_slot.clear();
         s.per_slot.resize(slot_count, (0, 0, false));
         s.slots_called.clear();
@@ -225,7 +266,14 @@ impl ExactTally {
             // Per entry: its tree node, None when it is not placed (a slot nothing was attached
             // to, or under one): neither it nor its callees are.
             s.nodes.clear();
+            s.children_off.clear();
+            s.children_off.resize(sums.entries.len(), 0);
             for e in &sums.entries {
+                if let Some(p) = e.parent.and_then(|p| s.children_off.get_mut(usize::from(p))) {
+                    *p += e.off_cpu_ns;
+                }
+            }
+            for (i, e) in sums.entries.iter().enumerate() {
                 self.calls += u64::from(e.calls);
                 let parent_node = match e.parent {
                     None => Some(ExactTree::ROOT),
@@ -241,7 +289,16 @@ impl ExactTally {
                 s.nodes.push(Some(node));
                 if e.calls > 0 {
                     let parent_slot = e.parent.map(|p| sums.entries[usize::from(p)].slot);
-                    fold(per, &mut s, e.slot, parent_slot, node, u64::from(e.calls), e.inclusive_ns, e.self_ns);
+                    // The calls' self time less their own off-CPU time (their callees' is out of
+                    // it already).
+                    let own_off = e.off_cpu_ns.saturating_sub(s.children_off[i]);
+                    let times = PathTimes {
+                        calls: u64::from(e.calls),
+                        inclusive: e.inclusive_ns.saturating_sub(e.off_cpu_ns),
+                        own: e.self_ns.saturating_sub(own_off),
+                        off_cpu: e.off_cpu_ns,
+                    };
+                    fold(per, &mut s, e.slot, parent_slot, node, times);
                 }
             }
             self.summed += sums.calls();
@@ -272,7 +329,7 @@ impl ExactTally {
                 let parent = s.stack.last().copied();
                 let parent_node = parent.map_or(ExactTree::ROOT, |p| s.nested[p].node);
                 if let Some(p) = parent {
-                    s.nested[p].children_ns += c.exit_ns.saturating_sub(c.enter_ns);
+                    s.nested[p].children_ns += c.exit_ns.saturating_sub(c.enter_ns).saturating_sub(c.off_cpu_ns);
                 }
                 let node = per.tree.node(parent_node, c.slot);
                 s.nested.push(Nested { call: i, children_ns: 0, parent: parent.map(|p| calls[s.nested[p].call].slot), node });
@@ -281,8 +338,9 @@ impl ExactTally {
             for k in 0..s.nested.len() {
                 let n = s.nested[k];
                 let c = &calls[n.call];
-                let d = c.exit_ns.saturating_sub(c.enter_ns);
-                fold(per, &mut s, c.slot, n.parent, n.node, 1, d, d.saturating_sub(n.children_ns));
+                let on = c.exit_ns.saturating_sub(c.enter_ns).saturating_sub(c.off_cpu_ns);
+                let times = PathTimes { calls: 1, inclusive: on, own: on.saturating_sub(n.children_ns), off_cpu: c.off_cpu_ns };
+                fold(per, &mut s, c.slot, n.parent, n.node, times);
             }
         }
         per.tree.end_attempt();
@@ -331,11 +389,13 @@ impl ExactTally {
                 continue;
             }
             let n_attempts = attempts as f64;
-            let OutcomeTally { functions: acc, phases: phase_moments, tree } = self.per.remove(&outcome).unwrap_or_default();
+            let OutcomeTally { functions: acc, phases: phase_moments, tree, off_cpu } = self.per.remove(&outcome).unwrap_or_default();
             let over_attempts = |mut m: Moments| {
                 m.pad_to(attempts);
                 m.interval()
             };
+            let off_cpu = over_attempts(off_cpu);
+            let off_cpu_ns_per_attempt = off_cpu.value;
             let mut phase_self: Vec<f64> = vec![0.0; model.phases().len()];
             let mut total_self = 0.0;
             let mut functions: Vec<FunctionTiming> = acc
@@ -364,6 +424,7 @@ impl ExactTally {
                         calls_per_attempt: calls as f64 / n_attempts,
                         inclusive_ns,
                         self_ns_mean: t.self_sum as f64 / calls as f64,
+                        off_cpu_ns_mean: t.off_cpu_sum as f64 / calls as f64,
                         inclusive_per_attempt: over_attempts(t.inclusive_per_attempt),
                         self_per_attempt: over_attempts(t.self_per_attempt),
                         parent: parent.map(str::to_owned),
@@ -390,7 +451,7 @@ impl ExactTally {
                 })
                 .collect();
             let latency = outcomes.latency(outcome).map_or_else(Interval::default, |d| d.mean());
-            let tree = tree.finish(&format!("{} attempt", outcome.label()), attempts, latency, &|s| name(s).to_owned());
+            let tree = tree.finish(&format!("{} attempt", outcome.label()), attempts, latency, off_cpu, &|s| name(s).to_owned());
             out.push(OutcomeTiming {
                 outcome,
                 attempts,
@@ -398,7 +459,8 @@ impl ExactTally {
                 functions,
                 phases,
                 tree,
-                unprobed_ns_per_attempt: mean_ns - total_self / n_attempts,
+                unprobed_ns_per_attempt: mean_ns - total_self / n_attempts - off_cpu_ns_per_attempt,
+                off_cpu_ns_per_attempt,
             });
         }
         ExactTiming {
@@ -436,7 +498,7 @@ mod tests {
     }
 
     fn call(slot: u32, enter: u64, exit: u64) -> ProbedCall {
-        ProbedCall { pid: 1, enter_ns: enter, exit_ns: exit, slot }
+        ProbedCall { pid: 1, enter_ns: enter, exit_ns: exit, slot, off_cpu_ns: 0 }
     }
 
     #[test]
@@ -452,10 +514,10 @@ mod tests {
         outcomes.add(&fail);
         outcomes.add(&ok);
         let mut tally = ExactTally::default();
-        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], None, &p, &model);
-        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], None, &p, &model);
+        tally.attempt(Outcome::Enoent, &[call(0, 100, 900), call(1, 150, 850)], None, 0, &p, &model);
+        tally.attempt(Outcome::Success, &[call(0, 20_100, 25_100), call(1, 20_200, 21_200), call(2, 22_000, 24_000)], None, 0, &p, &model);
         tally.orphan(); // no attempt open on its thread
-        tally.attempt(Outcome::Success, &[call(9, 1, 2)], None, &p, &model); // a slot nothing was attached to
+        tally.attempt(Outcome::Success, &[call(9, 1, 2)], None, 0, &p, &model); // a slot nothing was attached to
         let t = tally.finish(&outcomes, &p, &model);
         assert_eq!((t.calls, t.calls_without_attempt), (7, 2));
         let enoent = t.outcomes.iter().find(|o| o.outcome == Outcome::Enoent).unwrap();
@@ -500,17 +562,17 @@ mod tests {
         let first = [call(0, 100, 5_100), call(1, 200, 1_200), call(1, 1_300, 1_600), call(2, 2_000, 4_000)];
         let second = [call(0, 20_100, 20_900), call(1, 20_150, 20_850)];
         let mut by_call = ExactTally::default();
-        by_call.attempt(Outcome::Success, &first, None, &p, &model);
-        by_call.attempt(Outcome::Success, &second, None, &p, &model);
-        let path = |slot, parent, calls, inclusive_ns, self_ns| PathSum { slot, parent, calls, inclusive_ns, self_ns };
+        by_call.attempt(Outcome::Success, &first, None, 0, &p, &model);
+        by_call.attempt(Outcome::Success, &second, None, 0, &p, &model);
+        let path = |slot, parent, calls, inclusive_ns, self_ns| PathSum { slot, parent, calls, inclusive_ns, self_ns, off_cpu_ns: 0 };
         let sums_first = CallSums {
             entries: vec![path(0, None, 1, 5_000, 1_700), path(1, Some(0), 2, 1_300, 1_300), path(2, Some(0), 1, 2_000, 2_000)],
             unsummed: 0,
         };
         let sums_second = CallSums { entries: vec![path(0, None, 1, 800, 100), path(1, Some(0), 1, 700, 700)], unsummed: 1 };
         let mut summed = ExactTally::default();
-        summed.attempt(Outcome::Success, &[], Some(&sums_first), &p, &model);
-        summed.attempt(Outcome::Success, &[], Some(&sums_second), &p, &model);
+        summed.attempt(Outcome::Success, &[], Some(&sums_first), 0, &p, &model);
+        summed.attempt(Outcome::Success, &[], Some(&sums_second), 0, &p, &model);
         let (a, b) = (by_call.finish(&outcomes, &p, &model), summed.finish(&outcomes, &p, &model));
         assert_eq!((b.calls, b.calls_summed, b.calls_unsummed, b.calls_without_attempt), (a.calls + 1, 6, 1, 0));
         let (oa, ob) = (&a.outcomes[0], &b.outcomes[0]);
@@ -530,6 +592,46 @@ mod tests {
             } else {
                 assert_eq!(format!("{:?}", fa.inclusive_ns), format!("{:?}", fb.inclusive_ns), "{}: one call per path", fa.function);
             }
+        }
+    }
+
+    /// Time off-CPU inside a call is out of its time (and its callers'), reported beside it
+    /// and for the whole attempt, alike from calls sent one by one and summed in the kernel;
+    /// with the phases and the time outside every probed function it adds up to the latency.
+    #[test]
+    fn off_cpu_time_is_out_of_the_functions_times_and_its_own_line() {
+        use crate::record::{CallSums, PathSum};
+        let model = PhaseModel::builtin().unwrap();
+        let p = plan(&["alloc_bprm", "do_open_execat", "mm_alloc"]);
+        let mut outcomes = Outcomes::default();
+        outcomes.add(&attempt(1, 0, 10_000, 0, None));
+        // alloc_bprm 100..5100 calls do_open_execat 200..1200 and mm_alloc 2000..4000; the thread
+        // is off-CPU 500..800 (in do_open_execat), 3000..3500 (mm_alloc), 4500..4600
+        // (alloc_bprm itself) and 6000..7000 (outside every probed function): 1,900 in all.
+        let off = |c: ProbedCall, off_cpu_ns| ProbedCall { off_cpu_ns, ..c };
+        let calls = [off(call(0, 100, 5_100), 900), off(call(1, 200, 1_200), 300), off(call(2, 2_000, 4_000), 500)];
+        let mut by_call = ExactTally::default();
+        by_call.attempt(Outcome::Success, &calls, None, 1_900, &p, &model);
+        let path = |slot, parent, inclusive_ns, self_ns, off_cpu_ns| PathSum { slot, parent, calls: 1, inclusive_ns, self_ns, off_cpu_ns };
+        let sums = CallSums {
+            entries: vec![path(0, None, 5_000, 2_000, 900), path(1, Some(0), 1_000, 1_000, 300), path(2, Some(0), 2_000, 2_000, 500)],
+            unsummed: 0,
+        };
+        let mut summed = ExactTally::default();
+        summed.attempt(Outcome::Success, &[], Some(&sums), 1_900, &p, &model);
+        for t in [by_call.finish(&outcomes, &p, &model), summed.finish(&outcomes, &p, &model)] {
+            let o = &t.outcomes[0];
+            let f = |n: &str| o.functions.iter().find(|f| f.function == n).unwrap();
+            let figures = |n| (f(n).inclusive_ns.mean_ns, f(n).self_ns_mean, f(n).off_cpu_ns_mean);
+            assert_eq!(figures("alloc_bprm"), (4_100.0, 1_900.0, 900.0));
+            assert_eq!(figures("do_open_execat"), (700.0, 700.0, 300.0));
+            assert_eq!(figures("mm_alloc"), (1_500.0, 1_500.0, 500.0));
+            assert_eq!((o.off_cpu_ns_per_attempt, o.unprobed_ns_per_attempt), (1_900.0, 4_000.0));
+            let phases: f64 = o.phases.iter().map(|p| p.ns_per_attempt).sum();
+            assert_eq!(phases + o.off_cpu_ns_per_attempt + o.unprobed_ns_per_attempt, o.mean_ns);
+            let node = o.tree.children.iter().find(|c| c.function == crate::analysis::tree::OFF_CPU_NODE).expect("an off-CPU node");
+            assert_eq!(node.inclusive.value, 1_900.0);
+            assert_eq!(o.tree.own.value, 4_000.0, "on-CPU outside every probed function");
         }
     }
 }

@@ -300,7 +300,7 @@ impl<'a> Analyzer<'a> {
         self.chain.attempt(a);
         self.samples.call(outcome, caller.program, a.exit_ns, &a.inside.samples);
         if let Some(plan) = self.ctx.exact {
-            self.exact.attempt(outcome, &a.inside.probed, a.inside.sums.as_ref(), plan, self.ctx.model);
+            self.exact.attempt(outcome, &a.inside.probed, a.inside.sums.as_ref(), a.inside.off_cpu_ns(), plan, self.ctx.model);
         }
         // Looked up by reference first: the name is copied only to make a new entry.
         let succeeded = u64::from(a.executed());

@@ -70,6 +70,10 @@ impl TreeNode {
     }
 }
 
+/// The exact tree's node for its attempts' time off-CPU (no kernel function has parentheses
+/// in its name).
+pub const OFF_CPU_NODE: &str = "(off-CPU)";
+
 fn folded_name(n: usize) -> String {
     format!("[{n} {} under {:.0}%]", if n == 1 { "callee" } else { "callees" }, COLLAPSE_BELOW * 100.0)
 }
@@ -217,7 +221,7 @@ impl ExactTree {
 
     /// The tree: the root is the outcome's measured latency, its self time what no probed
     /// function covers; `name(slot)` names a slot.
-    pub fn finish(self, root: &str, attempts: u64, latency: Interval, name: &dyn Fn(u32) -> String) -> TreeNode {
+    pub fn finish(self, root: &str, attempts: u64, latency: Interval, off_cpu: Interval, name: &dyn Fn(u32) -> String) -> TreeNode {
         let mut by_parent: ByParent = HashMap::new();
         for i in 1..self.nodes.len() {
             let (mut incl, mut own) = (self.nodes[i].inclusive, self.nodes[i].own);
@@ -258,6 +262,16 @@ impl ExactTree {
             TreeNode { function, inclusive, own, samples: None, children }
         }
         let mut root_node = build(root.to_owned(), &[], latency, Interval::default(), latency.value, &mut by_parent, name);
+        // The functions' times are on-CPU: the attempts' time off-CPU is a node of its own.
+        if off_cpu.value > 0.0 {
+            root_node.children.push(TreeNode {
+                function: OFF_CPU_NODE.to_owned(),
+                inclusive: off_cpu,
+                own: off_cpu,
+                samples: None,
+                children: Vec::new(),
+            });
+        }
         let outside = latency.value - root_node.children.iter().map(|c| c.inclusive.value).sum::<f64>();
         root_node.own = Interval { value: outside, low: outside, high: outside };
         root_node
@@ -348,7 +362,7 @@ mod tests {
         t.add(again, 400, 400);
         t.end_attempt();
         let names = |s: u32| ["alloc_bprm", "do_open_execat"][s as usize].to_owned();
-        let root = t.finish("ENOENT attempt", 2, Interval { value: 1_000.0, low: 900.0, high: 1_100.0 }, &names);
+        let root = t.finish("ENOENT attempt", 2, Interval { value: 1_000.0, low: 900.0, high: 1_100.0 }, Interval::default(), &names);
         assert_eq!(root.inclusive.value, 1_000.0);
         let alloc = &root.children[0];
         assert_eq!((alloc.function.as_str(), alloc.inclusive.value, alloc.own.value), ("alloc_bprm", 700.0, 150.0));

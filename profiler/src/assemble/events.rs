@@ -74,6 +74,15 @@ pub struct Inside {
     /// Exact mode, calls summed per call path in the kernel (an exec attempt's, sent before its
     /// exit; its calls are then not in `probed`).
     pub sums: Option<CallSums>,
+    /// The calling thread's off-CPU intervals (start, end) that ended inside the call.
+    pub off_cpu: Vec<(u64, u64)>,
+}
+
+impl Inside {
+    /// Time the calling thread spent off-CPU inside the call.
+    pub fn off_cpu_ns(&self) -> u64 {
+        self.off_cpu.iter().map(|&(start, end)| end.saturating_sub(start)).sum()
+    }
 }
 
 /// A fork-family syscall (clone, clone3, fork, vfork) of the traced tree, timed like an exec
@@ -153,6 +162,8 @@ pub struct ProbedCall {
     pub exit_ns: u64,
     /// Probe slot; the exact-mode plan says which function is there.
     pub slot: u32,
+    /// Of `exit_ns - enter_ns`, the time the thread was off-CPU.
+    pub off_cpu_ns: u64,
 }
 
 /// A traced thread was off-CPU from `start_ns` to `end_ns`.

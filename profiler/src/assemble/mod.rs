@@ -206,9 +206,13 @@ impl Assembler {
     }
 
     fn probed_call(&mut self, h: Head, enter_ns: u64, slot: u32, out: &mut impl EventSink) {
-        let call = ProbedCall { pid: h.pid, enter_ns, exit_ns: h.ts_ns, slot };
+        let mut call = ProbedCall { pid: h.pid, enter_ns, exit_ns: h.ts_ns, slot, off_cpu_ns: 0 };
         match self.open.get_mut(&h.pid) {
-            Some(o) => o.inside.probed.push(call),
+            Some(o) => {
+                // The thread's off-CPU intervals inside the call came before its return.
+                call.off_cpu_ns = o.inside.off_cpu.iter().map(|&(start, end)| overlap((start, end), (enter_ns, h.ts_ns))).sum();
+                o.inside.probed.push(call);
+            }
             None => out.event(&Event::OrphanProbedCall(call)),
         }
     }
@@ -221,7 +225,12 @@ impl Assembler {
         }
     }
 
-    fn off_cpu(&self, h: Head, start_ns: u64, out: &mut impl EventSink) {
+    fn off_cpu(&mut self, h: Head, start_ns: u64, out: &mut impl EventSink) {
+        if let Some(o) = self.open.get_mut(&h.pid) {
+            // The part after the call's enter (a thread switched out just before it runs again
+            // inside it).
+            o.inside.off_cpu.push((start_ns.max(o.enter_ns), h.ts_ns));
+        }
         out.event(&Event::OffCpu(OffCpu { pid: h.pid, tgid: h.tgid, start_ns, end_ns: h.ts_ns }));
     }
 
@@ -249,6 +258,11 @@ impl Assembler {
         }
         self.unjoined
     }
+}
+
+/// How long the intervals `a` and `b` (start, end) share.
+fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
+    a.1.min(b.1).saturating_sub(a.0.max(b.0))
 }
 
 fn orphan_inside(inside: Inside, out: &mut impl EventSink) {
@@ -564,14 +578,38 @@ mod tests {
         assert_eq!(attempts.len(), 2);
         assert_eq!((attempts[0].id, attempts[1].id), (0, 1), "ids in enter order");
         assert_eq!(attempts[0].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(attempts[0].inside.probed, vec![ProbedCall { pid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4 }]);
+        assert_eq!(attempts[0].inside.probed, vec![ProbedCall { pid: 100, enter_ns: 1_200, exit_ns: 1_300, slot: 4, off_cpu_ns: 0 }]);
         assert_eq!(attempts[1].inside.samples.iter().map(|s| s.frames[0]).collect::<Vec<_>>(), vec![4]);
+    }
+
+    /// The thread's off-CPU intervals inside an attempt go with it (from its enter on), and a
+    /// probed call's return takes the part of them inside the call.
+    #[test]
+    fn off_cpu_time_inside_an_attempt_and_its_probed_calls() {
+        let off = |end, start_ns| rec(end, 100, Body::OffCpu { start_ns });
+        let (events, _) = assemble([
+            off(800, 700), // before the attempt: not its own
+            enter(1_000, 100, EXECVE, (0, 0)),
+            off(1_050, 900), // switched out before the enter, back inside: 50 of it
+            off(1_400, 1_300),
+            rec(1_500, 100, Body::ProbedCall { enter_ns: 1_200, slot: 4 }), // 100 off-CPU
+            rec(1_650, 101, Body::OffCpu { start_ns: 1_600 }),              // another thread's
+            off(1_700, 1_600),
+            rec(1_800, 100, Body::ProbedCall { enter_ns: 1_750, slot: 5 }), // none
+            exit(2_000, 100, EXECVE, -2, (0, 0), Some("x")),
+        ]);
+        let attempts = execs(&events);
+        assert_eq!(attempts[0].inside.off_cpu, vec![(1_000, 1_050), (1_300, 1_400), (1_600, 1_700)]);
+        assert_eq!(attempts[0].inside.off_cpu_ns(), 250);
+        let off_cpu: Vec<u64> = attempts[0].inside.probed.iter().map(|c| c.off_cpu_ns).collect();
+        assert_eq!(off_cpu, vec![100, 0]);
+        assert_eq!(events.iter().filter(|e| matches!(e, Event::OffCpu(_))).count(), 5, "each interval is still an event");
     }
 
     #[test]
     fn an_attempts_call_sums_go_with_it_and_any_others_are_orphans() {
         let sums = |slot| CallSums {
-            entries: vec![crate::record::PathSum { slot, parent: None, calls: 1, inclusive_ns: 50, self_ns: 50 }],
+            entries: vec![crate::record::PathSum { slot, parent: None, calls: 1, inclusive_ns: 50, self_ns: 50, off_cpu_ns: 0 }],
             unsummed: 0,
         };
         let (events, _) = assemble([

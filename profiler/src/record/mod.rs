@@ -92,8 +92,13 @@ pub struct PathSum {
     /// The entry (an earlier one) of the calling path; None: called from the syscall itself.
     pub parent: Option<u8>,
     pub calls: u32,
+    /// Entry to return, summed over the calls.
     pub inclusive_ns: u64,
+    /// The same less the time in probed callees.
     pub self_ns: u64,
+    /// Of `inclusive_ns`, the time the thread was off-CPU (0 in recordings made before it was
+    /// kept).
+    pub off_cpu_ns: u64,
 }
 
 /// An exec attempt's probed calls summed per call path, entries in the order paths were first
@@ -303,6 +308,7 @@ fn call_sums(bytes: &[u8]) -> Result<Body> {
             calls: e.calls,
             inclusive_ns: e.inclusive_ns,
             self_ns: e.self_ns,
+            off_cpu_ns: e.off_cpu_ns,
         });
     }
     Ok(Body::CallSums(CallSums { entries, unsummed }))
@@ -638,6 +644,7 @@ mod tests {
         r.entries[0] = CallSum {
             inclusive_ns: 900,
             self_ns: 400,
+            off_cpu_ns: 300,
             calls: 1,
             slot: 2,
             parent: call_sums::NONE,
@@ -647,6 +654,7 @@ mod tests {
         r.entries[1] = CallSum {
             inclusive_ns: 500,
             self_ns: 500,
+            off_cpu_ns: 0,
             calls: 2,
             slot: 7,
             parent: 0,
@@ -657,8 +665,8 @@ mod tests {
         let bytes = &bytes_of(&r)[..len];
         let want = CallSums {
             entries: vec![
-                PathSum { slot: 2, parent: None, calls: 1, inclusive_ns: 900, self_ns: 400 },
-                PathSum { slot: 7, parent: Some(0), calls: 2, inclusive_ns: 500, self_ns: 500 },
+                PathSum { slot: 2, parent: None, calls: 1, inclusive_ns: 900, self_ns: 400, off_cpu_ns: 300 },
+                PathSum { slot: 7, parent: Some(0), calls: 2, inclusive_ns: 500, self_ns: 500, off_cpu_ns: 0 },
             ],
             unsummed: 1,
         };

@@ -37,8 +37,15 @@ pub(super) mod tag {
     /// Anything else is corruption.
     pub(crate) fn allowed_flags_in(kind: u8, version: u32) -> Option<u8> {
         let all = allowed_flags(kind)?;
-        // Version 3 added an enter's AT_EXECVE_CHECK bit and the new image's comm.
-        Some(if version < 3 && matches!(kind, SYSCALL_ENTER | LOADED) { all & !B2 } else { all })
+        // Version 3 added an enter's AT_EXECVE_CHECK bit and the new image's comm, version 4
+        // the probed call sums' off-CPU times.
+        Some(if version < 3 && matches!(kind, SYSCALL_ENTER | LOADED) {
+            all & !B2
+        } else if version < 4 && kind == CALL_SUMS {
+            all & !B0
+        } else {
+            all
+        })
     }
 
     /// The flags each kind may carry in the newest format (None: no such kind).
@@ -50,7 +57,8 @@ pub(super) mod tag {
             LOADED => B0 | B1 | B2,        // name, old_pid spelled out, comm (version 3)
             TASK_NEW => B0 | B1 | B2,      // thread, child_tgid == tgid, child_tgid spelled out
             TASK_EXIT => B0,               // group_dead
-            SAMPLE | PROBED_CALL | CALL_SUMS | OFF_CPU | MAIN => 0,
+            CALL_SUMS => B0,               // each entry's off-CPU time follows (version 4)
+            SAMPLE | PROBED_CALL | OFF_CPU | MAIN => 0,
             ARGV => B0 | B1, // cut, unreadable
             ADOPTED => B0,   // ppid known
             RESET => B0 | B1,
@@ -231,7 +239,9 @@ impl Encoder {
             }
             Body::CallSums(sums) => {
                 // The count of calls not summed, of entries, then each entry: slot, parent
-                // (0: the syscall, else its index + 1), calls, inclusive and self time.
+                // (0: the syscall, else its index + 1), calls, inclusive and self time, and
+                // with B0 (any entry's calls were off-CPU) the off-CPU time.
+                let off_cpu = sums.entries.iter().any(|e| e.off_cpu_ns > 0);
                 put_varint(buf, u64::from(sums.unsummed));
                 put_varint(buf, sums.entries.len() as u64);
                 for e in &sums.entries {
@@ -240,8 +250,11 @@ impl Encoder {
                     put_varint(buf, u64::from(e.calls));
                     put_varint(buf, e.inclusive_ns);
                     put_varint(buf, e.self_ns);
+                    if off_cpu {
+                        put_varint(buf, e.off_cpu_ns);
+                    }
                 }
-                tag::CALL_SUMS
+                tag::CALL_SUMS | if off_cpu { tag::B0 } else { 0 }
             }
             Body::OffCpu { start_ns } => {
                 put_varint(buf, delta64(h.ts_ns, *start_ns));
@@ -481,7 +494,9 @@ impl Decoder {
                         p => return Err(format!("call path {i} under path {}, not an earlier one", p - 1)),
                     };
                     let calls = c.varint_u32("calls")?;
-                    entries.push(PathSum { slot, parent, calls, inclusive_ns: c.varint()?, self_ns: c.varint()? });
+                    let (inclusive_ns, self_ns) = (c.varint()?, c.varint()?);
+                    let off_cpu_ns = if f & tag::B0 != 0 { c.varint()? } else { 0 };
+                    entries.push(PathSum { slot, parent, calls, inclusive_ns, self_ns, off_cpu_ns });
                 }
                 Body::CallSums(CallSums { entries, unsummed })
             }

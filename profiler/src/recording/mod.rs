@@ -57,10 +57,12 @@ pub use reader::{Cut, Ending, RecordingReader, Trailer};
 pub use writer::{RecordingWriter, WriteStats};
 
 /// The version this code writes. Bump it for any change of layout. 2: the probed call sums
-/// record (tag 12). 3: a syscall enter's tag bit 7 marks an `AT_EXECVE_CHECK` check.
-pub const FORMAT_VERSION: u32 = 3;
-/// The oldest version this code reads: version 1 is version 2 without probed call sums, and
-/// version 2 is version 3 without checks (the bit is never set in either).
+/// record (tag 12). 3: a syscall enter's tag bit 7 marks an `AT_EXECVE_CHECK` check. 4: the
+/// probed call sums' tag bit 5 says each entry's off-CPU time follows.
+pub const FORMAT_VERSION: u32 = 4;
+/// The oldest version this code reads: version 1 is version 2 without probed call sums,
+/// version 2 is version 3 without checks (the bit is never set in either), version 3 is
+/// version 4 without the call sums' off-CPU times.
 pub const OLDEST_READ_VERSION: u32 = 1;
 
 const MAGIC: [u8; 8] = *b"EXECPROF";

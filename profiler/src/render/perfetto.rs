@@ -621,8 +621,8 @@ mod tests {
         // Inner calls exit first, so come first; both begin at the same instant; the outer one
         // crosses the point of no return.
         a.inside.probed = vec![
-            ProbedCall { pid: 7, enter_ns: 10_000, exit_ns: 20_000, slot: 1 },
-            ProbedCall { pid: 7, enter_ns: 10_000, exit_ns: 80_000, slot: 0 },
+            ProbedCall { pid: 7, enter_ns: 10_000, exit_ns: 20_000, slot: 1, off_cpu_ns: 0 },
+            ProbedCall { pid: 7, enter_ns: 10_000, exit_ns: 80_000, slot: 0, off_cpu_ns: 0 },
         ];
         let (_, read) = read(&write(&[Event::Exec(a)], Some(plan), MAX_INTERNED));
         let all = slices(&read);

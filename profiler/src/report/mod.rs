@@ -668,7 +668,7 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
     for oc in &x.outcomes {
         let _ = writeln!(
             o,
-            "\nExact per-function times: {} ({} attempts, exact mean {})",
+            "\nExact per-function times, on-CPU: {} ({} attempts, exact mean {})",
             oc.outcome.label(),
             oc.attempts,
             human_ns(oc.mean_ns)
@@ -678,8 +678,8 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
         }
         let _ = writeln!(
             o,
-            "  {:<28} {:<7} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}  called from",
-            "function", "probe", "phase", "calls/att", "p50", "p99", "mean", "self"
+            "  {:<28} {:<7} {:<10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  called from",
+            "function", "probe", "phase", "calls/att", "p50", "p99", "mean", "self", "off-CPU"
         );
         for f in &oc.functions {
             let d = &f.inclusive_ns;
@@ -689,7 +689,7 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
                 .map_or("-", |x| if x.mechanism == crate::model::meta::Mechanism::Fentry { "fentry" } else { "kprobe" });
             let _ = writeln!(
                 o,
-                "  {:<28} {:<7} {:<10} {:>9.2} {:>9} {:>9} {:>9} {:>9}  {}",
+                "  {:<28} {:<7} {:<10} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
                 f.function,
                 probe,
                 f.phase.as_deref().unwrap_or("-"),
@@ -698,6 +698,7 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
                 human_ns(d.p99_ns as f64),
                 human_ns(d.mean_ns),
                 human_ns(f.self_ns_mean),
+                human_ns(f.off_cpu_ns_mean),
                 f.parent.as_deref().unwrap_or("(syscall)")
             );
         }
@@ -705,6 +706,13 @@ fn render_exact(o: &mut String, x: &ExactTiming, plan: Option<&ExactPlan>) {
         for p in &oc.phases {
             let _ = writeln!(o, "    {:<44} {:>9} {:>6.1}%", p.label, human_ns(p.ns_per_attempt), 100.0 * p.share);
         }
+        let _ = writeln!(
+            o,
+            "    {:<44} {:>9} {:>6.1}%",
+            "off-CPU (the thread switched out)",
+            human_ns(oc.off_cpu_ns_per_attempt),
+            100.0 * oc.off_cpu_ns_per_attempt / oc.mean_ns.max(1.0)
+        );
         let _ = writeln!(
             o,
             "    {:<44} {:>9} {:>6.1}%",

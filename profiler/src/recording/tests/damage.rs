@@ -60,12 +60,12 @@ fn check_mutations_reports_damage_that_reads_fine() {
 #[test]
 fn future_version_bad_magic_and_empty_file_messages() {
     let mut bytes = small_recording();
-    bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&5u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err();
     assert_eq!(e.kind(), ReadErrorKind::NewerVersion);
     assert_eq!(
         e.to_string(),
-        "written by a newer execprof: format version 4, this execprof reads 1 to 3; upgrade execprof \
+        "written by a newer execprof: format version 5, this execprof reads 1 to 4; upgrade execprof \
          (format version field at byte 8)"
     );
     // Version 3's new bits (the new image's comm here) are damage in a version 2 file ...
@@ -80,10 +80,21 @@ fn future_version_bad_magic_and_empty_file_messages() {
         }
     }
     let mut old = write(&records, 50, &[]);
-    for version in [1u32, 2] {
+    for version in [1u32, 2, 3] {
         old[8..12].copy_from_slice(&version.to_le_bytes());
         assert!(read_all(&old).is_ok(), "version {version}");
     }
+    // Version 4's off-CPU times in probed call sums are damage in a version 3 file.
+    let sums = crate::record::CallSums {
+        entries: vec![crate::record::PathSum { slot: 1, parent: None, calls: 1, inclusive_ns: 9, self_ns: 9, off_cpu_ns: 4 }],
+        unsummed: 0,
+    };
+    let head = crate::record::Head { ts_ns: 10, pid: 1, tgid: 1, cpu: 0 };
+    let mut summed = write(&[crate::record::Record { head, body: Body::CallSums(sums) }], 50, &[]);
+    assert!(read_all(&summed).is_ok());
+    summed[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let e = read_all(&summed).unwrap_err().to_string();
+    assert!(e.contains("unknown flag bits 0x20"), "{e}");
     bytes[8..12].copy_from_slice(&0u32.to_le_bytes());
     let e = read_all(&bytes).unwrap_err().to_string();
     assert!(e.contains("corrupted recording at byte 8: format version 0 does not exist"), "{e}");

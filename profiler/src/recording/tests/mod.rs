@@ -200,15 +200,32 @@ fn edge_records() -> Vec<Record> {
         rec(29, 1, 1, 2, ProbedCall { enter_ns: u64::MAX, slot: u32::MAX }),
         rec(29, 1, 1, 2, CallSums(crate::record::CallSums::default())),
         rec(
+            29,
+            1,
+            1,
+            2,
+            CallSums(crate::record::CallSums {
+                entries: vec![crate::record::PathSum { slot: 1, parent: None, calls: 2, inclusive_ns: 9, self_ns: 9, off_cpu_ns: 0 }],
+                unsummed: 0,
+            }),
+        ),
+        rec(
             30,
             1,
             1,
             2,
             CallSums(crate::record::CallSums {
                 entries: vec![
-                    crate::record::PathSum { slot: 3, parent: None, calls: 1, inclusive_ns: u64::MAX, self_ns: 0 },
-                    crate::record::PathSum { slot: 31, parent: Some(0), calls: u32::MAX, inclusive_ns: 7, self_ns: 7 },
-                    crate::record::PathSum { slot: u32::MAX, parent: Some(1), calls: 0, inclusive_ns: 0, self_ns: u64::MAX },
+                    crate::record::PathSum { slot: 3, parent: None, calls: 1, inclusive_ns: u64::MAX, self_ns: 0, off_cpu_ns: 0 },
+                    crate::record::PathSum {
+                        slot: 31,
+                        parent: Some(0),
+                        calls: u32::MAX,
+                        inclusive_ns: 7,
+                        self_ns: 7,
+                        off_cpu_ns: u64::MAX,
+                    },
+                    crate::record::PathSum { slot: u32::MAX, parent: Some(1), calls: 0, inclusive_ns: 0, self_ns: u64::MAX, off_cpu_ns: 3 },
                 ],
                 unsummed: u32::MAX,
             }),
