@@ -83,9 +83,23 @@ pub fn send_sums(a: &mut Attempt, pid: u32, tgid: u32, now: u64) {
 }
 
 /// Stack and entry indices are masked to their arrays' sizes (powers of two) where they are
-/// used, so the verifier sees them bounded however the compiler rearranges the loops.
+/// used ([`masked`]), so the verifier sees them bounded however the compiler rearranges the
+/// loops.
 const DEPTH_MASK: usize = MAX_DEPTH - 1;
 const ENTRY_MASK: usize = MAX_ENTRIES - 1;
+
+/// `i & mask`, the mask kept. LLVM drops a mask it can prove redundant from the checks before
+/// it, and the verifier does not always learn the same from them: 6.1's learns nothing from
+/// `depth != 0`, so with 32-byte stack cells `stack[(depth - 1) & DEPTH_MASK]` lost its mask
+/// and 6.1 refused the return programs ("math between map_value pointer and register with
+/// unbounded min value"). A volatile read of a copy hides the range from LLVM; the verifier
+/// keeps a spilled register's bounds.
+#[inline(always)]
+fn masked(i: usize, mask: usize) -> usize {
+    let copy = i;
+    // SAFETY: a read of a live local.
+    unsafe { core::ptr::read_volatile(&copy) & mask }
+}
 const _: () = assert!(MAX_DEPTH.is_power_of_two() && MAX_ENTRIES.is_power_of_two());
 /// Callees of one path compared before a call gets a new entry.
 const SIBLINGS_SCANNED: usize = 6;
@@ -101,28 +115,29 @@ fn push(a: &mut Attempt, slot: u32, now: u64) {
         a.sums.unsummed += 1;
         return;
     }
-    let parent = if depth == 0 { u32::from(NONE) } else { a.stack[(depth - 1) & DEPTH_MASK].entry };
+    let parent = if depth == 0 { u32::from(NONE) } else { a.stack[masked(depth - 1, DEPTH_MASK)].entry };
     let entry = if parent == u32::from(UNSUMMED) { u32::from(UNSUMMED) } else { path_entry(a, parent, slot) };
     if entry == u32::from(UNSUMMED) {
         a.sums.unsummed += 1;
     }
     // Read after the clock: an interval off-CPU between the two reads is subtracted from no
     // call, so a call's on-CPU time is never short.
-    a.stack[depth & DEPTH_MASK] = OpenSummedCall { enter_ns: now, children_ns: 0, off_cpu_at_enter: a.off_cpu_ns, slot, entry };
+    a.stack[masked(depth, DEPTH_MASK)] = OpenSummedCall { enter_ns: now, children_ns: 0, off_cpu_at_enter: a.off_cpu_ns, slot, entry };
 }
 
 /// The entry of `slot` called from the path of entry `parent` (`NONE`: the syscall), made if
 /// new; `UNSUMMED` when every entry is taken.
 #[inline(always)]
 fn path_entry(a: &mut Attempt, parent: u32, slot: u32) -> u32 {
-    let mut e = if parent == u32::from(NONE) { a.root_child } else { u32::from(a.sums.entries[parent as usize & ENTRY_MASK].first_child) };
+    let mut e =
+        if parent == u32::from(NONE) { a.root_child } else { u32::from(a.sums.entries[masked(parent as usize, ENTRY_MASK)].first_child) };
     // Only the most recent few callees of the path are compared (a loop short enough to be
     // unrolled): a path found no further down gets a second entry, which user space merges.
     for _ in 0..SIBLINGS_SCANNED {
         if e as usize >= MAX_ENTRIES {
             break;
         }
-        let c = &a.sums.entries[e as usize & ENTRY_MASK];
+        let c = &a.sums.entries[masked(e as usize, ENTRY_MASK)];
         if u32::from(c.slot) == slot {
             return e;
         }
@@ -135,9 +150,9 @@ fn path_entry(a: &mut Attempt, parent: u32, slot: u32) -> u32 {
     let head = if parent == u32::from(NONE) {
         core::mem::replace(&mut a.root_child, n)
     } else {
-        u32::from(core::mem::replace(&mut a.sums.entries[parent as usize & ENTRY_MASK].first_child, n as u8))
+        u32::from(core::mem::replace(&mut a.sums.entries[masked(parent as usize, ENTRY_MASK)].first_child, n as u8))
     };
-    let e = &mut a.sums.entries[n as usize & ENTRY_MASK];
+    let e = &mut a.sums.entries[masked(n as usize, ENTRY_MASK)];
     // Field by field: as one struct literal LLVM zeroed the first 21 bytes with `memset`.
     maps::put(&raw mut e.inclusive_ns, 0);
     maps::put(&raw mut e.self_ns, 0);
@@ -166,27 +181,27 @@ fn pop(a: &mut Attempt, slot: u32, now: u64, off_cpu_ns: u64) {
     }
     // The open call of `slot` is the top; or, after a kretprobe missed one return, the one
     // below it. No loop: the verifier must see every index bounded.
-    let below = if a.stack[(depth - 1) & DEPTH_MASK].slot == slot {
+    let below = if a.stack[masked(depth - 1, DEPTH_MASK)].slot == slot {
         0
-    } else if depth >= 2 && a.stack[(depth - 2) & DEPTH_MASK].slot == slot {
+    } else if depth >= 2 && a.stack[masked(depth - 2, DEPTH_MASK)].slot == slot {
         maps::count(counter::PROBED_ENTRY_OVERWRITTEN);
         1
     } else {
         maps::count(counter::PROBED_RETURN_WITHOUT_ENTRY);
         return;
     };
-    let top = (depth - 1 - below) & DEPTH_MASK;
+    let top = masked(depth - 1 - below, DEPTH_MASK);
     let f = a.stack[top];
     a.depth = top as u32;
     let d = now.saturating_sub(f.enter_ns);
     if (f.entry as usize) < MAX_ENTRIES {
-        let e = &mut a.sums.entries[f.entry as usize & ENTRY_MASK];
+        let e = &mut a.sums.entries[masked(f.entry as usize, ENTRY_MASK)];
         e.calls += 1;
         e.inclusive_ns += d;
         e.self_ns += d.saturating_sub(f.children_ns);
         e.off_cpu_ns += off_cpu_ns.saturating_sub(f.off_cpu_at_enter);
         if top > 0 {
-            a.stack[(top - 1) & DEPTH_MASK].children_ns += d;
+            a.stack[masked(top - 1, DEPTH_MASK)].children_ns += d;
         }
     }
 }
