@@ -53,7 +53,7 @@ enum Task {
     /// whole suite inside stock Debian kernels under QEMU (x86_64 5.10, 6.1 and the newest;
     /// arm64's newest), the kernel-dependent tests on 6.12 and 6.18, the exact-mode checks,
     /// `doctor` and the agent on every guest kernel line of both architectures, and the lab on
-    /// the newest linux-source's kernel/patches/ (the kernels built once and cached).
+    /// 6.12's kernel/patches/ (the kernels built once and cached).
     Ci,
     /// Build the Debian packages `execprof_VERSION_amd64.deb` and `_arm64.deb` under
     /// target/debian/ (the arm64 one from the cross-build).
@@ -360,7 +360,7 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
 /// the next job when it finishes its own (so neither core idles while the other has two jobs
 /// left): the whole suite on the newest line (arm64 and x86_64), on x86_64 6.1 and 5.10, the
 /// kernel-dependent tests ([`suite::KERNEL_DEPENDENT`]) on x86_64 6.12 and 6.18, the lab on
-/// the newest linux-source's kernel/patches/ ([`lab::CI_LINE`]), and vm-test (the exact-mode checks, `doctor`
+/// 6.12's kernel/patches/ ([`lab::CI_LINE`]), and vm-test (the exact-mode checks, `doctor`
 /// and the agent) on every guest kernel line of both architectures.
 ///
 /// The 6.12 suites and arm64 6.1's are left to `cargo xtask vm-suite` (each would add about 10
