@@ -53,7 +53,7 @@ enum Task {
     /// whole suite inside stock Debian kernels under QEMU (x86_64 5.10, 6.1 and the newest;
     /// arm64's newest), the kernel-dependent tests on 6.12 and 6.18, the exact-mode checks,
     /// `doctor` and the agent on every guest kernel line of both architectures, and the lab on
-    /// 6.12's kernel/patches/ (the kernels built once and cached).
+    /// the newest linux-source's kernel/patches/ (the kernels built once and cached).
     Ci,
     /// Build the Debian packages `execprof_VERSION_amd64.deb` and `_arm64.deb` under
     /// target/debian/ (the arm64 one from the cross-build).
@@ -190,7 +190,7 @@ fn main() -> ExitCode {
         Task::Setup => setup(Needs::Test),
         Task::Lint => setup(Needs::Build).and_then(|()| lint()),
         Task::Run { args } => setup(Needs::Build).and_then(|()| run_builtin(&args)),
-        Task::Ci => setup(Needs::Test).and_then(|()| ci()).and_then(|()| ci_guests()),
+        Task::Ci => setup(Needs::Test).and_then(|()| ci()),
         Task::Deb { arch } => setup(Needs::Package).and_then(|()| {
             let arches = arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]);
             arches.into_iter().try_for_each(|a| deb::build(a).map(drop))
@@ -273,6 +273,33 @@ fn ci() -> Result<()> {
     // Hygiene gates first: they are cheap and say exactly what to fix.
     lint()?;
     run(Command::new("cargo").args(["build", "--release"]))?;
+    // The lab's kernels (its refusals checked first) build at the lowest priority beside the
+    // host's tests and the guests' preparation, on the CPU those leave idle (the root tests run
+    // one at a time, mostly waiting on their workloads): about 14 minutes of builds on a fresh
+    // machine, nothing once cached. Both sides run to their end; each failure is reported.
+    let (host, lab) = std::thread::scope(|s| {
+        let lab = s.spawn(|| {
+            kernel::build_in_background();
+            lab::ci_prepare()
+        });
+        let host = host_tests().and_then(|()| ci_guests_prepare());
+        (host, lab.join().unwrap_or_else(|_| Err(anyhow!("the lab's build thread panicked"))))
+    });
+    match (host, lab) {
+        (Ok(prepared), Ok(())) => ci_guests(prepared),
+        (host, lab) => {
+            let failed: Vec<String> = [host.err(), lab.err().map(|e| e.context("the lab's refusals and kernels"))]
+                .into_iter()
+                .flatten()
+                .map(|e| format!("{e:#}"))
+                .collect();
+            bail!("{}", failed.join("\n"))
+        }
+    }
+}
+
+/// The host's tests: every test binary, the root tests included.
+fn host_tests() -> Result<()> {
     // One test thread: the root tests trace real workloads and time nothing, but two chains
     // competing for two cores make their runs slow for no gain.
     run(Command::new("cargo").args(["test", "--release", "--", "--include-ignored", "--test-threads=1"]))
@@ -353,20 +380,18 @@ fn suite_failures(runs: impl IntoIterator<Item = Result<suite::SuiteRun>>) -> Ve
     failures
 }
 
-/// The guests' part of `cargo xtask ci`. Everything is built first, one build after another
-/// (each uses both cores): the x86_64 and the arm64 test binaries, the lab's kernels (after its
-/// refusals are checked: a patch that does not apply, one that does not build). Then two
-/// workers, one TCG guest per core, take the guests' jobs from one queue, longest first, each
-/// the next job when it finishes its own (so neither core idles while the other has two jobs
-/// left): the whole suite on the newest line (arm64 and x86_64), on x86_64 6.1 and 5.10, the
-/// kernel-dependent tests ([`suite::KERNEL_DEPENDENT`]) on x86_64 6.12 and 6.18, the lab on
-/// 6.12's kernel/patches/ ([`lab::CI_LINE`]), and vm-test (the exact-mode checks, `doctor`
-/// and the agent) on every guest kernel line of both architectures.
-///
-/// The 6.12 suites and arm64 6.1's are left to `cargo xtask vm-suite` (each would add about 10
-/// minutes to a cold run, which must stay under 75). Every job runs to its end, and every
-/// failure is reported; each job's minutes are printed.
-fn ci_guests() -> Result<()> {
+/// What the guests' jobs run: each architecture's test binaries and the execprof it traces with
+/// (arm64's from its Debian package).
+struct GuestsPrepared {
+    x86: Vec<suite::TestBinary>,
+    x86_execprof: PathBuf,
+    arm64: Vec<suite::TestBinary>,
+    arm64_execprof: PathBuf,
+}
+
+/// Builds the x86_64 and the arm64 test binaries (one build after another: each uses both
+/// cores) and checks both Debian packages made from them.
+fn ci_guests_prepare() -> Result<GuestsPrepared> {
     use vm::Arch::{Arm64, X86_64};
     let (x86, x86_execprof) = suite::test_binaries(X86_64)?;
     let (arm64, arm64_execprof) = suite::test_binaries(Arm64)?;
@@ -378,7 +403,25 @@ fn ci_guests() -> Result<()> {
     // Both Debian packages, from these builds: lintian, the amd64 one installed, used and
     // purged here; the arm64 guest's suite runs the arm64 package's own binary.
     let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
-    lab::ci_prepare()?;
+    Ok(GuestsPrepared { x86, x86_execprof, arm64, arm64_execprof })
+}
+
+/// The guests' part of `cargo xtask ci`, once [`ci_guests_prepare`] built the test binaries
+/// and `lab::ci_prepare` the lab's kernels (after its refusals are checked: a patch that does
+/// not apply, one that does not build). Then two
+/// workers, one TCG guest per core, take the guests' jobs from one queue, longest first, each
+/// the next job when it finishes its own (so neither core idles while the other has two jobs
+/// left): the whole suite on the newest line (arm64 and x86_64), on x86_64 6.1 and 5.10, the
+/// kernel-dependent tests ([`suite::KERNEL_DEPENDENT`]) on x86_64 6.12 and 6.18, the lab on
+/// the newest linux-source's kernel/patches/ ([`lab::CI_LINE`]), and vm-test (the exact-mode checks, `doctor`
+/// and the agent) on every guest kernel line of both architectures.
+///
+/// The 6.12 suites and arm64 6.1's are left to `cargo xtask vm-suite` (each would add about 10
+/// minutes to a cold run, which must stay under 75). Every job runs to its end, and every
+/// failure is reported; each job's minutes are printed.
+fn ci_guests(prepared: GuestsPrepared) -> Result<()> {
+    use vm::Arch::{Arm64, X86_64};
+    let GuestsPrepared { x86, x86_execprof, arm64, arm64_execprof } = prepared;
     type Job = Box<dyn FnOnce() -> Vec<String> + Send>;
     let suite_job = |p: suite::PreparedSuite| -> Job { Box::new(move || suite_failures([suite::boot_suite(p, SUITE_TIMEOUT)])) };
     let check_job = |f: fn() -> Result<()>| -> Job { Box::new(move || f().err().map(|e| format!("{e:#}")).into_iter().collect()) };
