@@ -605,7 +605,22 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     // 0.165 against [0.181, 0.290] in one run (its sampled share 0.235 made it a large phase),
     // inside in another (sampled below 0.2); new_image agreed in both. 6.12 (fentry on 18 of
     // 26) agreed in both 200-step runs; a 20-step run missed by 0.3 points.
-    let asserted = run.arch == Arch::X86_64 || trampolines;
+    //
+    // Printed, not asserted, either, for a phase holding a function timed by a kprobe, for the
+    // same reason: its hit's trap and return land in that phase's exact time. On 5.10 (x86_64)
+    // load_elf_binary and load_elf_phdrs are kprobes (no trampolines on struct arguments
+    // before 6.1), and in one CI run binfmt's exact share was 0.328 against [0.155, 0.313].
+    let kprobed: Vec<&str> = functions.iter().filter(|f| f.mechanism == Mechanism::Kprobe).map(|f| f.function.as_str()).collect();
+    let kprobed_phases: Vec<&str> = r
+        .analysis
+        .exact
+        .as_ref()
+        .and_then(|e| e.outcomes.iter().find(|o| o.outcome == Outcome::Success))
+        .map_or(&[][..], |o| o.functions.as_slice())
+        .iter()
+        .filter(|f| kprobed.contains(&f.function.as_str()))
+        .filter_map(|f| f.phase.as_deref())
+        .collect();
     let agreement = r.analysis.agreement.iter().find(|a| a.outcome == Outcome::Success);
     let mut large = 0;
     for p in agreement.map_or(&[][..], |a| a.phases.as_slice()) {
@@ -616,10 +631,11 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
         let (lo, hi) = (p.sampled_low - 0.05, p.sampled_high + 0.05);
         let what = format!("{:?} share: exact {:.3} within the sampled 95% interval ±0.05 [{lo:.3}, {hi:.3}]", p.phase, p.exact_share);
         let ok = (lo..=hi).contains(&p.exact_share);
+        let asserted = (run.arch == Arch::X86_64 || trampolines) && !kprobed_phases.contains(&p.phase.as_str());
         if asserted {
             check(ok, what);
         } else if !ok {
-            eprintln!("xtask: guest {} ({}): not asserted (arm64 kprobes): {what}", run.kernel, run.package);
+            eprintln!("xtask: guest {} ({}): not asserted (kprobes in the phase): {what}", run.kernel, run.package);
         }
     }
     check(large > 0, "no large phase to compare exact and sampled shares on".into());

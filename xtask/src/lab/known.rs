@@ -161,20 +161,34 @@ impl Known {
                         line.map(|l| (l.change, l.p_value))
                     ),
                 );
+                // The patched kernel is another build of fs/exec.c: under icount a few
+                // instructions of its code's new layout are significant in any outcome (7.3 in
+                // CI: +11 in failed attempts' do_execveat_common). What must not move elsewhere
+                // is anything of the patch's size: a twentieth of its growth in successes.
+                let growth = line.map_or(0.0, |l| l.change.value);
                 let elsewhere: Vec<String> = x
                     .exact
                     .lines
                     .iter()
-                    .filter(|l| l.significant && l.outcome != Outcome::Success)
+                    .filter(|l| l.significant && l.outcome != Outcome::Success && l.change.value.abs() > ELSEWHERE_FRACTION * growth)
                     .map(|l| format!("{} {} {:+.0}", l.outcome.label(), l.name, l.change.value))
                     .collect();
-                check(elsewhere.is_empty(), format!("no significant change outside the successful execs ({elsewhere:?})"));
+                check(
+                    elsewhere.is_empty(),
+                    format!(
+                        "no significant change of more than {ELSEWHERE_FRACTION} of the growth ({growth:+.0}) outside the successful execs ({elsewhere:?})"
+                    ),
+                );
             }
             Known::CommentOnly => failed.extend(no_significant_line(name, x)),
         }
         failed
     }
 }
+
+/// The largest change outside the successful execs the costly lookup may leave, as a fraction
+/// of its growth in them.
+const ELSEWHERE_FRACTION: f64 = 0.05;
 
 /// The level at which a line named in advance (one hypothesis) is tested.
 const NAMED_ALPHA: f64 = 0.05;
