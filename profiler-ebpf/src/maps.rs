@@ -136,6 +136,12 @@ pub fn current_is_traced(tgid: u32) -> bool {
     true
 }
 
+/// Whether `tgid`'s own bit marks it traced (not `--all`'s every process).
+#[inline(always)]
+pub fn is_marked_traced(tgid: u32) -> bool {
+    has(tgid, id_flags::TRACED)
+}
+
 #[inline(always)]
 pub fn set_traced(tgid: u32, on: bool) -> bool {
     set(tgid, id_flags::TRACED, on)

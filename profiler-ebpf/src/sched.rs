@@ -228,6 +228,17 @@ fn first_nul(word: u64) -> Option<usize> {
 pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
     let (pid, tgid) = task::current_ids();
     if !maps::is_traced(tgid) {
+        // A new process of an untraced parent is untraced, whatever its id's bit says: where
+        // the kernel skipped a traced process's exit (7.3 counts such skipped runs), its id
+        // stayed marked, and a process that reuses it would be traced by mistake.
+        let child: u64 = ctx.arg(1);
+        if let Some((_, child_tgid)) = task::ids(child)
+            && child_tgid != tgid
+            && maps::is_marked_traced(child_tgid)
+        {
+            maps::set_traced(child_tgid, false);
+            maps::tree_alive_add(-1);
+        }
         return 0;
     }
     let child: u64 = ctx.arg(1);

@@ -36,7 +36,7 @@ fn assert_no_losses(v: &Value) {
     let skipped = loss(v, RUNS_SKIPPED);
     for pair in v["losses"].as_array().unwrap() {
         let name = pair[0].as_str().unwrap();
-        if skipped > 0 && (name == RUNS_SKIPPED || FOLLOW_FROM_SKIPPED_RUNS.contains(&name)) {
+        if skipped > 0 && (name == RUNS_SKIPPED || execprof::model::meta::FOLLOW_FROM_SKIPPED_RUNS.contains(&name)) {
             continue;
         }
         assert_eq!(pair[1], 0, "lost: {pair} (all: {})", v["losses"]);
@@ -55,6 +55,18 @@ fn assert_complete(v: &Value) {
     }
 }
 
+/// `outcome`'s count is `want`, or short of it by no more than the runs the kernel skipped
+/// (counted; see [`RUNS_SKIPPED`]): a skipped enter, exec or fork run hides an attempt or a
+/// whole child, and nothing else may.
+fn assert_count_within_skips(v: &Value, outcome: &str, want: u64, what: &str) {
+    let (got, skipped) = (outcome_count(v, outcome), loss(v, RUNS_SKIPPED));
+    assert!(
+        got <= want && got + skipped >= want,
+        "{what}: {got} {outcome} attempts of {want}, {skipped} program runs skipped: {}",
+        v["analysis"]["outcomes"]
+    );
+}
+
 /// The loss counter `name` of a run's JSON.
 fn loss(v: &Value, name: &str) -> u64 {
     v["losses"].as_array().unwrap().iter().find(|p| p[0] == name).map_or(0, |p| p[1].as_u64().unwrap())
@@ -66,17 +78,6 @@ fn loss(v: &Value, name: &str) -> u64 {
 /// marked INCOMPLETE. On 7.3 in the guests it happens in a few of a thousand runs (5 of one
 /// test's, 4,414 in the ring-overflow test's flood); on 6.1 and 6.12 never.
 const RUNS_SKIPPED: &str = "program runs skipped by the kernel";
-
-/// What a skipped run leaves: the entry or return, enter or exit it did not record (and a
-/// thread that exits after its exec's exit was skipped leaves that exec open).
-const FOLLOW_FROM_SKIPPED_RUNS: [&str; 6] = [
-    "probed entry overwritten",
-    "probed return without entry",
-    "probed entry without return",
-    "exec exit without enter",
-    "exec enter without exit",
-    "exec abandoned by exiting thread",
-];
 
 #[test]
 #[ignore = "needs root"]
@@ -587,16 +588,20 @@ fn extra_environment_costs_argument_copying() {
     };
     let (none, env64) = (args_phase("0"), args_phase("64"));
     let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
-    let ratio = f(&env64, "ns_per_attempt") / f(&none, "ns_per_attempt");
-    // Emulation (TCG) makes the rest of an exec dearer relative to copying: a smaller factor.
-    let least = if execprof::testing::slowdown() > 1 { 1.1 } else { 1.3 };
-    assert!(
-        ratio > least,
-        "argument copying per exec: {} ns with 64 vars vs {} ns without",
-        f(&env64, "ns_per_attempt"),
-        f(&none, "ns_per_attempt")
-    );
-    assert!(f(&env64, "ns_per_attempt_low") > f(&none, "ns_per_attempt_high"), "intervals overlap: {env64} vs {none}");
+    // Under emulation (TCG, no icount) a guest's clock is the host's: when the host's load
+    // changes between the two runs (other guests starting or ending beside this one) every
+    // time in one run stretches (4.5× once in CI, the plain run the dearer). The phase's share
+    // of the successful execs' samples is the run's own ratio, whatever the host did; with
+    // the rest of an exec unchanged, a dearer copy is a larger share. Emulation also makes the
+    // rest of an exec dearer relative to copying: a smaller factor.
+    let (value, low, high, least) = if execprof::testing::slowdown() > 1 {
+        ("share", "share_low", "share_high", 1.1)
+    } else {
+        ("ns_per_attempt", "ns_per_attempt_low", "ns_per_attempt_high", 1.3)
+    };
+    let ratio = f(&env64, value) / f(&none, value);
+    assert!(ratio > least, "argument copying per exec ({value}): {} with 64 vars vs {} without", f(&env64, value), f(&none, value));
+    assert!(f(&env64, low) > f(&none, high), "intervals overlap: {env64} vs {none}");
 }
 
 /// Why fork+exec slows with a big dirty parent: under execprof, the traced tree's fork
@@ -1805,9 +1810,18 @@ fn fentry_boundaries_replace_the_syscall_tracepoints_where_the_kernel_allows() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let want = if boundaries == "auto" && fentry_here { "fentry" } else { "raw_tracepoints" };
         assert_eq!(v["mode"]["boundaries"], want);
-        assert_eq!((outcome_count(&v, "enoent"), outcome_count(&v, "success")), (5, 6), "{boundaries}: {}", v["analysis"]["outcomes"]);
+        // Exactly, unless the kernel skipped runs (7.3 runs tracepoints preemptible: a thread
+        // switched out inside the hook every syscall runs makes the next caller on that CPU
+        // skip it).
+        assert_count_within_skips(&v, "enoent", 5, boundaries);
+        assert_count_within_skips(&v, "success", 6, boundaries);
         let forks: u64 = v["analysis"]["fork_calls"].as_array().unwrap().iter().map(|f| f["count"].as_u64().unwrap()).sum();
-        assert_eq!(forks, 10, "{boundaries}: {}", v["analysis"]["fork_calls"]);
+        let skipped = loss(&v, RUNS_SKIPPED);
+        assert!(
+            forks <= 10 && forks + skipped >= 10,
+            "{boundaries}: {forks} forks, {skipped} runs skipped: {}",
+            v["analysis"]["fork_calls"]
+        );
         assert_no_losses(&v);
     }
 }

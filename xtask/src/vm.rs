@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use execprof::{
     analysis::outcome::Outcome,
-    model::meta::{Boundaries, Mechanism},
+    model::meta::{Boundaries, Mechanism, RUNS_SKIPPED},
     report::{
         RunReport,
         diff::{Diff, LineChange, LineKind},
@@ -535,10 +535,19 @@ pub fn check_guest(run: &GuestRun, opts: &VmOptions) -> Vec<String> {
     let outcome = |o: Outcome| r.analysis.outcomes.iter().find(|s| s.outcome == o);
     let count = |o: Outcome| outcome(o).map_or(0, |s| s.count);
     let (steps, misses) = (u64::from(opts.steps), u64::from(opts.misses));
-    check(count(Outcome::Enoent) == steps * misses, format!("ENOENT attempts = {} (want {})", count(Outcome::Enoent), steps * misses));
-    check(count(Outcome::Success) == steps + 1, format!("successful execs = {} (want {})", count(Outcome::Success), steps + 1));
-    let lost = r.losses.total();
-    check(lost == 0, format!("{lost} events lost"));
+    // Exactly, unless the kernel skipped runs of execprof's programs (7.3 runs tracing programs
+    // preemptible: a thread switched out inside one makes the kernel skip it on that CPU),
+    // each of which may hide one attempt: counted, and marked incomplete.
+    let skipped = r.losses.named(RUNS_SKIPPED);
+    let mut exact = |o: Outcome, want: u64, what: &str| {
+        let got = count(o);
+        check(got <= want && got + skipped >= want, format!("{what} = {got} (want {want}; {skipped} program runs skipped)"));
+    };
+    exact(Outcome::Enoent, steps * misses, "ENOENT attempts");
+    exact(Outcome::Success, steps + 1, "successful execs");
+    let lost = r.losses.beyond_skipped_runs();
+    check(lost == 0, format!("{lost} events lost (beside {skipped} program runs the kernel skipped): {:?}", r.losses.0));
+    check(skipped == 0 || !r.complete, "runs the kernel skipped mark the report incomplete".into());
 
     let calls = |f: &str| exact_calls(r, Outcome::Enoent, f);
     let faults = outcome(Outcome::Enoent).and_then(|s| s.minor_faults_per_attempt).unwrap_or(f64::NAN);

@@ -115,6 +115,17 @@ pub const ENTRIES_WITHOUT_RETURN: &str = "probed entry without return";
 /// lost. Listed after [`ENTRIES_WITHOUT_RETURN`].
 pub const RUNS_SKIPPED: &str = "program runs skipped by the kernel";
 
+/// What a skipped run leaves: the entry or return, enter or exit it did not record (and a
+/// thread that exits after its exec's exit was skipped leaves that exec open).
+pub const FOLLOW_FROM_SKIPPED_RUNS: [&str; 6] = [
+    "probed entry overwritten",
+    "probed return without entry",
+    ENTRIES_WITHOUT_RETURN,
+    "exec exit without enter",
+    "exec enter without exit",
+    "exec abandoned by exiting thread",
+];
+
 /// The returns of exact mode's return probes the kernel missed (`kprobe_profile`'s misses of
 /// the probes execprof made through tracefs): each leaves a probed call without its return.
 /// Listed after [`RUNS_SKIPPED`].
@@ -132,6 +143,18 @@ impl LossCounters {
     /// All losses together, kernel and user space.
     pub fn total(&self) -> u64 {
         self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The losses the kernel's skipped runs ([`RUNS_SKIPPED`]) cannot explain: every counter
+    /// when none was skipped; otherwise every counter but the skips and what a skipped run
+    /// leaves behind ([`FOLLOW_FROM_SKIPPED_RUNS`]).
+    pub fn beyond_skipped_runs(&self) -> u64 {
+        let skipped = self.named(RUNS_SKIPPED) > 0;
+        self.0
+            .iter()
+            .filter(|(name, _)| !skipped || (name != RUNS_SKIPPED && !FOLLOW_FROM_SKIPPED_RUNS.contains(&name.as_str())))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Appends the pieces user space could not join (the assembler's counters) to the kernel's.
@@ -505,6 +528,23 @@ impl Unjoined {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a skipped run leaves is named as the loss table names it, and a skipped run excuses
+    /// only those: any other loss still counts.
+    #[test]
+    fn losses_beyond_skipped_runs_are_the_ones_a_skip_cannot_explain() {
+        let mut all = LossCounters::zero().with_unjoined(&Unjoined::default());
+        for name in FOLLOW_FROM_SKIPPED_RUNS {
+            assert!(all.0.iter().any(|(n, _)| n == name), "{name} is not a loss counter");
+        }
+        all.add("probed entry overwritten", 2);
+        assert_eq!(all.beyond_skipped_runs(), 2, "no skipped run: every loss counts");
+        all.add(RUNS_SKIPPED, 3);
+        all.add("exec enter without exit", 1);
+        assert_eq!(all.beyond_skipped_runs(), 0);
+        all.add(profiler_common::counter::NAMES[profiler_common::counter::RING_FULL as usize], 4);
+        assert_eq!(all.beyond_skipped_runs(), 4, "a full ring is no skipped run's doing");
+    }
 
     /// The timing line names the hooks, and says when fentry/fexit were wanted but refused;
     /// the JSON keeps the kernel's answer.
