@@ -14,9 +14,6 @@ const EBPF_TOOLCHAIN_ENV: &str = "EXECPROF_EBPF_TOOLCHAIN";
 fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow!("OUT_DIR not set"))?);
     commit();
-    // `execprof doctor` puts a uprobe on this function of its own binary: in the dynamic
-    // symbols it is found in a stripped binary too (the Debian package's, `cargo xtask deb`).
-    println!("cargo:rustc-link-arg-bin=execprof=-Wl,--export-dynamic-symbol=execprof_doctor_uprobe_target");
     chain::build_chain(&out_dir).context("building the built-in exec-chain workload")?;
 
     // Without the `tracer` feature (xtask reading reports) nothing loads eBPF: build none.

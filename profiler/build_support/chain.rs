@@ -20,6 +20,9 @@ const SOURCE: &str = "workload/chain.rs";
 /// Name of the produced executable inside `out_dir`.
 pub const CHAIN_EXE: &str = "execprof-chain";
 
+/// The linker of the chain when cross-built, where the build's own cannot link it.
+const CHAIN_LINKER_ENV: &str = "EXECPROF_CHAIN_LINKER";
+
 /// The architectures `workload/chain.rs` has an entry point and syscalls for.
 const SUPPORTED_ARCHS: &[&str] = &["x86_64", "aarch64"];
 
@@ -64,6 +67,7 @@ pub fn build_chain(out_dir: &Path) -> Result<PathBuf> {
     let target = std::env::var("TARGET").context("TARGET is not set (not running under cargo?)")?;
     let host = std::env::var("HOST").context("HOST is not set (not running under cargo?)")?;
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    println!("cargo:rerun-if-env-changed={CHAIN_LINKER_ENV}");
 
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
     let out = out_dir.join(CHAIN_EXE);
@@ -71,7 +75,9 @@ pub fn build_chain(out_dir: &Path) -> Result<PathBuf> {
     let mut cmd = Command::new(&rustc);
     if target != host {
         cmd.args(["--target", &target]);
-        if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
+        // The chain links no libc: a linker that insists on one for the target (Zig's, for
+        // the portable builds, refuses a static glibc program) is replaced by the one named here.
+        if let Some(linker) = std::env::var_os(CHAIN_LINKER_ENV).or_else(|| std::env::var_os("RUSTC_LINKER")) {
             let mut arg = OsString::from("linker=");
             arg.push(linker);
             cmd.arg("-C").arg(arg);

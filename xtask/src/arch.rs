@@ -18,11 +18,11 @@ impl Arch {
         }
     }
 
-    /// The Rust target execprof is cross-built for (`None`: the host's build).
-    pub fn rust_target(self) -> Option<&'static str> {
+    /// The Rust target triple of this architecture's Linux with glibc (the host's too).
+    pub fn triple(self) -> &'static str {
         match self {
-            Arch::X86_64 => None,
-            Arch::Arm64 => Some("aarch64-unknown-linux-gnu"),
+            Arch::X86_64 => "x86_64-unknown-linux-gnu",
+            Arch::Arm64 => "aarch64-unknown-linux-gnu",
         }
     }
 

@@ -45,19 +45,48 @@ pub(crate) fn build(arch: Arch) -> Result<PathBuf> {
     pack(arch, &exe, &host)
 }
 
-/// The release build of execprof for `arch`, built if needed.
+/// The release build of execprof for `arch`, built if needed: the portable one (glibc
+/// [`crate::dist::GLIBC_FLOOR`] on), so the package installs on older Debian and Ubuntu too.
 pub(crate) fn release_binary(arch: Arch) -> Result<PathBuf> {
-    match arch.rust_target() {
-        None => {
-            run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
-            Ok(PathBuf::from("target/release/execprof"))
-        }
-        Some(target) => {
-            // The cross-build (see .cargo/config.toml): rustc-web has the target's std.
-            run(Command::new("cargo").args(["+rustc-web", "build", "--release", "--target", target, "--package", "profiler"]))?;
-            Ok(Path::new("target").join(target).join("release/execprof"))
-        }
+    crate::dist::portable_binary(arch)
+}
+
+/// What `host` (a build of execprof that runs here) writes from its clap definitions: the man
+/// pages (file name, section, text) and the completions (shell, script).
+pub(crate) struct Generated {
+    pub man_pages: Vec<(String, String, Vec<u8>)>,
+    pub completions: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// [`Generated`], written by `host`.
+pub(crate) fn generated(host: &Path) -> Result<Generated> {
+    let dir = tempfile_dir(Path::new("target"), &format!("man-pages-{}", std::process::id()))?;
+    run(Command::new(host).arg("man-pages").arg(&dir))?;
+    let mut man_pages = Vec::new();
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let file = path.file_name().and_then(|f| f.to_str()).context("a man page's name")?.to_owned();
+        let section = file.rsplit('.').next().context("a man page's section")?.to_owned();
+        man_pages.push((file, section, std::fs::read(&path)?));
     }
+    std::fs::remove_dir_all(&dir)?;
+    man_pages.sort();
+    let mut completions = Vec::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let o = Command::new(host).args(["completions", shell]).output().context("running execprof completions")?;
+        if !o.status.success() || o.stdout.is_empty() {
+            bail!("execprof completions {shell} failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        completions.push((shell, o.stdout));
+    }
+    Ok(Generated { man_pages, completions })
+}
+
+/// Strips `bin` (built for `arch`) as dh_strip does an executable: no debug information, no
+/// symbol table (the doctor finds its uprobe target by file offset).
+pub(crate) fn strip(arch: Arch, bin: &Path) -> Result<()> {
+    run(Command::new(strip_for(arch)?).args(["--remove-section=.comment", "--remove-section=.note"]).arg(bin))?;
+    set_mode(bin, 0o755)
 }
 
 /// Packs `exe` (built for `arch`) into `target/debian/`, with the man pages and completions
@@ -72,37 +101,21 @@ pub(crate) fn pack(arch: Arch, exe: &Path, host: &Path) -> Result<PathBuf> {
     let bin = root.join("usr/bin/execprof");
     mkdirs(&root, &["usr/bin", "usr/share/man/man1", "usr/share/man/man8", "usr/share/doc/execprof", "DEBIAN"])?;
     std::fs::copy(exe, &bin).with_context(|| format!("copying {}", exe.display()))?;
-    // As dh_strip does for an executable: no debug information, no symbol table (the doctor's
-    // uprobe target is in the dynamic symbols, which stay).
-    run(Command::new(strip_for(arch)?).args(["--remove-section=.comment", "--remove-section=.note"]).arg(&bin))?;
-    set_mode(&bin, 0o755)?;
+    strip(arch, &bin)?;
 
-    // Man pages, gzipped as Debian ships them (-n: no name or time inside, reproducible).
-    let man = tempfile_dir(out, &format!("{name}.man"))?;
-    run(Command::new(host).arg("man-pages").arg(&man))?;
-    for entry in std::fs::read_dir(&man)? {
-        let path = entry?.path();
-        let file = path.file_name().and_then(|f| f.to_str()).context("a man page's name")?.to_owned();
-        let section = file.rsplit('.').next().context("a man page's section")?;
-        let dest = root.join(format!("usr/share/man/man{section}/{file}.gz"));
-        if !dest.parent().is_some_and(Path::exists) {
-            std::fs::create_dir_all(dest.parent().unwrap())?;
-        }
-        gzip(&std::fs::read(&path)?, &dest)?;
+    // Man pages, gzipped as Debian ships them (-n: no name or time inside, reproducible), and
+    // the completions where bash-completion, zsh and fish look for a package's.
+    let generated = generated(host)?;
+    for (file, section, text) in &generated.man_pages {
+        gzip(text, &root.join(format!("usr/share/man/man{section}/{file}.gz")))?;
     }
-    std::fs::remove_dir_all(&man)?;
-
-    // Completions where bash-completion, zsh and fish look for a package's.
-    for (shell, dest) in [
-        ("bash", "usr/share/bash-completion/completions/execprof"),
-        ("zsh", "usr/share/zsh/vendor-completions/_execprof"),
-        ("fish", "usr/share/fish/vendor_completions.d/execprof.fish"),
-    ] {
-        let o = Command::new(host).args(["completions", shell]).output().context("running execprof completions")?;
-        if !o.status.success() || o.stdout.is_empty() {
-            bail!("execprof completions {shell} failed: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        write(&root.join(dest), &o.stdout, 0o644)?;
+    for (shell, text) in &generated.completions {
+        let dest = match *shell {
+            "bash" => "usr/share/bash-completion/completions/execprof",
+            "zsh" => "usr/share/zsh/vendor-completions/_execprof",
+            _ => "usr/share/fish/vendor_completions.d/execprof.fish",
+        };
+        write(&root.join(dest), text, 0o644)?;
     }
 
     write(&root.join(UNIT), &std::fs::read("packaging/execprof-agent.service")?, 0o644)?;
@@ -172,7 +185,7 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     set_mode(path, mode)
 }
 
-fn gzip(bytes: &[u8], dest: &Path) -> Result<()> {
+pub(crate) fn gzip(bytes: &[u8], dest: &Path) -> Result<()> {
     use std::io::Write as _;
     let mut child = Command::new("gzip")
         .args(["-9", "-n", "-c"])
@@ -310,6 +323,22 @@ fn commit_date() -> Result<String> {
     Ok(date)
 }
 
+/// The commit's time in seconds since the epoch: the tarballs' entries' time.
+pub(crate) fn commit_time() -> Result<u64> {
+    let out = Command::new("git").args(["log", "-1", "--format=%ct"]).output().context("running git log")?;
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .ok()
+        .filter(|_| out.status.success())
+        .context("git log gave no commit time: `cargo xtask dist` runs in a clone of execprof")
+}
+
+/// The copyright file of `arch`'s build: execprof's licences and every crate it links.
+pub(crate) fn copyright_of(arch: Arch) -> Result<String> {
+    copyright(&linked_crates(arch)?)
+}
+
 fn debian_changelog() -> Result<String> {
     Ok(format!(
         "{PACKAGE} ({}) unstable; urgency=medium\n\n  * Packaged by `cargo xtask deb`; what changed is in\n    /usr/share/doc/execprof/changelog.gz.\n\n -- {MAINTAINER}  {}\n",
@@ -326,7 +355,7 @@ type LinkedCrate = String;
 /// not dev) dependencies of `profiler` and of the eBPF crate it embeds, proc macros left out
 /// (they run in the compiler and are not linked), as `cargo metadata` resolves them.
 fn linked_crates(arch: Arch) -> Result<Vec<LinkedCrate>> {
-    let triple = arch.rust_target().unwrap_or("x86_64-unknown-linux-gnu");
+    let triple = arch.triple();
     let out = Command::new("cargo")
         .args(["metadata", "--format-version", "1", "--locked", "--filter-platform", triple])
         .output()

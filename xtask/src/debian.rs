@@ -460,7 +460,7 @@ pub(crate) fn sources_list(archive: &Archive) -> String {
 }
 
 /// The machine's Debian archive, read from its own apt sources.
-fn host_archive() -> Result<Archive> {
+pub(crate) fn host_archive() -> Result<Archive> {
     let os = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
     let codename = os
         .lines()

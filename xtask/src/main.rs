@@ -17,6 +17,7 @@ mod arch;
 mod cpio;
 mod deb;
 mod debian;
+mod dist;
 mod guest;
 mod kernel;
 mod lab;
@@ -61,6 +62,17 @@ enum Task {
         /// Only this architecture's package.
         #[arg(long, value_enum)]
         arch: Option<vm::Arch>,
+    },
+    /// Build the portable binaries (glibc 2.17 on, linked by Zig) and pack each with its man
+    /// pages, completions, unit and checksums: target/dist/execprof-VERSION-ARCH-linux.tar.gz.
+    Dist {
+        /// Only this architecture's tarball.
+        #[arg(long, value_enum, conflicts_with = "check")]
+        arch: Option<vm::Arch>,
+        /// Also check them as CI does: each binary's glibc floor, each tarball's contents and
+        /// checksums, and the x86_64 binary run in a Debian 11 userland (debootstrap, cached).
+        #[arg(long)]
+        check: bool,
     },
     /// Run the whole test suite (root tests included) inside stock Debian kernels under QEMU.
     VmSuite {
@@ -195,6 +207,14 @@ fn main() -> ExitCode {
             let arches = arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]);
             arches.into_iter().try_for_each(|a| deb::build(a).map(drop))
         }),
+        Task::Dist { arch, check } => setup(if check { Needs::Test } else { Needs::Package }).and_then(|()| {
+            if check {
+                let (x86, arm64) = (dist::portable_binary(vm::Arch::X86_64)?, dist::portable_binary(vm::Arch::Arm64)?);
+                dist::ci_checks(&x86, &arm64)
+            } else {
+                dist::dist(&arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]))
+            }
+        }),
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
         Task::VmTest { kernel, steps, arch, timeout } => setup(Needs::Test).and_then(|()| vm_test(arch, kernel.as_deref(), steps, timeout)),
         Task::SupportTable => support::saved().and_then(|rows| {
@@ -272,7 +292,9 @@ fn ci() -> Result<()> {
     }
     // Hygiene gates first: they are cheap and say exactly what to fix.
     lint()?;
-    run(Command::new("cargo").args(["build", "--release"]))?;
+    // One x86_64 build serves the host's tests, the packages, the tarballs and the guests: the
+    // portable one, which ships.
+    dist::portable_binary(vm::Arch::X86_64)?;
     // The lab's kernels (its refusals checked first) build at the lowest priority beside the
     // host's tests and the guests' preparation, on the CPU those leave idle (the root tests run
     // one at a time, mostly waiting on their workloads): about 14 minutes of builds on a fresh
@@ -298,11 +320,12 @@ fn ci() -> Result<()> {
     }
 }
 
-/// The host's tests: every test binary, the root tests included.
+/// The host's tests: every test binary, the root tests included, of the portable build (the
+/// same binaries the x86_64 guests run).
 fn host_tests() -> Result<()> {
     // One test thread: the root tests trace real workloads and time nothing, but two chains
     // competing for two cores make their runs slow for no gain.
-    run(Command::new("cargo").args(["test", "--release", "--", "--include-ignored", "--test-threads=1"]))
+    run(dist::zigbuild(vm::Arch::X86_64, "test")?.args(["--", "--include-ignored", "--test-threads=1"]))
 }
 
 /// Formatting, clippy and the API docs, each with what to do when it fails.
@@ -400,8 +423,11 @@ fn ci_guests_prepare() -> Result<GuestsPrepared> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
         _ => {}
     }
-    // Both Debian packages, from these builds: lintian, the amd64 one installed, used and
-    // purged here; the arm64 guest's suite runs the arm64 package's own binary.
+    // The portable builds: their glibc floor, the tarballs, the x86_64 one run in Debian 11's
+    // userland. Then both Debian packages, from these builds: lintian, the amd64 one
+    // installed, used and purged here; the arm64 guest's suite runs the arm64 package's own
+    // binary.
+    dist::ci_checks(&x86_execprof, &arm64_execprof)?;
     let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
     Ok(GuestsPrepared { x86, x86_execprof, arm64, arm64_execprof })
 }
@@ -505,17 +531,7 @@ fn ci_guests(prepared: GuestsPrepared) -> Result<()> {
 fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Result<()> {
     // The kernels are resolved (a label that names none refused) before anything is built.
     let kernels = debian::guests(arch, only)?;
-    let exe = match arch.rust_target() {
-        None => {
-            run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
-            Path::new("target/release/execprof").canonicalize()?
-        }
-        Some(target) => {
-            // The cross-build (see .cargo/config.toml): rustc-web has the target's std.
-            run(Command::new("cargo").args(["+rustc-web", "build", "--release", "--target", target, "--package", "profiler"]))?;
-            Path::new("target").join(target).join("release/execprof").canonicalize()?
-        }
-    };
+    let exe = dist::portable_binary(arch)?.canonicalize()?;
     let opts = vm::VmOptions { steps, misses: 6, timeout: std::time::Duration::from_secs(timeout) };
     let mut failures = Vec::new();
     let mut passed = 0;
@@ -536,12 +552,7 @@ fn vm_test(arch: vm::Arch, only: Option<&str>, steps: u32, timeout: u64) -> Resu
     // Both kernels: what the 6.8 reordering saved per failed attempt, by function.
     if let [old, new] = guests.as_slice() {
         // `execprof diff` of the recordings runs here, so it is the host's build.
-        let host_exe = if arch.rust_target().is_some() {
-            run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
-            Path::new("target/release/execprof").canonicalize()?
-        } else {
-            exe.clone()
-        };
+        let host_exe = if arch == vm::Arch::X86_64 { exe.clone() } else { dist::portable_binary(vm::Arch::X86_64)?.canonicalize()? };
         failures.extend(vm::reordering_diff(&host_exe, old, new)?);
     }
     let kernels_failed = kernels.len() - passed;

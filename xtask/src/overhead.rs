@@ -132,8 +132,8 @@ pub fn overhead(sizes: Sizes, only: &[String]) -> Result<()> {
         (chosen(CHAIN_SIDES, only), chosen(GETPID_SIDES, only), chosen(ENOENT_SIDES, only), chosen(BUDGET_SIDES, only));
     let tags = |v: &[(&str, &str)]| v.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(" ");
     crate::setup::apt_packages(PEER_PACKAGES)?;
-    crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
-    let execprof = Path::new("target/release/execprof").canonicalize()?;
+    // The portable build: what ships, and what CI's host tests and guests ran.
+    let execprof = crate::dist::portable_binary(crate::vm::Arch::X86_64)?.canonicalize()?;
     let work = cache_dir().join("overhead");
     if work.exists() {
         std::fs::remove_dir_all(&work)?;

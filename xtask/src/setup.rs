@@ -47,6 +47,8 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "man-db",
     // Debian's package checker, run on both packages.
     "lintian",
+    // A Debian 11 userland (bullseye's glibc 2.31) the portable binary runs in.
+    "debootstrap",
 ];
 
 /// Where the tests' Python readers live: a virtual environment (not the system's Python) with
@@ -59,6 +61,12 @@ const PYTHON_READER_PACKAGES: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2"
 /// [`UNPACKED`], never installed: Debian's `prometheus` (with `promtool`) would start a
 /// Prometheus server on every interface from its maintainer scripts. Its binaries are static.
 pub(crate) const UNPACKED_TEST_PACKAGES: &[&str] = &["prometheus"];
+
+/// Where the portable builds' linker lives: a virtual environment with PyPI's `cargo-zigbuild`
+/// (prebuilt) and `ziglang` (Zig, whose `zig cc` links against the glibc version a target
+/// names: `x86_64-unknown-linux-gnu.2.17`). Pinned: the floor is the same every build.
+pub(crate) const ZIG: &str = "/var/cache/execprof/zig";
+const ZIG_PACKAGES: &[&str] = &["cargo-zigbuild==0.24.1", "ziglang==0.17.1"];
 
 /// What the arm64 cross-build adds (`cargo build --target aarch64-unknown-linux-gnu`): the C
 /// cross toolchain whose `aarch64-linux-gnu-gcc` links the profiler and the built-in chain,
@@ -114,27 +122,38 @@ pub(crate) fn setup(needs: Needs) -> Result<()> {
     }
     if needs != Needs::Build {
         cross_build()?;
+        zig()?;
     }
     toolchain_link()?;
     bpf_linker()
 }
 
-/// [`PYTHON_READERS`], made once: its stamp names the pinned packages it holds.
+/// [`PYTHON_READERS`], made once.
 fn python_readers() -> Result<()> {
-    let venv = Path::new(PYTHON_READERS);
+    venv(PYTHON_READERS, PYTHON_READER_PACKAGES, "the tests read Perfetto traces with Python packages")
+}
+
+/// [`ZIG`], made once.
+fn zig() -> Result<()> {
+    apt_packages(&["python3-venv"])?;
+    venv(ZIG, ZIG_PACKAGES, "the portable builds link with Zig")
+}
+
+/// A Python virtual environment at `dir` holding the pinned `packages`, made once: its stamp
+/// names them. `why` starts the message when it must be made and this is not root.
+fn venv(dir: &str, packages: &[&str], why: &str) -> Result<()> {
+    let venv = Path::new(dir);
     let stamp = venv.join(".execprof-packages");
-    let want = PYTHON_READER_PACKAGES.join(" ");
+    let want = packages.join(" ");
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want) {
         return Ok(());
     }
     if !crate::is_root() {
-        bail!("the tests read Perfetto traces with Python packages in {PYTHON_READERS}; run this as root: cargo xtask setup");
+        bail!("{why} in {dir}; run this as root: cargo xtask setup");
     }
-    eprintln!("xtask: installing {want} into {PYTHON_READERS}");
+    eprintln!("xtask: installing {want} into {dir}");
     run(Command::new("python3").args(["-m", "venv", "--clear"]).arg(venv))?;
-    run(Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", "--no-input"])
-        .args(PYTHON_READER_PACKAGES))?;
+    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", "--no-input"]).args(packages))?;
     std::fs::write(&stamp, format!("{want}\n")).with_context(|| format!("writing {}", stamp.display()))
 }
 

@@ -97,25 +97,18 @@ pub struct TestBinary {
 
 /// Where cargo builds execprof for `arch` (release), as the tests find it.
 pub fn execprof_path(arch: Arch) -> PathBuf {
-    match arch.rust_target() {
-        None => PathBuf::from("target/release/execprof"),
-        Some(target) => Path::new("target").join(target).join("release/execprof"),
-    }
+    crate::dist::binary_path(arch)
 }
 
 /// The test binaries for `arch` and the execprof they run, built and listed (cargo's JSON
-/// messages name each executable): the host's build for x86_64, the cross-build (rustc-web,
-/// which has the target's std; see .cargo/config.toml) for arm64.
+/// messages name each executable): the portable builds ([`crate::dist`]) of both
+/// architectures, so the guests run the execprof that ships.
 pub fn test_binaries(arch: Arch) -> Result<(Vec<TestBinary>, PathBuf)> {
-    let mut cargo = Command::new("cargo");
-    match arch.rust_target() {
-        None => cargo.arg("test"),
-        Some(target) => cargo.args(["+rustc-web", "test", "--target", target]),
-    };
+    let mut cargo = crate::dist::zigbuild(arch, "test")?;
     let execprof = execprof_path(arch);
     // The integration tests' binary (execprof) is built with them.
     let out = cargo
-        .args(["--release", "--no-run", "--message-format=json-render-diagnostics"])
+        .args(["--no-run", "--message-format=json-render-diagnostics"])
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("running cargo test --no-run")?;

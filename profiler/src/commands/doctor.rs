@@ -268,8 +268,25 @@ fn try_uprobe(ebpf: &mut Ebpf) -> Result<String> {
     let p: &mut UProbe = program(ebpf, "doctor_uprobe")?;
     p.load()?;
     let exe = std::fs::read_link("/proc/self/exe").context("finding execprof's own binary")?;
-    p.attach("execprof_doctor_uprobe_target", &exe, UProbeScope::CallingProcess)?;
-    Ok(format!("execprof_doctor_uprobe_target in {}", exe.display()))
+    // By its offset in the file, found from where it is mapped: no symbol table needed, so a
+    // stripped binary, or one whose linker exports no chosen symbol, is probed the same.
+    let maps = std::fs::read_to_string("/proc/self/maps").context("reading /proc/self/maps")?;
+    let offset = file_offset(&maps, execprof_doctor_uprobe_target as *const () as u64)
+        .context("execprof_doctor_uprobe_target is in no file mapping of /proc/self/maps")?;
+    p.attach(offset, &exe, UProbeScope::CallingProcess)?;
+    Ok(format!("execprof_doctor_uprobe_target in {} (file offset {offset:#x})", exe.display()))
+}
+
+/// The file offset of the code at `addr`, from `/proc/PID/maps`'s text: the mapping that holds
+/// it (`START-END PERMS OFFSET DEV INODE PATH`) gives `addr - START + OFFSET`.
+fn file_offset(maps: &str, addr: u64) -> Option<u64> {
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
+        let offset = u64::from_str_radix(fields.nth(1)?, 16).ok()?;
+        (start..end).contains(&addr).then(|| addr - start + offset)
+    })
 }
 
 fn trigger_syscall() {
@@ -379,4 +396,22 @@ pub fn render(r: &DoctorReport) -> String {
         let _ = writeln!(o, "  {p}");
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_functions_file_offset_comes_from_the_mapping_that_holds_it() {
+        let maps = "5555d0000000-5555d0100000 r--p 00000000 08:01 42 /usr/bin/execprof\n\
+                    5555d0100000-5555d0900000 r-xp 00100000 08:01 42 /usr/bin/execprof\n\
+                    7ffd1000000-7ffd1021000 rw-p 00000000 00:00 0 [stack]\n";
+        assert_eq!(file_offset(maps, 0x5555_d012_3450), Some(0x12_3450));
+        assert_eq!(file_offset(maps, 0x5555_d000_0010), Some(0x10));
+        assert_eq!(file_offset(maps, 0x1000), None);
+        // This process's own function, as doctor finds it.
+        let own = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(file_offset(&own, execprof_doctor_uprobe_target as *const () as u64).is_some());
+    }
 }

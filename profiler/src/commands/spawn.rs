@@ -334,8 +334,9 @@ fn spawn(method: Method, spec: &ChildSpec, clone_stack: &mut [u8]) -> Result<lib
 /// chain's program (`child`) as the tiny child.
 pub fn run(methods: &[Method], shape: MemoryShape, iterations: u32, child: &ChainWorkload) -> Result<SpawnReport> {
     // The shared page the child stamps (spawntime.c uses a tmpfile on fd 3).
-    // SAFETY: memfd_create with a valid name.
-    let memfd = unsafe { libc::memfd_create(c"execprof-spawn".as_ptr(), libc::MFD_CLOEXEC) };
+    // SAFETY: memfd_create with a valid name (the raw call: glibc's wrapper is 2.27's, above
+    // the portable builds' floor).
+    let memfd = unsafe { libc::syscall(libc::SYS_memfd_create, c"execprof-spawn".as_ptr(), libc::MFD_CLOEXEC) } as libc::c_int;
     if memfd < 0 {
         bail!("memfd_create failed: {}", std::io::Error::last_os_error());
     }

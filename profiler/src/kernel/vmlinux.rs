@@ -24,8 +24,9 @@ pub(crate) fn types() -> Result<btf_rs::Btf> {
 
 /// `bytes` in an anonymous file (memfd), which btf-rs maps: its pages are freed with the map.
 fn in_memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
-    // SAFETY: memfd_create with a valid name; the descriptor is owned by the File below.
-    let fd = unsafe { libc::memfd_create(c"execprof-btf".as_ptr(), libc::MFD_CLOEXEC) };
+    // SAFETY: memfd_create with a valid name; the descriptor is owned by the File below. The
+    // raw call: glibc's wrapper is 2.27's, above the portable builds' floor.
+    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, c"execprof-btf".as_ptr(), libc::MFD_CLOEXEC) } as libc::c_int;
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -289,8 +289,9 @@ fn work<'env>(
     give_back: &SyncSender<Vec<u8>>,
     shared: &Shared,
 ) -> RunPipeline<'env> {
-    // SAFETY: plain syscall.
-    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain syscall (the raw call: glibc's wrapper is 2.30's, above the portable
+    // builds' floor).
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t;
     set_priority(tid, Priority::Idle);
     block_stop_signals();
     shared.tid.store(tid, Ordering::Release);

@@ -500,8 +500,8 @@ pub fn lab(args: &LabArgs) -> Result<()> {
         );
     }
     let started = Instant::now();
-    crate::run(Command::new("cargo").args(["build", "--release", "--package", "profiler"]))?;
-    let execprof = Path::new("target/release/execprof").canonicalize()?;
+    // The portable build: what ships, and what CI's host tests and guests ran.
+    let execprof = crate::dist::portable_binary(crate::vm::Arch::X86_64)?.canonicalize()?;
     let (source, kernels) = kernels(args)?;
     let out = &args.out;
     if out.exists() {
