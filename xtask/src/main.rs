@@ -20,6 +20,7 @@ mod debian;
 mod dist;
 mod guest;
 mod kernel;
+mod kube;
 mod lab;
 mod overhead;
 mod setup;

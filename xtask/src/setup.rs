@@ -53,9 +53,11 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
 
 /// Where the tests' Python readers live: a virtual environment (not the system's Python) with
 /// PyPI's `perfetto`, whose `perfetto_trace_pb2` is Perfetto's own trace format, parsed by
-/// PyPI's `protobuf`, offline. Pinned, so a test reads with the same protos every time.
+/// PyPI's `protobuf`, offline; and `kubernetes-validate`, which holds the Kubernetes manifests
+/// to the API schemas of each release it bundles (1.25 to 1.37), offline. Pinned, so a test
+/// reads with the same protos and schemas every time.
 pub(crate) const PYTHON_READERS: &str = "/var/cache/execprof/python";
-const PYTHON_READER_PACKAGES: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2"];
+const PYTHON_READER_PACKAGES: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2", "kubernetes-validate==1.37.0"];
 
 /// Programs the tests run against the real consumers of execprof's formats, unpacked under
 /// [`UNPACKED`], never installed: Debian's `prometheus` (with `promtool`) would start a

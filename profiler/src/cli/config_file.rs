@@ -139,6 +139,23 @@ mod tests {
         }
     }
 
+    /// The Kubernetes DaemonSet's agent.toml (its ConfigMap's, in deploy/kubernetes/) is a
+    /// configuration the agent takes, whole command line parsed.
+    #[test]
+    fn the_kubernetes_configmaps_file_is_the_agents_options() {
+        let manifest = include_str!("../../../deploy/kubernetes/execprof.yaml");
+        let start = manifest.find("  agent.toml: |\n").expect("the ConfigMap's agent.toml") + "  agent.toml: |\n".len();
+        let text: String = manifest[start..]
+            .lines()
+            .take_while(|l| l.is_empty() || l.starts_with("    "))
+            .map(|l| format!("{}\n", l.get(4..).unwrap_or_default()))
+            .collect();
+        let options = opts(&text).unwrap();
+        assert_eq!(options, ["--listen=0.0.0.0:9435", "--sample-hz=99"]);
+        let argv = ["execprof", "agent"].into_iter().map(String::from).chain(options);
+        Cli::try_parse_from(argv).unwrap();
+    }
+
     #[test]
     fn bad_files_are_named_with_what_to_do() {
         let e = opts("listen = \n").unwrap_err();
