@@ -37,20 +37,6 @@ pub(crate) fn version() -> String {
     format!("{}-{REVISION}", env!("CARGO_PKG_VERSION"))
 }
 
-/// Builds execprof for `arch` (release) and packs it; returns the package's path.
-pub(crate) fn build(arch: Arch) -> Result<PathBuf> {
-    let exe = release_binary(arch)?;
-    // The man pages and completions come from the host's build: the same clap definitions.
-    let host = if arch == Arch::X86_64 { exe.clone() } else { release_binary(Arch::X86_64)? };
-    pack(arch, &exe, &host)
-}
-
-/// The release build of execprof for `arch`, built if needed: the portable one (glibc
-/// [`crate::dist::GLIBC_FLOOR`] on), so the package installs on older Debian and Ubuntu too.
-pub(crate) fn release_binary(arch: Arch) -> Result<PathBuf> {
-    crate::dist::portable_binary(arch)
-}
-
 /// What `host` (a build of execprof that runs here) writes from its clap definitions: the man
 /// pages (file name, section, text) and the completions (shell, script).
 pub(crate) struct Generated {
@@ -177,7 +163,7 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| format!("setting the mode of {}", path.display()))
 }
 
-fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+pub(crate) fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -152,6 +152,14 @@ pub(crate) fn portable_binary(arch: Arch) -> Result<PathBuf> {
     Ok(binary_path(arch))
 }
 
+/// The portable build for `arch` and the one that runs here (the same for x86_64), whose
+/// man pages and completions a package of `arch` ships: both built if needed.
+pub(crate) fn portable_and_host(arch: Arch) -> Result<(PathBuf, PathBuf)> {
+    let exe = portable_binary(arch)?;
+    let host = if arch == Arch::X86_64 { exe.clone() } else { portable_binary(Arch::X86_64)? };
+    Ok((exe, host))
+}
+
 /// The tarball's name, without `.tar.gz`.
 pub(crate) fn name(arch: Arch) -> String {
     format!("execprof-{}-{}-linux", env!("CARGO_PKG_VERSION"), arch.machine_name())
@@ -211,7 +219,7 @@ pub(crate) fn tarball(arch: Arch, exe: &Path, host: &Path) -> Result<PathBuf> {
 
     let generated = crate::deb::generated(host)?;
     for (file, section, text) in &generated.man_pages {
-        write(&root.join(format!("man/man{section}/{file}")), text)?;
+        crate::deb::write(&root.join(format!("man/man{section}/{file}")), text, 0o644)?;
     }
     for (shell, text) in &generated.completions {
         let file = match *shell {
@@ -219,21 +227,21 @@ pub(crate) fn tarball(arch: Arch, exe: &Path, host: &Path) -> Result<PathBuf> {
             "zsh" => "_execprof",
             _ => "execprof.fish",
         };
-        write(&root.join("completions").join(file), text)?;
+        crate::deb::write(&root.join("completions").join(file), text, 0o644)?;
     }
-    write(&root.join("systemd/execprof-agent.service"), &std::fs::read("packaging/execprof-agent.service")?)?;
-    write(&root.join("agent.toml"), &std::fs::read("packaging/agent.toml")?)?;
+    crate::deb::write(&root.join("systemd/execprof-agent.service"), &std::fs::read("packaging/execprof-agent.service")?, 0o644)?;
+    crate::deb::write(&root.join("agent.toml"), &std::fs::read("packaging/agent.toml")?, 0o644)?;
     for licence in ["LICENSE-APACHE", "LICENSE-MIT", "LICENSE-GPL-2.0"] {
-        write(&root.join(licence), &std::fs::read(licence)?)?;
+        crate::deb::write(&root.join(licence), &std::fs::read(licence)?, 0o644)?;
     }
-    write(&root.join("COPYRIGHT"), crate::deb::copyright_of(arch)?.as_bytes())?;
+    crate::deb::write(&root.join("COPYRIGHT"), crate::deb::copyright_of(arch)?.as_bytes(), 0o644)?;
     let readme = README
         .replace("VERSION", env!("CARGO_PKG_VERSION"))
         .replace("ARCH", arch.machine_name())
         .replace("FLOOR", &GLIBC_FLOOR.to_string());
-    write(&root.join("README"), readme.as_bytes())?;
+    crate::deb::write(&root.join("README"), readme.as_bytes(), 0o644)?;
     let sums = sha256sums(&root)?;
-    write(&root.join("SHA256SUMS"), sums.as_bytes())?;
+    crate::deb::write(&root.join("SHA256SUMS"), sums.as_bytes(), 0o644)?;
 
     let tarball = out.join(format!("{name}.tar.gz"));
     let mtime = format!("@{}", crate::deb::commit_time()?);
@@ -248,16 +256,9 @@ pub(crate) fn tarball(arch: Arch, exe: &Path, host: &Path) -> Result<PathBuf> {
     }
     crate::deb::gzip(&tar.stdout, &tarball)?;
     let sum = sha256(&tarball)?;
-    write(&out.join(format!("{name}.tar.gz.sha256")), format!("{sum}  {name}.tar.gz\n").as_bytes())?;
+    crate::deb::write(&out.join(format!("{name}.tar.gz.sha256")), format!("{sum}  {name}.tar.gz\n").as_bytes(), 0o644)?;
     println!("xtask: built {} (sha256 {sum})", tarball.display());
     Ok(tarball)
-}
-
-fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `sha256sum`'s lines for every file under `root`, by path relative to it, sorted.

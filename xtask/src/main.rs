@@ -206,7 +206,8 @@ fn main() -> ExitCode {
         Task::Ci => setup(Needs::Test).and_then(|()| ci()),
         Task::Deb { arch } => setup(Needs::Package).and_then(|()| {
             let arches = arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]);
-            arches.into_iter().try_for_each(|a| deb::build(a).map(drop))
+            // The portable builds: the package installs on older Debian and Ubuntu too.
+            arches.into_iter().try_for_each(|a| dist::portable_and_host(a).and_then(|(exe, host)| deb::pack(a, &exe, &host)).map(drop))
         }),
         Task::Dist { arch, check } => setup(if check { Needs::Test } else { Needs::Package }).and_then(|()| {
             if check {
