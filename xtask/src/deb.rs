@@ -24,7 +24,7 @@ const PACKAGE: &str = "execprof";
 /// The Debian revision of this packaging of the workspace's version.
 const REVISION: &str = "1";
 /// The maintainer, as the project's commits name it.
-const MAINTAINER: &str = "execprof maintainers <maintainers@users.noreply.a-seed-d63047d5.example>";
+pub(crate) const MAINTAINER: &str = "execprof maintainers <maintainers@users.noreply.a-seed-d63047d5.example>";
 /// Where the packages are written.
 pub(crate) const OUT_DIR: &str = "target/debian";
 /// The agent's unit, as installed.

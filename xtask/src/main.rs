@@ -23,6 +23,7 @@ mod kernel;
 mod kube;
 mod lab;
 mod overhead;
+mod rpm;
 mod setup;
 mod suite;
 mod support;
@@ -72,6 +73,17 @@ enum Task {
         arch: Option<vm::Arch>,
         /// Also check them as CI does: each binary's glibc floor, each tarball's contents and
         /// checksums, and the x86_64 binary run in a Debian 11 userland (debootstrap, cached).
+        #[arg(long)]
+        check: bool,
+    },
+    /// Build the RPMs for the RHEL family (x86_64 and aarch64; the portable builds):
+    /// target/rpm/execprof-VERSION-1.ARCH.rpm.
+    Rpm {
+        /// Only this architecture's package.
+        #[arg(long, value_enum, conflicts_with = "check")]
+        arch: Option<vm::Arch>,
+        /// Also check them as CI does: rpmlint, the glibc floor of their requirements, and the
+        /// x86_64 one installed into a scratch root, verified, run and removed.
         #[arg(long)]
         check: bool,
     },
@@ -215,6 +227,13 @@ fn main() -> ExitCode {
                 dist::ci_checks(&x86, &arm64)
             } else {
                 dist::dist(&arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]))
+            }
+        }),
+        Task::Rpm { arch, check } => setup(Needs::Test).and_then(|()| {
+            if check {
+                rpm::ci_checks(&dist::portable_binary(vm::Arch::X86_64)?, &dist::portable_binary(vm::Arch::Arm64)?)
+            } else {
+                arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]).into_iter().try_for_each(|a| rpm::build(a).map(drop))
             }
         }),
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
@@ -426,10 +445,11 @@ fn ci_guests_prepare() -> Result<GuestsPrepared> {
         _ => {}
     }
     // The portable builds: their glibc floor, the tarballs, the x86_64 one run in Debian 11's
-    // userland. Then both Debian packages, from these builds: lintian, the amd64 one
+    // userland; both RPMs, the x86_64 one installed into a scratch root. Then both Debian packages, from these builds: lintian, the amd64 one
     // installed, used and purged here; the arm64 guest's suite runs the arm64 package's own
     // binary.
     dist::ci_checks(&x86_execprof, &arm64_execprof)?;
+    rpm::ci_checks(&x86_execprof, &arm64_execprof)?;
     let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
     Ok(GuestsPrepared { x86, x86_execprof, arm64, arm64_execprof })
 }

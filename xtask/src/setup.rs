@@ -49,6 +49,9 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     "lintian",
     // A Debian 11 userland (bullseye's glibc 2.31) the portable binary runs in.
     "debootstrap",
+    // The RPMs: rpmbuild packs them, rpmlint checks them, rpm installs one into a scratch root.
+    "rpm",
+    "rpmlint",
 ];
 
 /// Where the tests' Python readers live: a virtual environment (not the system's Python) with
