@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{run, vm::Arch};
+use crate::{deb::output, run, vm::Arch};
 
 /// Where the packages are written.
 pub(crate) const OUT_DIR: &str = "target/rpm";
@@ -30,9 +30,7 @@ pub(crate) fn file_name(arch: Arch) -> String {
 
 /// Builds the portable execprof for `arch` and packs it; returns the package's path.
 pub(crate) fn build(arch: Arch) -> Result<PathBuf> {
-    let exe = crate::dist::portable_binary(arch)?;
-    // The man pages and completions come from a build that runs here: the same definitions.
-    let host = if arch == Arch::X86_64 { exe.clone() } else { crate::dist::portable_binary(Arch::X86_64)? };
+    let (exe, host) = crate::dist::portable_and_host(arch)?;
     pack(arch, &exe, &host)
 }
 
@@ -298,14 +296,6 @@ fn scratch_install(package: &Path) -> Result<()> {
         package.display()
     );
     Ok(())
-}
-
-fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?} failed ({}): {}{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]
