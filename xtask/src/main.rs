@@ -19,6 +19,7 @@ mod deb;
 mod debian;
 mod dist;
 mod guest;
+mod image;
 mod kernel;
 mod kube;
 mod lab;
@@ -84,6 +85,14 @@ enum Task {
         arch: Option<vm::Arch>,
         /// Also check them as CI does: rpmlint, the glibc floor of their requirements, and the
         /// x86_64 one installed into a scratch root, verified, run and removed.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Build the agent's OCI image for amd64 and arm64 from scratch (the portable builds and
+    /// the glibc files they link, from Debian's libc6): target/image/execprof-VERSION.oci.tar.
+    Image {
+        /// Also check it as CI does: the index's platforms, and real podman running the agent
+        /// from it, counting the known execs of two other containers exactly.
         #[arg(long)]
         check: bool,
     },
@@ -234,6 +243,14 @@ fn main() -> ExitCode {
                 rpm::ci_checks(&dist::portable_binary(vm::Arch::X86_64)?, &dist::portable_binary(vm::Arch::Arm64)?)
             } else {
                 arch.map_or(vec![vm::Arch::X86_64, vm::Arch::Arm64], |a| vec![a]).into_iter().try_for_each(|a| rpm::build(a).map(drop))
+            }
+        }),
+        Task::Image { check } => setup(Needs::Test).and_then(|()| {
+            let (x86, arm64) = (dist::portable_binary(vm::Arch::X86_64)?, dist::portable_binary(vm::Arch::Arm64)?);
+            if check {
+                image::ci_checks(&x86, &arm64)
+            } else {
+                image::build(&[(vm::Arch::X86_64, x86), (vm::Arch::Arm64, arm64)]).map(drop)
             }
         }),
         Task::VmSuite { kernel, arch, filter } => setup(Needs::Test).and_then(|()| vm_suite(arch, kernel.as_deref(), filter.as_deref())),
@@ -445,11 +462,13 @@ fn ci_guests_prepare() -> Result<GuestsPrepared> {
         _ => {}
     }
     // The portable builds: their glibc floor, the tarballs, the x86_64 one run in Debian 11's
-    // userland; both RPMs, the x86_64 one installed into a scratch root. Then both Debian packages, from these builds: lintian, the amd64 one
-    // installed, used and purged here; the arm64 guest's suite runs the arm64 package's own
-    // binary.
+    // userland; both RPMs, the x86_64 one installed into a scratch root; the OCI image, its
+    // agent run by podman counting other containers. Then both Debian packages, from these
+    // builds: lintian, the amd64 one installed, used and purged here; the arm64 guest's suite
+    // runs the arm64 package's own binary.
     dist::ci_checks(&x86_execprof, &arm64_execprof)?;
     rpm::ci_checks(&x86_execprof, &arm64_execprof)?;
+    image::ci_checks(&x86_execprof, &arm64_execprof)?;
     let arm64_execprof = deb::ci_checks(&x86_execprof, &arm64_execprof)?;
     Ok(GuestsPrepared { x86, x86_execprof, arm64, arm64_execprof })
 }

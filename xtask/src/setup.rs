@@ -52,6 +52,11 @@ pub(crate) const TEST_PACKAGES: &[&str] = &[
     // The RPMs: rpmbuild packs them, rpmlint checks them, rpm installs one into a scratch root.
     "rpm",
     "rpmlint",
+    // The OCI image: buildah builds it, podman (with runc: crun refuses hybrid cgroup hosts)
+    // runs the agent from it beside other containers.
+    "buildah",
+    "podman",
+    "runc",
 ];
 
 /// Where the tests' Python readers live: a virtual environment (not the system's Python) with

@@ -24,8 +24,8 @@ pub struct CgroupNames {
     /// container's (`session-3.scope`).
     pub unit: String,
     /// A container id: docker (`docker-ID.scope`, `/docker/ID`), containerd
-    /// (`cri-containerd-ID.scope`), CRI-O (`crio-ID.scope`), podman (`libpod-ID.scope`), or
-    /// a Kubernetes cgroupfs leaf under its pod.
+    /// (`cri-containerd-ID.scope`), CRI-O (`crio-ID.scope`, `crio-ID`), podman
+    /// (`libpod-ID.scope`, `libpod-ID`), or a Kubernetes cgroupfs leaf under its pod.
     pub container: String,
     /// A Kubernetes pod uid (`kubepods-…-podUID.slice`, `/kubepods/…/podUID`), with dashes.
     pub pod: String,
@@ -46,6 +46,9 @@ impl CgroupNames {
                 } else {
                     names.unit = (*part).to_owned();
                 }
+            } else if let Some(id) = CONTAINER_SCOPES.iter().find_map(|p| part.strip_prefix(p)).filter(|id| is_container_id(id)) {
+                // cgroupfs driver: podman's /libpod_parent/libpod-ID, CRI-O's crio-ID.
+                names.container = id.to_owned();
             } else if part.ends_with(".service") {
                 names.unit = (*part).to_owned();
             } else if let Some(uid) = pod_uid(part) {
@@ -250,6 +253,9 @@ mod tests {
             ),
             (&format!("/kubepods/burstable/pod{uid}/{id}"), ("", &id, uid)),
             (&format!("/machine.slice/libpod-{id}.scope/container"), ("", &id, "")),
+            (&format!("/libpod_parent/libpod-{id}"), ("", &id, "")),
+            (&format!("/kubepods/besteffort/pod{uid}/crio-{id}"), ("", &id, uid)),
+            ("/libpod_parent/libpod-conmon", ("", "", "")),
             ("/", ("", "", "")),
             ("unknown_cgroup_id:42", ("", "", "")),
             ("/execprof-agent-known-12", ("", "", "")),

@@ -19,6 +19,7 @@ use crate::{
     analysis::aggregates::{MissCounts, SeriesKey, Totals, call_of, missed_directory, other_series, outcome_name},
     kernel::aggregates::AggregateMaps,
     model::names::escape_name,
+    source::mounts::Mounts,
 };
 
 /// One read's growth: per series, what was added since the read before.
@@ -302,27 +303,40 @@ impl Names {
     }
 
     /// Finds the paths of the programs of `entries` not named yet: the path the kernel read
-    /// from the program's file when the entry was made (below the mount point of its file
-    /// system), else the executable of the process that made the entry if it still runs that
+    /// from the program's file when the entry was made, as the process that made the entry
+    /// sees it (through its mount table: [`Mounts`]), else the executable of the process that made the entry if it still runs that
     /// program. A program found neither way is named by the comm of its first caller,
     /// `comm:NAME`, and keeps that name, so a series keeps one name.
     fn learn_programs(&mut self, entries: &[(AggKey, &AggValue)]) {
+        // Programs whose process is gone are named after the live ones, which show the mount
+        // namespaces (containers) their file systems were seen in.
+        let mut gone = Vec::new();
         for (key, value) in entries {
             let id = (key.dev, key.ino, key.generation);
             if key.flags & key_flags::NO_PROGRAM != 0 || self.programs.contains_key(&id) {
                 continue;
             }
-            let from_kernel = kernel_path(&value.path).map(|p| match p {
-                KernelPath::Whole(below) => format!("{}{below}", self.mounts.point(user_dev(key.dev))),
-                KernelPath::Tail(tail) => tail,
-            });
-            let from_proc = || match exe_of(value.first_tgid) {
-                Some((dev, ino, path)) if (dev, ino) == (user_dev(key.dev), key.ino) => Some(path),
-                _ => None,
+            let path = match kernel_path(&value.path) {
+                Some(KernelPath::Whole(below)) => match self.mounts.own_path(user_dev(key.dev), &below, value.first_tgid) {
+                    Some(path) => Some(path),
+                    None => {
+                        gone.push((id, below));
+                        continue;
+                    }
+                },
+                Some(KernelPath::Tail(tail)) => Some(tail),
+                None => match exe_of(value.first_tgid) {
+                    Some((dev, ino, path)) if (dev, ino) == (user_dev(key.dev), key.ino) => Some(path),
+                    _ => None,
+                },
             };
-            if let Some(path) = from_kernel.or_else(from_proc) {
+            if let Some(path) = path {
                 self.programs.insert(id, path);
             }
+        }
+        for (id, below) in gone {
+            let path = self.mounts.known_path(user_dev(id.0), &below);
+            self.programs.entry(id).or_insert(path);
         }
     }
 
@@ -377,44 +391,6 @@ fn kernel_path(p: &ProgramPath) -> Option<KernelPath> {
     Some(if p.flags & path_flags::ROOT_REACHED != 0 { KernelPath::Whole(path) } else { KernelPath::Tail(format!("…{path}")) })
 }
 
-/// Where each file system is mounted (its root, `/proc/self/mountinfo`), by device.
-#[derive(Default)]
-struct Mounts {
-    points: HashMap<u64, String>,
-    read: Option<Instant>,
-}
-
-impl Mounts {
-    /// The mount point of the file system on `dev` ("" for `/`), read again on a miss at
-    /// most once a second; `DEV:` (major:minor) when it is not mounted with its root anywhere.
-    fn point(&mut self, dev: u64) -> String {
-        if !self.points.contains_key(&dev) && self.read.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            self.read = Some(Instant::now());
-            self.points = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
-        }
-        match self.points.get(&dev) {
-            Some(p) => p.clone(),
-            None => format!("{}:{}:", libc::major(dev), libc::minor(dev)),
-        }
-    }
-}
-
-/// Mount points of file systems mounted with their root, by device; the first one listed.
-fn parse_mountinfo(text: &str) -> HashMap<u64, String> {
-    let mut out = HashMap::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(devno), Some(root), Some(point)) = (f.get(2), f.get(3), f.get(4)) else { continue };
-        let Some((major, minor)) = devno.split_once(':') else { continue };
-        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
-        if *root == "/" {
-            let point = if *point == "/" { String::new() } else { crate::kernel::scope::unescape_mount(point) };
-            out.entry(libc::makedev(major, minor)).or_insert(point);
-        }
-    }
-    out
-}
-
 /// A kernel `dev_t` (`MKDEV`: major << 20 | minor) as `stat` gives it.
 fn user_dev(kernel_dev: u32) -> u64 {
     libc::makedev(kernel_dev >> 20, kernel_dev & 0xf_ffff)
@@ -455,15 +431,6 @@ mod tests {
         assert_eq!(kernel_path(&path_of(&[], 0)), None);
         // A hostile name is escaped.
         assert_eq!(kernel_path(&path_of(&["a\x1b[2Jb"], path_flags::ROOT_REACHED)), Some(KernelPath::Whole("/a\\x1b[2Jb".into())));
-    }
-
-    #[test]
-    fn mount_points_come_from_mountinfo() {
-        let text = "22 1 254:0 / / rw - ext4 /dev/vda rw\n30 22 0:25 / /sys/fs/cgroup/unified rw - cgroup2 none rw\n31 22 254:0 /srv /mnt/srv rw - ext4 /dev/vda rw\n32 22 8:1 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n";
-        let m = parse_mountinfo(text);
-        assert_eq!(m[&libc::makedev(254, 0)], "");
-        assert_eq!(m[&libc::makedev(8, 1)], "/mnt/with space");
-        assert_eq!(m.len(), 3, "a bind mount of a subdirectory is not a file system's root");
     }
 
     #[test]

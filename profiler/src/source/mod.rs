@@ -1,10 +1,13 @@
 //! Where records come from: the live ring buffer (`live`, with the tracer) and a recording
 //! read back (`replay`), and the agent's in-kernel aggregates read on an interval
-//! (`aggregates`). Both hand records to the same pipeline.
+//! (`aggregates`, naming programs through the mount table of the process that ran them:
+//! `mounts`). Both hand records to the same pipeline.
 #[cfg(feature = "tracer")]
 pub(crate) mod aggregates;
 #[cfg(feature = "tracer")]
 pub(crate) mod backlog;
 #[cfg(feature = "tracer")]
 pub(crate) mod live;
+#[cfg(feature = "tracer")]
+mod mounts;
 pub mod replay;

@@ -1,0 +1,507 @@
+//! `cargo xtask image`: the agent's OCI image, for amd64 and arm64, as one archive
+//! `target/image/execprof-VERSION.oci.tar` (an OCI image index over both).
+//!
+//! Built from scratch, pulling from no registry: each architecture's image holds the portable
+//! execprof (stripped), the five glibc files it links (the loader, libc, libm, libpthread,
+//! libdl) taken from Debian's `libc6` of that architecture, the agent's configuration file,
+//! and the licences of both. Its entrypoint is `/usr/bin/execprof`, its command
+//! `agent --config /etc/execprof/agent.toml`; it carries the OCI annotations
+//! (`org.opencontainers.image.*`: title, description, version, revision, created, licences,
+//! authors) as
+//! annotations and labels. buildah (Debian's) makes it, in a store of its own under
+//! target/image/ (the vfs driver: no overlay mounts, nothing in the machine's own store).
+//!
+//! CI checks it ([`ci_checks`]): the index names both platforms; real podman loads the archive
+//! into a scratch store and runs the agent from it in a container with the host's pid
+//! namespace, read-only, with the DaemonSet's capabilities and host paths; two *other* podman
+//! containers (replicas of one scratch image holding the seed's `t`) each make a known number
+//! of execs; the agent's endpoint, scraped, counts exactly those under each container's name
+//! and the program's path inside the container.
+use std::{
+    collections::BTreeMap,
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{deb, run, vm::Arch};
+
+/// Where `cargo xtask image` writes.
+pub(crate) const OUT_DIR: &str = "target/image";
+
+/// The image's name in the stores, and in the archive's index (`execprof:VERSION`).
+const NAME: &str = "localhost/execprof";
+
+/// The archive `cargo xtask image` writes.
+pub(crate) fn archive() -> PathBuf {
+    Path::new(OUT_DIR).join(format!("execprof-{}.oci.tar", env!("CARGO_PKG_VERSION")))
+}
+
+/// A container store of buildah's and podman's own (`--root`, `--runroot`).
+struct Store {
+    root: PathBuf,
+    runroot: PathBuf,
+    /// `vfs` to build (no mounts), `overlay` to run containers as runtimes do by default.
+    driver: &'static str,
+}
+
+impl Store {
+    /// The store under target/image/NAME, emptied first when `fresh`.
+    fn new(name: &str, driver: &'static str, fresh: bool) -> Result<Store> {
+        let dir = std::path::absolute(Path::new(OUT_DIR).join(name))?;
+        let store = Store { root: dir.join("root"), runroot: dir.join("run"), driver };
+        if fresh && driver == "overlay" {
+            // Containers left by a run that was killed hold overlay mounts in the store.
+            let _ = store.podman().args(["rm", "--all", "--force"]).output();
+            let _ = Command::new("umount").arg("-R").arg(dir.join("root/overlay")).output();
+        }
+        if fresh && dir.exists() {
+            // buildah's and podman's vfs layers may hold read-only directories.
+            let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&dir).status();
+            std::fs::remove_dir_all(&dir).with_context(|| format!("emptying the container store {}", dir.display()))?;
+        }
+        Ok(store)
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.arg("--root").arg(&self.root).arg("--runroot").arg(&self.runroot).args(["--storage-driver", self.driver]);
+        if program == "podman" {
+            // Hybrid cgroup hosts (this kind of machine): systemd's manager and crun refuse
+            // them; cgroupfs and runc work everywhere.
+            cmd.args(["--cgroup-manager", "cgroupfs", "--runtime", "runc", "--events-backend", "file"]);
+        }
+        cmd
+    }
+
+    fn buildah(&self) -> Command {
+        self.command("buildah")
+    }
+
+    fn podman(&self) -> Command {
+        self.command("podman")
+    }
+}
+
+/// The Debian multiarch directory of `arch`'s libraries.
+fn multiarch(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "x86_64-linux-gnu",
+        Arch::Arm64 => "aarch64-linux-gnu",
+    }
+}
+
+/// The OCI platform's architecture.
+fn oci_arch(arch: Arch) -> &'static str {
+    arch.debian()
+}
+
+/// What `exe` loads: its program interpreter (`/lib64/ld-linux-x86-64.so.2`) and the
+/// libraries it names (`libc.so.6`), from `readelf`.
+fn dynamic_needs(exe: &Path) -> Result<(String, Vec<String>)> {
+    let text = deb::output(Command::new("readelf").args(["-d", "-l", "-W"]).arg(exe))?;
+    let interp = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("[Requesting program interpreter: ")?.strip_suffix(']'))
+        .with_context(|| format!("{} has no program interpreter: not the dynamically linked portable build", exe.display()))?;
+    let libs = text.lines().filter_map(|l| l.split_once("Shared library: [")?.1.strip_suffix(']')).map(str::to_owned).collect();
+    Ok((interp.to_owned(), libs))
+}
+
+/// The image's file tree for `arch` under target/image/rootfs-ARCH, from the portable build
+/// `exe`.
+fn rootfs(arch: Arch, exe: &Path) -> Result<PathBuf> {
+    let root = Path::new(OUT_DIR).join(format!("rootfs-{}", arch.debian()));
+    if root.exists() {
+        std::fs::remove_dir_all(&root)?;
+    }
+    let bin = root.join("usr/bin/execprof");
+    std::fs::create_dir_all(bin.parent().expect("a parent"))?;
+    std::fs::copy(exe, &bin).with_context(|| format!("copying {}", exe.display()))?;
+    deb::strip(arch, &bin)?;
+    let libc6 = crate::vm::fetch_package(&arch.package("libc6"))?.join("root");
+    let (interp, libs) = dynamic_needs(exe)?;
+    let found = |name: &str| {
+        ["lib", "usr/lib"].iter().map(|d| libc6.join(d).join(multiarch(arch)).join(name)).find(|p| p.exists()).with_context(|| {
+            format!("{name} (which execprof links) is not in Debian's libc6 for {} under {}", arch.debian(), libc6.display())
+        })
+    };
+    for lib in &libs {
+        deb::write(&root.join("lib").join(multiarch(arch)).join(lib), &std::fs::read(found(lib)?)?, 0o755)?;
+    }
+    let interp_name = Path::new(&interp).file_name().and_then(|n| n.to_str()).context("the interpreter's file name")?;
+    deb::write(&root.join(interp.trim_start_matches('/')), &std::fs::read(found(interp_name)?)?, 0o755)?;
+    deb::write(&root.join("etc/execprof/agent.toml"), &std::fs::read("packaging/agent.toml")?, 0o644)?;
+    deb::write(&root.join("usr/share/doc/execprof/copyright"), deb::copyright_of(arch)?.as_bytes(), 0o644)?;
+    deb::write(&root.join("usr/share/doc/libc6/copyright"), &std::fs::read(libc6.join("usr/share/doc/libc6/copyright"))?, 0o644)?;
+    // The agent writes nothing; /tmp is there for a volume (the DaemonSet's emptyDir).
+    std::fs::create_dir_all(root.join("tmp"))?;
+    Ok(root)
+}
+
+/// The OCI annotations of the image (`org.opencontainers.image.*`).
+fn annotations() -> Result<Vec<(&'static str, String)>> {
+    let revision = deb::output(Command::new("git").args(["rev-parse", "HEAD"]))?.trim().to_owned();
+    let created = deb::output(Command::new("git").args(["log", "-1", "--format=%cI"]))?.trim().to_owned();
+    Ok(vec![
+        ("org.opencontainers.image.title", "execprof".to_owned()),
+        (
+            "org.opencontainers.image.description",
+            "execprof's agent: exec attempts counted in the kernel, served as Prometheus metrics".to_owned(),
+        ),
+        ("org.opencontainers.image.version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("org.opencontainers.image.revision", revision),
+        ("org.opencontainers.image.created", created),
+        ("org.opencontainers.image.licenses", env!("CARGO_PKG_LICENSE").to_owned()),
+        ("org.opencontainers.image.authors", deb::MAINTAINER.to_owned()),
+    ])
+}
+
+/// One architecture's image, committed to `store` as `NAME:VERSION-ARCH`.
+fn build_one(store: &Store, arch: Arch, exe: &Path) -> Result<String> {
+    let root = rootfs(arch, exe)?;
+    let tag = format!("{NAME}:{}-{}", env!("CARGO_PKG_VERSION"), oci_arch(arch));
+    let ctr = deb::output(store.buildah().args(["from", "--arch", oci_arch(arch), "--os", "linux", "scratch"]))?.trim().to_owned();
+    let built = (|| -> Result<()> {
+        deb::output(store.buildah().args(["add", "--chown", "0:0", &ctr]).arg(std::path::absolute(&root)?).arg("/"))?;
+        let mut config = store.buildah();
+        config.args(["config", "--arch", oci_arch(arch), "--os", "linux"]);
+        config.args(["--entrypoint", r#"["/usr/bin/execprof"]"#, "--cmd", "agent --config /etc/execprof/agent.toml"]);
+        config.args(["--user", "0:0", "--workingdir", "/", "--port", "9435/tcp", "--env", "PATH=/usr/bin"]);
+        config.args(["--created-by", "cargo xtask image"]);
+        for (k, v) in annotations()? {
+            config.arg("--annotation").arg(format!("{k}={v}")).arg("--label").arg(format!("{k}={v}"));
+        }
+        run(config.arg(&ctr))?;
+        let timestamp = deb::commit_time()?.to_string();
+        deb::output(store.buildah().args(["commit", "--quiet", "--format", "oci", "--timestamp", &timestamp, &ctr, &tag])).map(drop)
+    })();
+    let _ = store.buildah().args(["rm", &ctr]).output();
+    built.with_context(|| format!("building the {} image with buildah", oci_arch(arch)))?;
+    Ok(tag)
+}
+
+/// Builds the image for `arches` from their portable builds and writes [`archive`]: an OCI
+/// image index over them.
+pub(crate) fn build(arches: &[(Arch, PathBuf)]) -> Result<PathBuf> {
+    let store = Store::new("build-store", "vfs", true)?;
+    let list = format!("{NAME}:{}", env!("CARGO_PKG_VERSION"));
+    deb::output(store.buildah().args(["manifest", "create", &list]))?;
+    for (arch, exe) in arches {
+        let tag = build_one(&store, *arch, exe)?;
+        deb::output(store.buildah().args(["manifest", "add", &list, &tag]))?;
+    }
+    let out = archive();
+    let _ = std::fs::remove_file(&out);
+    let dest = format!("oci-archive:{}:execprof:{}", std::path::absolute(&out)?.display(), env!("CARGO_PKG_VERSION"));
+    run(store.buildah().args(["manifest", "push", "--quiet", "--all", &list, &dest]))?;
+    let size = std::fs::metadata(&out)?.len();
+    println!(
+        "xtask: {} ({:.1} MB; {})",
+        out.display(),
+        size as f64 / 1e6,
+        arches.iter().map(|(a, _)| oci_arch(*a)).collect::<Vec<_>>().join(", ")
+    );
+    Ok(out)
+}
+
+/// The platforms (`linux/amd64`) the archive's index names.
+fn index_platforms(archive: &Path) -> Result<Vec<String>> {
+    let index = deb::output(Command::new("tar").arg("-xOf").arg(archive).arg("index.json"))?;
+    let index: serde_json::Value = serde_json::from_str(&index).context("the archive's index.json")?;
+    // buildah writes an index whose one manifest is the image index of the list.
+    let mut platforms = Vec::new();
+    let mut pending: Vec<serde_json::Value> = index["manifests"].as_array().cloned().unwrap_or_default();
+    while let Some(m) = pending.pop() {
+        if let Some(p) = m.get("platform") {
+            platforms.push(format!("{}/{}", p["os"].as_str().unwrap_or("?"), p["architecture"].as_str().unwrap_or("?")));
+        } else if m["mediaType"] == "application/vnd.oci.image.index.v1+json" {
+            let digest = m["digest"].as_str().context("an index entry without a digest")?.replace(':', "/");
+            let nested = deb::output(Command::new("tar").arg("-xOf").arg(archive).arg(format!("blobs/{digest}")))?;
+            let nested: serde_json::Value = serde_json::from_str(&nested)?;
+            pending.extend(nested["manifests"].as_array().cloned().unwrap_or_default());
+        }
+    }
+    platforms.sort();
+    Ok(platforms)
+}
+
+/// A free TCP port on 127.0.0.1.
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// `GET http://127.0.0.1:PORT/PATH`'s body, by curl-less plain HTTP/1.0.
+fn http_get(port: u16, path: &str) -> Result<String> {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").context("an HTTP answer without a body")?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!("GET {path}: {}", head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_owned())
+}
+
+/// The seed's `t` (Linus's exec benchmark), linked statically for the workload image.
+const SEED_T: &str = r#"#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv, char **envp) {
+    char buffer[12]; int n;
+    if (argc != 2) return 1;
+    n = atoi(argv[1]);
+    if (n <= 0) return 0;
+    snprintf(buffer, sizeof(buffer), "%d", n-1);
+    argv[1] = buffer;
+    execvpe("t", argv, envp);
+    return 3;
+}
+"#;
+
+/// The workload container's first process: runs `t STEPS` by a PATH search, then waits to be
+/// stopped, so the container (and its cgroup) is there when the agent names what it counted.
+const HOLD: &str = r#"#include <stdio.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(void) {
+    int status; pid_t pid = fork();
+    if (pid == 0) { char *argv[] = {"t", "STEPS", 0}; execvp("t", argv); _exit(3); }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0) return 1;
+    puts("done"); fflush(stdout);
+    for (;;) pause();
+}
+"#;
+
+/// Steps each workload container's `t` makes; its PATH has two missing directories before
+/// `/bin`, so each step is two ENOENT and one success.
+const STEPS: u64 = 50;
+
+/// The workload image (`localhost/execprof-test-t`): `/bin/hold` and `/bin/t`,
+/// PATH=/m1:/m2:/bin.
+fn workload_image(store: &Store) -> Result<String> {
+    let dir = std::path::absolute(Path::new(OUT_DIR).join("workload"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("rootfs/bin"))?;
+    for (name, source) in [("t", SEED_T.to_owned()), ("hold", HOLD.replace("STEPS", &STEPS.to_string()))] {
+        let c = dir.join(format!("{name}.c"));
+        std::fs::write(&c, source)?;
+        run(Command::new("gcc").args(["-static", "-O2", "-o"]).arg(dir.join("rootfs/bin").join(name)).arg(&c))?;
+    }
+    let ctr = deb::output(store.buildah().args(["from", "scratch"]))?.trim().to_owned();
+    deb::output(store.buildah().args(["add", &ctr]).arg(dir.join("rootfs")).arg("/"))?;
+    run(store.buildah().args(["config", "--env", "PATH=/m1:/m2:/bin", "--entrypoint", r#"["/bin/hold"]"#, &ctr]))?;
+    let tag = "localhost/execprof-test-t:latest";
+    deb::output(store.buildah().args(["commit", "--quiet", "--rm", &ctr, tag]))?;
+    Ok(tag.to_owned())
+}
+
+/// `execprof_exec_attempts_total`'s samples: labels → value.
+fn attempts(metrics: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    let mut out = Vec::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("execprof_exec_attempts_total{") else { continue };
+        let Some((labels, value)) = rest.rsplit_once("} ") else { continue };
+        let Ok(value) = value.trim().parse::<f64>() else { continue };
+        let mut map = BTreeMap::new();
+        for pair in split_labels(labels) {
+            if let Some((k, v)) = pair.split_once("=\"") {
+                map.insert(k.to_owned(), v.trim_end_matches('"').replace("\\\"", "\"").replace("\\\\", "\\"));
+            }
+        }
+        out.push((map, value));
+    }
+    out
+}
+
+/// `a="x",b="y,z"` → [`a="x"`, `b="y,z"`] (commas inside quotes kept).
+fn split_labels(s: &str) -> Vec<&str> {
+    let (mut out, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// The sum of the attempts whose labels include all of `want`.
+fn sum_where(samples: &[(BTreeMap<String, String>, f64)], want: &[(&str, &str)]) -> f64 {
+    samples.iter().filter(|(l, _)| want.iter().all(|(k, v)| l.get(*k).is_some_and(|x| x == v))).map(|(_, v)| v).sum()
+}
+
+/// CI's checks of the image (see the module's documentation), built from the portable builds
+/// `x86` and `arm64`.
+pub(crate) fn ci_checks(x86: &Path, arm64: &Path) -> Result<()> {
+    let archive = build(&[(Arch::X86_64, x86.to_owned()), (Arch::Arm64, arm64.to_owned())])?;
+    let platforms = index_platforms(&archive)?;
+    if platforms != ["linux/amd64", "linux/arm64"] {
+        bail!("{}'s index names {platforms:?}, not linux/amd64 and linux/arm64", archive.display());
+    }
+    println!("xtask: {}: an OCI index of {}", archive.display(), platforms.join(", "));
+    let store = Store::new("test-store", "overlay", true)?;
+    let loaded = deb::output(store.podman().arg("load").arg("--input").arg(&archive))?;
+    let image =
+        loaded.lines().rev().find_map(|l| l.strip_prefix("Loaded image: ")).context("podman load named no image")?.trim().to_owned();
+    let inspect = deb::output(store.podman().args(["image", "inspect", &image]))?;
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).context("podman image inspect's JSON")?;
+    let (config_arch, annotations) = (&inspect[0]["Architecture"], &inspect[0]["Annotations"]);
+    if config_arch != "amd64" || annotations["org.opencontainers.image.version"] != env!("CARGO_PKG_VERSION") {
+        bail!("podman loaded {image} as {config_arch} with annotations {annotations}: not this machine's amd64 image of this version");
+    }
+    let workload = workload_image(&store)?;
+    let port = free_port()?;
+    let agent = "execprof-test-agent";
+    let _ = store.podman().args(["rm", "--force", agent]).output();
+    // The DaemonSet's pod, as podman runs it: the host's pid namespace, the unit's three
+    // capabilities, a read-only root, the host's BTF, tracefs and cgroup2 mount read-only.
+    let cgroup2 = cgroup2_mount()?;
+    let mut run_agent = store.podman();
+    run_agent.args(["run", "--detach", "--name", agent, "--network", "host", "--pid", "host", "--read-only"]);
+    run_agent.args(["--cap-drop", "ALL", "--cap-add", "SYS_ADMIN,SYSLOG,DAC_READ_SEARCH"]);
+    run_agent.args(["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]);
+    run_agent.args(["--volume", "/sys/kernel/btf:/sys/kernel/btf:ro", "--volume", "/sys/kernel/tracing:/sys/kernel/tracing:ro"]);
+    run_agent.arg("--volume").arg(format!("{}:/sys/fs/cgroup:ro", cgroup2.display()));
+    run_agent.args([&image, "agent", "--listen", &format!("127.0.0.1:{port}"), "--duration", "600"]);
+    deb::output(&mut run_agent).context("podman running the agent's image")?;
+    let result = check_counts(&store, agent, port, &workload);
+    let logs = store
+        .podman()
+        .args(["logs", agent])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout));
+    let _ = store.podman().args(["rm", "--force", "--time", "5", agent]).output();
+    result.with_context(|| format!("the agent's output:\n{}", logs.unwrap_or_default()))
+}
+
+/// The machine's cgroup2 mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts).
+fn cgroup2_mount() -> Result<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")?;
+    mounts
+        .lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let point = pre.split_whitespace().nth(4)?;
+            (post.split_whitespace().next() == Some("cgroup2")).then(|| PathBuf::from(point))
+        })
+        .context("this machine has no cgroup2 hierarchy mounted")
+}
+
+/// Waits for the agent to be ready, runs two replicas of `workload`, and checks the counts the
+/// agent serves for each.
+fn check_counts(store: &Store, agent: &str, port: u16, workload: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http_get(port, "/readyz").is_err() {
+        if Instant::now() > deadline {
+            bail!("the agent in {agent} was not ready on 127.0.0.1:{port} in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let mut replicas = Vec::new();
+    for n in 1..=2 {
+        let name = format!("execprof-test-t-{n}");
+        let _ = store.podman().args(["rm", "--force", "--time", "0", &name]).output();
+        let id = deb::output(store.podman().args([
+            "run",
+            "--detach",
+            "--name",
+            &name,
+            "--network",
+            "none",
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1024:1024",
+            workload,
+        ]))?
+        .trim()
+        .to_owned();
+        replicas.push((name, id));
+    }
+    let result = wait_for_counts(store, port, &replicas);
+    for (name, _) in &replicas {
+        let _ = store.podman().args(["rm", "--force", "--time", "0", name]).output();
+    }
+    result
+}
+
+/// Waits for each replica's `t` to finish and the agent to serve its counts.
+fn wait_for_counts(store: &Store, port: u16, replicas: &[(String, String)]) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (name, _) in replicas {
+        while !deb::output(store.podman().args(["logs", name]))?.contains("done") {
+            if Instant::now() > deadline {
+                bail!("{name}'s t did not finish in 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    let want_enoent = (2 * STEPS) as f64;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = http_get(port, "/metrics")?;
+        let samples = attempts(&metrics);
+        let counts: Vec<(f64, f64)> = replicas
+            .iter()
+            .map(|(_, id)| {
+                let of = |outcome| sum_where(&samples, &[("container", id), ("program", "/bin/t"), ("outcome", outcome)]);
+                (of("enoent"), of("success"))
+            })
+            .collect();
+        if counts.iter().all(|&(enoent, success)| enoent == want_enoent && success == STEPS as f64) {
+            for ((name, _), (enoent, success)) in replicas.iter().zip(&counts) {
+                println!("xtask: the agent in podman counted {name}'s /bin/t: {enoent} ENOENT, {success} successes (exact)");
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let theirs: Vec<String> = metrics
+                .lines()
+                .filter(|l| l.starts_with("execprof_exec_attempts_total") && replicas.iter().any(|(_, id)| l.contains(id.as_str())))
+                .map(str::to_owned)
+                .collect();
+            bail!(
+                "the agent counted {counts:?} (ENOENT, successes) of /bin/t for {:?}, not ({want_enoent}, {STEPS}) each; their series:\n{}",
+                replicas.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                theirs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_read_with_their_labels() {
+        let text = "# TYPE execprof_exec_attempts_total counter\n\
+            execprof_exec_attempts_total{outcome=\"enoent\",program=\"/bin/t\",container=\"a,b\"} 100\n\
+            execprof_exec_attempts_total{outcome=\"success\",program=\"/bin/t\",container=\"a,b\"} 50\n\
+            execprof_exec_attempts_total{outcome=\"enoent\",program=\"/bin/q\\\"x\",container=\"a,b\"} 3\n\
+            execprof_fork_calls_total{container=\"a,b\"} 9\n";
+        let samples = attempts(text);
+        assert_eq!(samples.len(), 3);
+        assert_eq!(sum_where(&samples, &[("container", "a,b"), ("outcome", "enoent")]), 103.0);
+        assert_eq!(sum_where(&samples, &[("program", "/bin/t")]), 150.0);
+        assert_eq!(sum_where(&samples, &[("program", "/bin/q\"x")]), 3.0);
+    }
+}
