@@ -284,7 +284,10 @@ int main(void) {
 /// `/bin`, so each step is two ENOENT and one success.
 const STEPS: u64 = 50;
 
-/// The workload image (`localhost/execprof-test-t`): `/bin/hold` and `/bin/t`,
+/// The workload image's name.
+const WORKLOAD: &str = "localhost/execprof-test-t:latest";
+
+/// The workload image ([`WORKLOAD`]): `/bin/hold` and `/bin/t`,
 /// PATH=/m1:/m2:/bin.
 fn workload_image(store: &Store) -> Result<String> {
     let dir = std::path::absolute(Path::new(OUT_DIR).join("workload"))?;
@@ -298,9 +301,8 @@ fn workload_image(store: &Store) -> Result<String> {
     let ctr = deb::output(store.buildah().args(["from", "scratch"]))?.trim().to_owned();
     deb::output(store.buildah().args(["add", &ctr]).arg(dir.join("rootfs")).arg("/"))?;
     run(store.buildah().args(["config", "--env", "PATH=/m1:/m2:/bin", "--entrypoint", r#"["/bin/hold"]"#, &ctr]))?;
-    let tag = "localhost/execprof-test-t:latest";
-    deb::output(store.buildah().args(["commit", "--quiet", "--rm", &ctr, tag]))?;
-    Ok(tag.to_owned())
+    deb::output(store.buildah().args(["commit", "--quiet", "--rm", &ctr, WORKLOAD]))?;
+    Ok(WORKLOAD.to_owned())
 }
 
 /// `execprof_exec_attempts_total`'s samples: labels → value.
@@ -379,6 +381,9 @@ pub(crate) fn ci_checks(x86: &Path, arm64: &Path) -> Result<()> {
     run_agent.args(["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]);
     run_agent.args(["--volume", "/sys/kernel/btf:/sys/kernel/btf:ro", "--volume", "/sys/kernel/tracing:/sys/kernel/tracing:ro"]);
     run_agent.arg("--volume").arg(format!("{}:/sys/fs/cgroup:ro", cgroup2.display()));
+    // podman's API, which names the containers, where the agent looks for it.
+    let api = ApiService::start(&store)?;
+    run_agent.arg("--volume").arg(format!("{}:/run/podman/podman.sock", api.socket.display()));
     run_agent.args([&image, "agent", "--listen", &format!("127.0.0.1:{port}"), "--duration", "600"]);
     deb::output(&mut run_agent).context("podman running the agent's image")?;
     let result = check_counts(&store, agent, port, &workload);
@@ -388,7 +393,45 @@ pub(crate) fn ci_checks(x86: &Path, arm64: &Path) -> Result<()> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout));
     let _ = store.podman().args(["rm", "--force", "--time", "5", agent]).output();
+    drop(api);
     result.with_context(|| format!("the agent's output:\n{}", logs.unwrap_or_default()))
+}
+
+/// `podman system service` on a socket of the test store's, stopped when dropped.
+struct ApiService {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl ApiService {
+    fn start(store: &Store) -> Result<ApiService> {
+        let socket = store.root.with_file_name("podman.sock");
+        let _ = std::fs::remove_file(&socket);
+        let child = store
+            .podman()
+            .args(["system", "service", "--time", "0"])
+            .arg(format!("unix://{}", socket.display()))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("starting podman system service")?;
+        let service = ApiService { child, socket };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !service.socket.exists() {
+            if Instant::now() > deadline {
+                bail!("podman system service made no socket {} in 30 s", service.socket.display());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(service)
+    }
+}
+
+impl Drop for ApiService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
 }
 
 /// The machine's cgroup2 mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts).
@@ -458,23 +501,35 @@ fn wait_for_counts(store: &Store, port: u16, replicas: &[(String, String)]) -> R
     loop {
         let metrics = http_get(port, "/metrics")?;
         let samples = attempts(&metrics);
+        // Named by podman's API: the container's name, its id and image beside it.
         let counts: Vec<(f64, f64)> = replicas
             .iter()
-            .map(|(_, id)| {
-                let of = |outcome| sum_where(&samples, &[("container", id), ("program", "/bin/t"), ("outcome", outcome)]);
+            .map(|(name, id)| {
+                let of = |outcome| {
+                    let labels = [
+                        ("container", name.as_str()),
+                        ("container_id", id),
+                        ("image", WORKLOAD),
+                        ("program", "/bin/t"),
+                        ("outcome", outcome),
+                    ];
+                    sum_where(&samples, &labels)
+                };
                 (of("enoent"), of("success"))
             })
             .collect();
         if counts.iter().all(|&(enoent, success)| enoent == want_enoent && success == STEPS as f64) {
             for ((name, _), (enoent, success)) in replicas.iter().zip(&counts) {
-                println!("xtask: the agent in podman counted {name}'s /bin/t: {enoent} ENOENT, {success} successes (exact)");
+                println!(
+                    "xtask: the agent in podman counted {enoent} ENOENT and {success} successes of /bin/t under container={name}, image={WORKLOAD} (exact)"
+                );
             }
             return Ok(());
         }
         if Instant::now() > deadline {
             let theirs: Vec<String> = metrics
                 .lines()
-                .filter(|l| l.starts_with("execprof_exec_attempts_total") && replicas.iter().any(|(_, id)| l.contains(id.as_str())))
+                .filter(|l| l.starts_with("execprof_exec_attempts_total") && l.contains("/bin/t"))
                 .map(str::to_owned)
                 .collect();
             bail!(

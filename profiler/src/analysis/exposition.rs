@@ -14,7 +14,10 @@ use std::{
 
 use regex::Regex;
 
-use super::aggregates::{Call, MissCounts, OTHER, SeriesKey, Totals};
+use super::{
+    aggregates::{Call, MissCounts, OTHER, SeriesKey, Totals},
+    containers::{ContainerDirectory, ContainerInfo},
+};
 
 /// Names parsed from a cgroup's path: a systemd unit, a container id, a Kubernetes pod uid
 /// (empty when the path holds none).
@@ -132,6 +135,8 @@ pub struct MetricLabels {
     pub program: String,
     /// Names from the caller's cgroup.
     pub cgroup: CgroupNames,
+    /// What a container runtime says of its container (empty where none named it).
+    pub named: ContainerInfo,
 }
 
 /// A label set's totals and when they last changed.
@@ -160,6 +165,9 @@ pub struct Exposition {
     pub dropped: u64,
     /// Kernel-stack samples inside exec attempts per (outcome, phase).
     pub phase_samples: BTreeMap<(String, String), u64>,
+    /// What the container runtimes said of the containers seen (the agent asks them before a
+    /// container's first figures are added).
+    pub containers: ContainerDirectory,
 }
 
 impl Exposition {
@@ -175,6 +183,7 @@ impl Exposition {
             folded: 0,
             dropped: 0,
             phase_samples: BTreeMap::new(),
+            containers: ContainerDirectory::new(max_series),
         }
     }
 
@@ -183,15 +192,14 @@ impl Exposition {
         if delta.is_empty() {
             return;
         }
-        let mut labels = MetricLabels {
-            call: key.call,
-            outcome: key.outcome.clone(),
-            program: self.programs.label(&key.program),
-            cgroup: CgroupNames::parse(&key.cgroup),
-        };
+        let cgroup = CgroupNames::parse(&key.cgroup);
+        let named = self.containers.get(&cgroup.container).cloned().unwrap_or_default();
+        let mut labels =
+            MetricLabels { call: key.call, outcome: key.outcome.clone(), program: self.programs.label(&key.program), cgroup, named };
         if !self.series.contains_key(&labels) && self.series.len() >= self.max_series {
             self.folded += delta.count;
             labels.cgroup = CgroupNames::default();
+            labels.named = ContainerInfo::default();
             labels.program = OTHER.to_owned();
         }
         let entry = self.series.entry(labels).or_insert_with(|| Labelled { totals: Totals::default(), changed: now });
@@ -272,6 +280,21 @@ mod tests {
 
     fn delta(count: u64) -> Totals {
         Totals { count, timed: count, sum_ns: 1000 * count, ..Totals::default() }
+    }
+
+    #[test]
+    fn containers_a_runtime_named_carry_their_names() {
+        let (named, unnamed) = ("a".repeat(64), "b".repeat(64));
+        let mut e = Exposition::new(ProgramLabels::new(Vec::new(), 10), 100, Duration::from_secs(60));
+        let info = ContainerInfo { name: "web".into(), image: "localhost/web:1".into(), pod: "web-7".into(), namespace: "shop".into() };
+        e.containers.insert(&named, Some(info.clone()));
+        e.containers.insert(&unnamed, None);
+        let now = Instant::now();
+        e.add(&key(&format!("/libpod_parent/libpod-{named}"), "/bin/t", "enoent"), &delta(3), now);
+        e.add(&key(&format!("/libpod_parent/libpod-{unnamed}"), "/bin/t", "enoent"), &delta(4), now);
+        let by_id = |id: &str| e.series.iter().find(|(l, _)| l.cgroup.container == id).map(|(l, t)| (l.named.clone(), t.totals.count));
+        assert_eq!(by_id(&named), Some((info, 3)));
+        assert_eq!(by_id(&unnamed), Some((ContainerInfo::default(), 4)));
     }
 
     #[test]

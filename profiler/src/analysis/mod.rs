@@ -8,6 +8,7 @@ pub mod agreement;
 pub mod attribution;
 pub mod callers;
 pub mod chain;
+pub mod containers;
 pub mod exact;
 pub mod exposition;
 pub mod fastpath;

@@ -16,7 +16,7 @@ use anyhow::{Context as _, Result};
 use crate::{
     analysis::{
         aggregates::AgentTotals,
-        exposition::{Exposition, ProgramLabels},
+        exposition::{CgroupNames, Exposition, ProgramLabels},
         phases::PhaseModel,
         profile_window::{ProfileWindow, StackNames},
     },
@@ -35,7 +35,10 @@ use crate::{
     render::metrics::{MetricsState, OwnFigures},
     report::agent::{AgentLosses, AgentReport, Capacities},
     serve::{Shared, WebConfig},
-    source::aggregates::{AggregateSource, Poll},
+    source::{
+        aggregates::{AggregateSource, Poll},
+        runtimes::Runtimes,
+    },
 };
 
 /// Everything `execprof agent` needs, from its command line.
@@ -340,6 +343,8 @@ struct Endpoint {
     max_totals: u64,
     max_label_sets: u64,
     program_stats: bool,
+    /// The container runtimes asked for the names of the containers seen.
+    runtimes: Runtimes,
 }
 
 impl Endpoint {
@@ -385,7 +390,25 @@ impl Endpoint {
             max_totals: cfg.max_totals as u64,
             max_label_sets: m.max_series as u64,
             program_stats,
+            runtimes: Runtimes::new(),
         })
+    }
+
+    /// Asks the container runtimes about the containers in `poll` not asked about yet, so
+    /// their first figures carry their names.
+    async fn name_containers(&self, poll: &Poll) {
+        let new: std::collections::BTreeSet<String> = {
+            let state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());
+            poll.deltas
+                .iter()
+                .map(|(key, _)| CgroupNames::parse(&key.cgroup).container)
+                .filter(|id| !id.is_empty() && !state.exposition.containers.asked(id))
+                .collect()
+        };
+        for id in new {
+            let info = self.runtimes.ask(&id).await;
+            self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner()).exposition.containers.insert(&id, info);
+        }
     }
 
     /// Folds one read into the metrics.
@@ -474,6 +497,7 @@ async fn watch(
                 last.entries = poll.entries;
                 last.removed += poll.removed;
                 if let Some(endpoint) = endpoint {
+                    endpoint.name_containers(&poll).await;
                     endpoint.update(&poll, &last, totals, tracer);
                 }
                 if tree && tracer.traced_alive() == 0 {

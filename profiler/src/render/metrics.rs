@@ -147,13 +147,28 @@ impl Collector for AgentCollector {
     }
 }
 
-/// A label set as prometheus-client takes it: the empty ones left out.
+/// A label set as prometheus-client takes it: the empty ones left out. `container` and `pod`
+/// are names where a runtime gave them, else the id and uid; `container_id` and `pod_uid` are
+/// always the cgroup path's.
 fn labels(l: &MetricLabels) -> Vec<(&'static str, String)> {
-    [("outcome", &l.outcome), ("program", &l.program), ("unit", &l.cgroup.unit), ("container", &l.cgroup.container), ("pod", &l.cgroup.pod)]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k, v.clone()))
-        .collect()
+    fn or<'a>(name: &'a String, id: &'a String) -> &'a String {
+        if name.is_empty() { id } else { name }
+    }
+    [
+        ("outcome", &l.outcome),
+        ("program", &l.program),
+        ("unit", &l.cgroup.unit),
+        ("container", or(&l.named.name, &l.cgroup.container)),
+        ("container_id", &l.cgroup.container),
+        ("pod", or(&l.named.pod, &l.cgroup.pod)),
+        ("pod_uid", &l.cgroup.pod),
+        ("namespace", &l.named.namespace),
+        ("image", &l.named.image),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| (k, v.clone()))
+    .collect()
 }
 
 /// One counter family from `value` of each series of `call`.

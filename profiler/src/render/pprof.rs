@@ -163,7 +163,8 @@ pub(crate) fn from_window(window: &WindowProfile, hz: u64, time_ns: i64) -> Prof
         let cgroup = CgroupNames::parse(&s.series.cgroup);
         let mut labels =
             vec![("outcome", s.series.outcome.as_str()), ("program", s.series.program.as_str()), ("phase", s.stack.phase.as_str())];
-        for (key, value) in [("unit", &cgroup.unit), ("container", &cgroup.container), ("pod", &cgroup.pod)] {
+        // The ids: `container` and `pod` are names in the metrics, which the runtimes give.
+        for (key, value) in [("unit", &cgroup.unit), ("container_id", &cgroup.container), ("pod_uid", &cgroup.pod)] {
             if !value.is_empty() {
                 labels.push((key, value.as_str()));
             }

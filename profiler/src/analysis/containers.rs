@@ -1,0 +1,136 @@
+//! Containers by name: what a container runtime says of a container id (its name, image, and
+//! the Kubernetes pod, namespace and container name a kubelet labels it with), read from the
+//! runtimes' answers (pure; the agent asks them: `source::runtimes`), kept per id, bounded.
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// What a runtime says of one container.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ContainerInfo {
+    /// The container's name: Kubernetes' `io.kubernetes.container.name`, else the runtime's.
+    pub name: String,
+    /// The image it runs, as the runtime names it (`docker.io/library/busybox:1.36`).
+    pub image: String,
+    /// The Kubernetes pod's name (`io.kubernetes.pod.name`), else "".
+    pub pod: String,
+    /// The pod's namespace (`io.kubernetes.pod.namespace`), else "".
+    pub namespace: String,
+}
+
+/// The CRI labels a kubelet puts on every container it makes.
+const KUBE_CONTAINER: &str = "io.kubernetes.container.name";
+const KUBE_POD: &str = "io.kubernetes.pod.name";
+const KUBE_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+
+impl ContainerInfo {
+    /// From a runtime's name, image and labels (the Kubernetes ones win over its name).
+    fn new(name: &str, image: &str, labels: &serde_json::Map<String, Value>) -> Self {
+        let label = |k: &str| labels.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        let kube_name = label(KUBE_CONTAINER);
+        Self {
+            name: if kube_name.is_empty() { name.trim_start_matches('/').to_owned() } else { kube_name },
+            image: image.to_owned(),
+            pod: label(KUBE_POD),
+            namespace: label(KUBE_NAMESPACE),
+        }
+    }
+
+    /// Docker's and podman's `GET /containers/ID/json` (the Docker API, which podman serves
+    /// too): `Name` (`/web-1`), `Config.Image`, `Config.Labels`.
+    pub fn from_docker(json: &str) -> Option<Self> {
+        let v: Value = serde_json::from_str(json).ok()?;
+        let name = v["Name"].as_str()?;
+        let image = v["Config"]["Image"].as_str().or_else(|| v["ImageName"].as_str()).unwrap_or("");
+        let empty = serde_json::Map::new();
+        Some(Self::new(name, image, v["Config"]["Labels"].as_object().unwrap_or(&empty)))
+    }
+
+    /// CRI-O's `GET /containers/ID` (its info endpoint): `name`, `image`, `labels`.
+    pub fn from_crio(json: &str) -> Option<Self> {
+        let v: Value = serde_json::from_str(json).ok()?;
+        let name = v["name"].as_str()?;
+        let empty = serde_json::Map::new();
+        Some(Self::new(name, v["image"].as_str().unwrap_or(""), v["labels"].as_object().unwrap_or(&empty)))
+    }
+
+    /// From containerd's container record: its image and labels (a container made by `ctr`
+    /// or a kubelet has no other name than its id and the Kubernetes labels).
+    pub fn from_labels(id: &str, image: &str, labels: &serde_json::Map<String, Value>) -> Self {
+        Self::new(id, image, labels)
+    }
+}
+
+/// What the runtimes said of each container id seen; an id no runtime named is kept as such
+/// (asked once). Bounded: past `capacity` ids it starts again.
+#[derive(Debug, Default)]
+pub struct ContainerDirectory {
+    known: HashMap<String, Option<ContainerInfo>>,
+    capacity: usize,
+}
+
+impl ContainerDirectory {
+    /// Holds at most `capacity` ids.
+    pub fn new(capacity: usize) -> Self {
+        Self { known: HashMap::new(), capacity }
+    }
+
+    /// Whether `id` was asked about already.
+    pub fn asked(&self, id: &str) -> bool {
+        self.known.contains_key(id)
+    }
+
+    /// What a runtime said of `id`, if one named it.
+    pub fn get(&self, id: &str) -> Option<&ContainerInfo> {
+        self.known.get(id).and_then(Option::as_ref)
+    }
+
+    /// Records the answer for `id` (None: no runtime named it).
+    pub fn insert(&mut self, id: &str, info: Option<ContainerInfo>) {
+        if self.known.len() >= self.capacity {
+            self.known.clear();
+        }
+        self.known.insert(id.to_owned(), info);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_and_podman_answers_give_names_and_images() {
+        let podman = r#"{"Id":"abc","Name":"web-1","ImageName":"localhost/web:1","Config":{"Image":"localhost/web:1","Labels":null}}"#;
+        assert_eq!(
+            ContainerInfo::from_docker(podman).unwrap(),
+            ContainerInfo { name: "web-1".into(), image: "localhost/web:1".into(), pod: "".into(), namespace: "".into() }
+        );
+        let docker = r#"{"Name":"/k8s_app_web-7_shop_uid_0","Config":{"Image":"registry/app:2","Labels":{"io.kubernetes.container.name":"app","io.kubernetes.pod.name":"web-7","io.kubernetes.pod.namespace":"shop"}}}"#;
+        assert_eq!(
+            ContainerInfo::from_docker(docker).unwrap(),
+            ContainerInfo { name: "app".into(), image: "registry/app:2".into(), pod: "web-7".into(), namespace: "shop".into() }
+        );
+        assert_eq!(ContainerInfo::from_docker(r#"{"message":"no such container"}"#), None);
+        assert_eq!(ContainerInfo::from_docker("not json"), None);
+    }
+
+    #[test]
+    fn crio_answers_give_kubernetes_names() {
+        let crio = r#"{"name":"k8s_app_web-7_shop_uid_0","image":"registry/app:2","labels":{"io.kubernetes.container.name":"app","io.kubernetes.pod.name":"web-7","io.kubernetes.pod.namespace":"shop"}}"#;
+        assert_eq!(
+            ContainerInfo::from_crio(crio).unwrap(),
+            ContainerInfo { name: "app".into(), image: "registry/app:2".into(), pod: "web-7".into(), namespace: "shop".into() }
+        );
+    }
+
+    #[test]
+    fn the_directory_is_bounded_and_remembers_unnamed_ids() {
+        let mut d = ContainerDirectory::new(2);
+        d.insert("a", None);
+        assert!(d.asked("a") && d.get("a").is_none());
+        d.insert("b", Some(ContainerInfo { name: "b".into(), ..Default::default() }));
+        assert_eq!(d.get("b").unwrap().name, "b");
+        d.insert("c", None);
+        assert!(!d.asked("a") && d.asked("c"));
+    }
+}
