@@ -540,20 +540,20 @@ fn a_bimodal_exec_workload_is_flagged_with_its_modes() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let success = v["analysis"]["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == "success").unwrap();
     let modes = success["modes"].as_array().unwrap();
-    // Here two modes. In the guests the plain execs may split again: on arm64 6.1 under TCG
-    // they came out at ~3 and ~10 ms in one run of three (the long ones ~96 ms).
-    if execprof::testing::slowdown() > 1 {
-        assert!(modes.len() >= 2, "{success}");
-    } else {
-        assert_eq!(modes.len(), 2, "{success}");
-    }
-    // The plain execs' mode is the first: where they split again, the second is theirs too.
-    let (short, long) = (&modes[0], &modes[modes.len() - 1]);
+    // Two modes at least. The plain execs may split again where the machine is busy: on arm64
+    // 6.1 under TCG they came out at ~3 and ~10 ms in one run of three (the long ones ~96 ms),
+    // and on a host loaded by builds beside the test at 0.1 and 5.9 ms (the long ones 10 ms).
+    assert!(modes.len() >= 2, "{success}");
+    // The plain execs' modes below the widest gap between neighbouring modes, the long ones'
+    // above it (either may have split in two).
+    let ns: Vec<f64> = modes.iter().map(|m| m["ns"].as_f64().unwrap()).collect();
+    let split = (1..ns.len()).max_by(|&a, &b| (ns[a] / ns[a - 1]).total_cmp(&(ns[b] / ns[b - 1]))).unwrap();
     // Under emulation a plain exec is dearer relative to copying (6× apart on 6.12/TCG, 70× here).
     let apart = if execprof::testing::slowdown() > 1 { 3.0 } else { 10.0 };
-    assert!(long["ns"].as_f64().unwrap() > apart * short["ns"].as_f64().unwrap(), "{modes:?}");
+    assert!(ns[split] > apart * ns[split - 1], "{modes:?}");
     // A quarter of the execs (1 in 3 of the loop's, beside the shell's own): 20-30%.
-    assert!((0.15..0.35).contains(&long["weight"].as_f64().unwrap()), "{modes:?}");
+    let long_weight: f64 = modes[split..].iter().map(|m| m["weight"].as_f64().unwrap()).sum();
+    assert!((0.15..0.35).contains(&long_weight), "{modes:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("MULTIMODAL: {} modes", modes.len())), "the report says so");
 }
 

@@ -384,16 +384,18 @@ pub(crate) fn ci_checks(x86: &Path, arm64: &Path) -> Result<()> {
     // podman's API, which names the containers, where the agent looks for it.
     let api = ApiService::start(&store)?;
     run_agent.arg("--volume").arg(format!("{}:/run/podman/podman.sock", api.socket.display()));
+    let containerd = Containerd::start()?;
+    run_agent.arg("--volume").arg(format!("{}:/run/containerd/containerd.sock", containerd.socket.display()));
     run_agent.args([&image, "agent", "--listen", &format!("127.0.0.1:{port}"), "--duration", "600"]);
     deb::output(&mut run_agent).context("podman running the agent's image")?;
-    let result = check_counts(&store, agent, port, &workload);
+    let result = check_counts(&store, &containerd, agent, port, &workload);
     let logs = store
         .podman()
         .args(["logs", agent])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout));
     let _ = store.podman().args(["rm", "--force", "--time", "5", agent]).output();
-    drop(api);
+    drop((api, containerd));
     result.with_context(|| format!("the agent's output:\n{}", logs.unwrap_or_default()))
 }
 
@@ -447,9 +449,22 @@ fn cgroup2_mount() -> Result<PathBuf> {
         .context("this machine has no cgroup2 hierarchy mounted")
 }
 
-/// Waits for the agent to be ready, runs two replicas of `workload`, and checks the counts the
-/// agent serves for each.
-fn check_counts(store: &Store, agent: &str, port: u16, workload: &str) -> Result<()> {
+/// One container the agent must count: the labels its series carry.
+struct Expected {
+    /// How the messages name it.
+    what: String,
+    labels: Vec<(&'static str, String)>,
+}
+
+/// A pod uid and container id as a kubelet would give them, for the containerd container.
+const KUBE_POD_UID: &str = "8a1b2c3d-0000-4e5f-9a8b-0123456789ab";
+const KUBE_LABELS: [(&str, &str); 3] =
+    [("io.kubernetes.pod.name", "web-7"), ("io.kubernetes.pod.namespace", "shop"), ("io.kubernetes.container.name", "app")];
+
+/// Waits for the agent to be ready; runs two podman replicas of `workload` and one container
+/// of it made by containerd's `ctr` as a kubelet would place and label it; checks the counts
+/// the agent serves for each, under the names the runtimes give.
+fn check_counts(store: &Store, containerd: &Containerd, agent: &str, port: u16, workload: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     while http_get(port, "/readyz").is_err() {
         if Instant::now() > deadline {
@@ -457,38 +472,38 @@ fn check_counts(store: &Store, agent: &str, port: u16, workload: &str) -> Result
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    let mut replicas = Vec::new();
+    let mut expected = Vec::new();
+    let mut podman_names = Vec::new();
     for n in 1..=2 {
         let name = format!("execprof-test-t-{n}");
         let _ = store.podman().args(["rm", "--force", "--time", "0", &name]).output();
-        let id = deb::output(store.podman().args([
-            "run",
-            "--detach",
-            "--name",
-            &name,
-            "--network",
-            "none",
-            "--ulimit",
-            "nofile=1024:1024",
-            "--ulimit",
-            "nproc=1024:1024",
-            workload,
-        ]))?
-        .trim()
-        .to_owned();
-        replicas.push((name, id));
+        let mut run_it = store.podman();
+        run_it.args(["run", "--detach", "--name", &name, "--network", "none"]);
+        run_it.args(["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", workload]);
+        let id = deb::output(&mut run_it)?.trim().to_owned();
+        let labels = vec![("container", name.clone()), ("container_id", id), ("image", WORKLOAD.to_owned())];
+        expected.push(Expected { what: format!("podman's {name}"), labels });
+        podman_names.push(name);
     }
-    let result = wait_for_counts(store, port, &replicas);
-    for (name, _) in &replicas {
+    let kube_id = "c0ffee".repeat(10) + "c0de";
+    let ran = containerd.run(store, &kube_id);
+    if ran.is_ok() {
+        let mut labels = vec![("container_id", kube_id.clone()), ("pod_uid", KUBE_POD_UID.to_owned()), ("image", WORKLOAD.to_owned())];
+        labels.extend([("pod", "web-7"), ("namespace", "shop"), ("container", "app")].map(|(k, v)| (k, v.to_owned())));
+        expected.push(Expected { what: "containerd's pod web-7".to_owned(), labels });
+    }
+    let result = ran.and_then(|()| wait_for_counts(store, port, &podman_names, &expected));
+    for name in &podman_names {
         let _ = store.podman().args(["rm", "--force", "--time", "0", name]).output();
     }
+    containerd.remove(&kube_id);
     result
 }
 
-/// Waits for each replica's `t` to finish and the agent to serve its counts.
-fn wait_for_counts(store: &Store, port: u16, replicas: &[(String, String)]) -> Result<()> {
+/// Waits for each podman replica's `t` to finish and the agent to serve every expected count.
+fn wait_for_counts(store: &Store, port: u16, podman_names: &[String], expected: &[Expected]) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    for (name, _) in replicas {
+    for name in podman_names {
         while !deb::output(store.podman().args(["logs", name]))?.contains("done") {
             if Instant::now() > deadline {
                 bail!("{name}'s t did not finish in 60 s");
@@ -497,31 +512,29 @@ fn wait_for_counts(store: &Store, port: u16, replicas: &[(String, String)]) -> R
         }
     }
     let want_enoent = (2 * STEPS) as f64;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // containerd's container runs with its output discarded: its counts are waited for.
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let metrics = http_get(port, "/metrics")?;
         let samples = attempts(&metrics);
-        // Named by podman's API: the container's name, its id and image beside it.
-        let counts: Vec<(f64, f64)> = replicas
+        let counts: Vec<(f64, f64)> = expected
             .iter()
-            .map(|(name, id)| {
+            .map(|e| {
                 let of = |outcome| {
-                    let labels = [
-                        ("container", name.as_str()),
-                        ("container_id", id),
-                        ("image", WORKLOAD),
-                        ("program", "/bin/t"),
-                        ("outcome", outcome),
-                    ];
+                    let mut labels: Vec<(&str, &str)> = e.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    labels.extend([("program", "/bin/t"), ("outcome", outcome)]);
                     sum_where(&samples, &labels)
                 };
                 (of("enoent"), of("success"))
             })
             .collect();
         if counts.iter().all(|&(enoent, success)| enoent == want_enoent && success == STEPS as f64) {
-            for ((name, _), (enoent, success)) in replicas.iter().zip(&counts) {
+            for (e, (enoent, success)) in expected.iter().zip(&counts) {
+                let labels: Vec<String> = e.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 println!(
-                    "xtask: the agent in podman counted {enoent} ENOENT and {success} successes of /bin/t under container={name}, image={WORKLOAD} (exact)"
+                    "xtask: the agent in podman counted {enoent} ENOENT and {success} successes of /bin/t in {} under {} (exact)",
+                    e.what,
+                    labels.join(", ")
                 );
             }
             return Ok(());
@@ -533,12 +546,130 @@ fn wait_for_counts(store: &Store, port: u16, replicas: &[(String, String)]) -> R
                 .map(str::to_owned)
                 .collect();
             bail!(
-                "the agent counted {counts:?} (ENOENT, successes) of /bin/t for {:?}, not ({want_enoent}, {STEPS}) each; their series:\n{}",
-                replicas.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                "the agent counted {counts:?} (ENOENT, successes) of /bin/t for {:?}, not ({want_enoent}, {STEPS}) each under their names; the series of /bin/t:\n{}",
+                expected.iter().map(|e| &e.what).collect::<Vec<_>>(),
                 theirs.join("\n")
             );
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// containerd from Debian's package, unpacked (never installed: the package starts a system
+/// service), run with a root, state, socket and no CRI plugin of the test's own; stopped when
+/// dropped.
+struct Containerd {
+    child: std::process::Child,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl Containerd {
+    fn start() -> Result<Containerd> {
+        let dir = std::path::absolute(Path::new(OUT_DIR).join("containerd"))?;
+        if dir.exists() {
+            // What a killed run left: its mounts first.
+            let mounts = std::fs::read_to_string("/proc/self/mounts")?;
+            let mut points: Vec<&str> =
+                mounts.lines().filter_map(|l| l.split_whitespace().nth(1)).filter(|p| Path::new(p).starts_with(&dir)).collect();
+            points.sort_by(|a, b| b.cmp(a));
+            for point in points {
+                let _ = Command::new("umount").arg(point).output();
+            }
+            std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let socket = dir.join("containerd.sock");
+        let config = format!(
+            "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+             [grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[debug]\n  address = \"\"\n[metrics]\n  address = \"\"\n",
+            root = dir.join("root").display(),
+            state = dir.join("state").display(),
+            sock = socket.display()
+        );
+        std::fs::write(dir.join("config.toml"), config)?;
+        let bin = crate::unpacked::tool("containerd");
+        // The shim it starts is found on PATH, beside it.
+        let path = format!("{}:{}", bin.parent().unwrap_or(Path::new("/usr/bin")).display(), std::env::var("PATH").unwrap_or_default());
+        let log = std::fs::File::create(dir.join("containerd.log"))?;
+        let child = Command::new(&bin)
+            .arg("--config")
+            .arg(dir.join("config.toml"))
+            .env("PATH", path)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let containerd = Containerd { child, dir, socket };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !containerd.socket.exists() {
+            if Instant::now() > deadline {
+                bail!("containerd made no socket in 30 s (its log: {})", containerd.dir.join("containerd.log").display());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(containerd)
+    }
+
+    fn ctr(&self) -> Command {
+        let mut cmd = Command::new(crate::unpacked::tool("ctr"));
+        cmd.arg("--address").arg(&self.socket);
+        cmd
+    }
+
+    /// The workload image from podman's store into containerd's, and one container of it,
+    /// `id`, in a pod's cgroup and with the labels a kubelet sets.
+    fn run(&self, store: &Store, id: &str) -> Result<()> {
+        let archive = self.dir.join("workload.tar");
+        deb::output(store.podman().args(["save", "--quiet", "--format", "oci-archive", "--output"]).arg(&archive).arg(WORKLOAD))?;
+        deb::output(self.ctr().args(["images", "import"]).arg(&archive))?;
+        let mut run_it = self.ctr();
+        run_it
+            .args(["run", "--detach", "--null-io"])
+            .arg("--fifo-dir")
+            .arg(self.dir.join("fifo"))
+            .arg("--runc-root")
+            .arg(self.dir.join("runc"));
+        run_it.arg("--cgroup").arg(format!("/kubepods/besteffort/pod{KUBE_POD_UID}/{id}"));
+        for (k, v) in KUBE_LABELS {
+            run_it.arg("--label").arg(format!("{k}={v}"));
+        }
+        deb::output(run_it.args([WORKLOAD, id])).context("ctr run")?;
+        Ok(())
+    }
+
+    /// Kills and removes the container `id`, and the pod's cgroups (the kubepods ones too
+    /// where nothing else is in them).
+    fn remove(&self, id: &str) {
+        let _ = self.ctr().args(["task", "kill", "--signal", "SIGKILL", id]).output();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.ctr().args(["task", "delete", id]).output().is_ok_and(|o| !o.status.success()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = self.ctr().args(["containers", "delete", id]).output();
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        for point in mounts
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2).is_some_and(|t| t.starts_with("cgroup")))
+            .filter_map(|l| l.split_whitespace().nth(1))
+        {
+            for dir in [format!("kubepods/besteffort/pod{KUBE_POD_UID}"), "kubepods/besteffort".to_owned(), "kubepods".to_owned()] {
+                let _ = std::fs::remove_dir(Path::new(point).join(dir));
+            }
+        }
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // containerd 1.6 keeps its shims' sockets and runc's state under /run/containerd
+        // whatever its configuration says: the empty directories it left go (a machine's own
+        // containerd keeps its, which are not empty).
+        for dir in ["/run/containerd/s", "/run/containerd/runc/default", "/run/containerd/runc", "/run/containerd"] {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

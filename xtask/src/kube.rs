@@ -108,12 +108,12 @@ mod tests {
         let volumes = pod["volumes"].as_array().unwrap();
         let mounts = c["volumeMounts"].as_array().unwrap();
         let host_paths: Vec<&Value> = volumes.iter().filter(|v| v.get("hostPath").is_some()).collect();
-        assert_eq!(host_paths.len(), 3, "{volumes:?}");
+        assert_eq!(host_paths.len(), 4, "{volumes:?}");
         for v in host_paths {
             let m = mounts.iter().find(|m| m["name"] == v["name"]).unwrap_or_else(|| panic!("{} is not mounted", v["name"]));
             assert_eq!(m["readOnly"], true, "{m}");
         }
-        for path in ["/sys/kernel/btf", "/sys/kernel/tracing", "/sys/fs/cgroup"] {
+        for path in ["/sys/kernel/btf", "/sys/kernel/tracing", "/sys/fs/cgroup", "/run/containerd/containerd.sock"] {
             assert!(volumes.iter().any(|v| v["hostPath"]["path"] == path), "{path} is not mounted");
         }
         // The Service selects the DaemonSet's pods on the container's port, and the

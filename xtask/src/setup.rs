@@ -70,7 +70,9 @@ const PYTHON_READER_PACKAGES: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2"
 /// Programs the tests run against the real consumers of execprof's formats, unpacked under
 /// [`UNPACKED`], never installed: Debian's `prometheus` (with `promtool`) would start a
 /// Prometheus server on every interface from its maintainer scripts. Its binaries are static.
-pub(crate) const UNPACKED_TEST_PACKAGES: &[&str] = &["prometheus"];
+/// Debian's `containerd` would start and enable a system service: the image's test runs its
+/// `containerd` and `ctr` from here, with a root, state and socket of the test's own.
+pub(crate) const UNPACKED_TEST_PACKAGES: &[&str] = &["prometheus", "containerd"];
 
 /// Where the portable builds' linker lives: a virtual environment with PyPI's `cargo-zigbuild`
 /// (prebuilt) and `ziglang` (Zig, whose `zig cc` links against the glibc version a target

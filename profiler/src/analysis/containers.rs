@@ -25,15 +25,18 @@ const KUBE_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 
 impl ContainerInfo {
     /// From a runtime's name, image and labels (the Kubernetes ones win over its name).
-    fn new(name: &str, image: &str, labels: &serde_json::Map<String, Value>) -> Self {
-        let label = |k: &str| labels.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        let kube_name = label(KUBE_CONTAINER);
+    fn new(name: &str, image: &str, label: impl Fn(&str) -> Option<String>) -> Self {
         Self {
-            name: if kube_name.is_empty() { name.trim_start_matches('/').to_owned() } else { kube_name },
+            name: label(KUBE_CONTAINER).filter(|n| !n.is_empty()).unwrap_or_else(|| name.trim_start_matches('/').to_owned()),
             image: image.to_owned(),
-            pod: label(KUBE_POD),
-            namespace: label(KUBE_NAMESPACE),
+            pod: label(KUBE_POD).unwrap_or_default(),
+            namespace: label(KUBE_NAMESPACE).unwrap_or_default(),
         }
+    }
+
+    /// From a JSON object of labels.
+    fn with_json_labels(name: &str, image: &str, labels: &Value) -> Self {
+        Self::new(name, image, |k| labels.get(k).and_then(Value::as_str).map(str::to_owned))
     }
 
     /// Docker's and podman's `GET /containers/ID/json` (the Docker API, which podman serves
@@ -42,22 +45,20 @@ impl ContainerInfo {
         let v: Value = serde_json::from_str(json).ok()?;
         let name = v["Name"].as_str()?;
         let image = v["Config"]["Image"].as_str().or_else(|| v["ImageName"].as_str()).unwrap_or("");
-        let empty = serde_json::Map::new();
-        Some(Self::new(name, image, v["Config"]["Labels"].as_object().unwrap_or(&empty)))
+        Some(Self::with_json_labels(name, image, &v["Config"]["Labels"]))
     }
 
     /// CRI-O's `GET /containers/ID` (its info endpoint): `name`, `image`, `labels`.
     pub fn from_crio(json: &str) -> Option<Self> {
         let v: Value = serde_json::from_str(json).ok()?;
         let name = v["name"].as_str()?;
-        let empty = serde_json::Map::new();
-        Some(Self::new(name, v["image"].as_str().unwrap_or(""), v["labels"].as_object().unwrap_or(&empty)))
+        Some(Self::with_json_labels(name, v["image"].as_str().unwrap_or(""), &v["labels"]))
     }
 
-    /// From containerd's container record: its image and labels (a container made by `ctr`
-    /// or a kubelet has no other name than its id and the Kubernetes labels).
-    pub fn from_labels(id: &str, image: &str, labels: &serde_json::Map<String, Value>) -> Self {
-        Self::new(id, image, labels)
+    /// From containerd's container record: its id, image and labels (a container made by
+    /// `ctr` or a kubelet has no other name than its id and the Kubernetes labels).
+    pub fn from_containerd(id: &str, image: &str, labels: &HashMap<String, String>) -> Self {
+        Self::new(id, image, |k| labels.get(k).cloned())
     }
 }
 
@@ -121,6 +122,19 @@ mod tests {
             ContainerInfo::from_crio(crio).unwrap(),
             ContainerInfo { name: "app".into(), image: "registry/app:2".into(), pod: "web-7".into(), namespace: "shop".into() }
         );
+    }
+
+    #[test]
+    fn containerd_records_give_kubernetes_names_else_the_id() {
+        let mut labels = HashMap::new();
+        labels.insert(KUBE_CONTAINER.to_owned(), "app".to_owned());
+        labels.insert(KUBE_POD.to_owned(), "web-7".to_owned());
+        labels.insert(KUBE_NAMESPACE.to_owned(), "shop".to_owned());
+        assert_eq!(
+            ContainerInfo::from_containerd("c1", "registry/app:2", &labels),
+            ContainerInfo { name: "app".into(), image: "registry/app:2".into(), pod: "web-7".into(), namespace: "shop".into() }
+        );
+        assert_eq!(ContainerInfo::from_containerd("c1", "busybox", &HashMap::new()).name, "c1");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Asking the container runtimes what a container id is: its name, image, and the Kubernetes
-//! names a kubelet labels it with ([`ContainerInfo`]), over the HTTP APIs they serve on their
-//! unix sockets: podman's and Docker's (`GET /containers/ID/json`, the Docker API podman
-//! serves too) and CRI-O's (`GET /containers/ID`). A socket that is not there is skipped; one
+//! names a kubelet labels it with ([`ContainerInfo`]), over the APIs they serve on their unix
+//! sockets: containerd's gRPC API (`containerd.services.containers.v1.Containers/Get`, in each
+//! of its namespaces: `k8s.io` for a kubelet's, `default` for `ctr`'s), podman's and Docker's
+//! HTTP API (`GET /containers/ID/json`, the Docker API podman serves too) and CRI-O's
+//! (`GET /containers/ID`). A socket that is not there is skipped; one
 //! that does not answer in [`TIMEOUT`] is skipped for that id. The agent asks once per new
 //! container id, before the container's first figures are labelled; an id no runtime names
 //! keeps the names its cgroup path gives.
@@ -23,6 +25,8 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 /// The API a runtime's socket serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Api {
+    /// containerd's gRPC API.
+    Containerd,
     /// Docker's, which podman serves too.
     Docker,
     /// CRI-O's info endpoint.
@@ -30,8 +34,12 @@ enum Api {
 }
 
 /// The sockets asked, in order, where they exist.
-const SOCKETS: &[(Api, &str)] =
-    &[(Api::Docker, "/run/podman/podman.sock"), (Api::Docker, "/run/docker.sock"), (Api::Crio, "/run/crio/crio.sock")];
+const SOCKETS: &[(Api, &str)] = &[
+    (Api::Containerd, "/run/containerd/containerd.sock"),
+    (Api::Crio, "/run/crio/crio.sock"),
+    (Api::Docker, "/run/docker.sock"),
+    (Api::Docker, "/run/podman/podman.sock"),
+];
 
 /// The runtimes the agent asks.
 pub(crate) struct Runtimes {
@@ -53,15 +61,21 @@ impl Runtimes {
             if !socket.exists() {
                 continue;
             }
+            if *api == Api::Containerd {
+                match tokio::time::timeout(TIMEOUT, containerd::get(socket, id)).await {
+                    Ok(Ok(Some(info))) => return Some(info),
+                    _ => continue,
+                }
+            }
             let path = match api {
                 Api::Docker => format!("/containers/{id}/json"),
-                Api::Crio => format!("/containers/{id}"),
+                Api::Crio | Api::Containerd => format!("/containers/{id}"),
             };
             let Ok(Ok((200, body))) = tokio::time::timeout(TIMEOUT, get(socket, &path)).await else { continue };
             let body = String::from_utf8_lossy(&body);
             let info = match api {
                 Api::Docker => ContainerInfo::from_docker(&body),
-                Api::Crio => ContainerInfo::from_crio(&body),
+                Api::Crio | Api::Containerd => ContainerInfo::from_crio(&body),
             };
             if info.is_some() {
                 return info;
@@ -86,4 +100,116 @@ async fn get(socket: &Path, path: &str) -> Result<(u16, Vec<u8>)> {
     .await;
     conn.abort();
     answer
+}
+
+/// containerd's gRPC API: the two calls the agent makes, their messages declared with the
+/// fields it reads (protobuf skips the others), framed as gRPC over HTTP/2 on the socket.
+mod containerd {
+    use std::{collections::HashMap, path::Path};
+
+    use anyhow::{Context as _, Result, bail};
+    use http_body_util::{BodyExt as _, Full};
+    use hyper::body::Bytes;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use prost::Message;
+
+    use crate::analysis::containers::ContainerInfo;
+
+    #[derive(Clone, PartialEq, Message)]
+    struct ListNamespacesRequest {
+        #[prost(string, tag = "1")]
+        filter: String,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    struct Namespace {
+        #[prost(string, tag = "1")]
+        name: String,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    struct ListNamespacesResponse {
+        #[prost(message, repeated, tag = "1")]
+        namespaces: Vec<Namespace>,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    struct GetContainerRequest {
+        #[prost(string, tag = "1")]
+        id: String,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    struct Container {
+        #[prost(string, tag = "1")]
+        id: String,
+        #[prost(map = "string, string", tag = "2")]
+        labels: HashMap<String, String>,
+        #[prost(string, tag = "3")]
+        image: String,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    struct GetContainerResponse {
+        #[prost(message, optional, tag = "1")]
+        container: Option<Container>,
+    }
+
+    /// The container `id` in whichever of containerd's namespaces holds it.
+    pub(super) async fn get(socket: &Path, id: &str) -> Result<Option<ContainerInfo>> {
+        let namespaces: ListNamespacesResponse =
+            call(socket, "/containerd.services.namespaces.v1.Namespaces/List", None, &ListNamespacesRequest::default())
+                .await?
+                .context("containerd listed no namespaces")?;
+        for ns in &namespaces.namespaces {
+            let request = GetContainerRequest { id: id.to_owned() };
+            let found: Option<GetContainerResponse> =
+                call(socket, "/containerd.services.containers.v1.Containers/Get", Some(&ns.name), &request).await?;
+            if let Some(c) = found.and_then(|r| r.container) {
+                return Ok(Some(ContainerInfo::from_containerd(&c.id, &c.image, &c.labels)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One unary gRPC call: None when the server answers with an error status (NotFound).
+    async fn call<Req: Message, Resp: Message + Default>(
+        socket: &Path,
+        method: &str,
+        namespace: Option<&str>,
+        request: &Req,
+    ) -> Result<Option<Resp>> {
+        let stream = tokio::net::UnixStream::connect(socket).await.with_context(|| format!("connecting to {}", socket.display()))?;
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await?;
+        let conn = tokio::spawn(conn);
+        let message = request.encode_to_vec();
+        let mut body = Vec::with_capacity(5 + message.len());
+        body.push(0);
+        body.extend_from_slice(&u32::try_from(message.len())?.to_be_bytes());
+        body.extend_from_slice(&message);
+        let mut builder = hyper::Request::post(format!("http://localhost{method}"))
+            .header(hyper::header::CONTENT_TYPE, "application/grpc")
+            .header(hyper::header::TE, "trailers");
+        if let Some(ns) = namespace {
+            builder = builder.header("containerd-namespace", ns);
+        }
+        let answer = async {
+            let response = sender.send_request(builder.body(Full::new(Bytes::from(body)))?).await?;
+            let head_status = response.headers().get("grpc-status").cloned();
+            let collected = response.into_body().collect().await?;
+            let status = collected.trailers().and_then(|t| t.get("grpc-status").cloned()).or(head_status);
+            if status.as_ref().is_none_or(|s| s != "0") {
+                return Ok(None);
+            }
+            let bytes = collected.to_bytes();
+            let Some(frame) = bytes.get(5..) else { bail!("{method}: a gRPC answer shorter than its frame header") };
+            if bytes[0] != 0 {
+                bail!("{method}: a compressed gRPC answer, which was not asked for");
+            }
+            Ok(Some(Resp::decode(frame)?))
+        }
+        .await;
+        conn.abort();
+        answer
+    }
 }
