@@ -40,31 +40,47 @@ const CONTAINER_SCOPES: [&str; 4] = ["docker-", "cri-containerd-", "crio-", "lib
 impl CgroupNames {
     /// Parses a cgroup path under the cgroup2 mount (`/system.slice/cron.service`).
     pub fn parse(path: &str) -> Self {
+        Self::parse_nested(path).0
+    }
+
+    /// The container ids in a cgroup path, the outermost first: more than one for nested
+    /// containers (`/docker/ID/kubepods/…/podUID/ID2`, a kind node's pods).
+    pub fn container_ids(path: &str) -> Vec<String> {
+        Self::parse_nested(path).1
+    }
+
+    fn parse_nested(path: &str) -> (Self, Vec<String>) {
         let mut names = Self::default();
+        let mut ids = Vec::new();
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         for (i, part) in parts.iter().enumerate() {
+            let mut container = None;
             if let Some(scope) = part.strip_suffix(".scope") {
                 if let Some(id) = CONTAINER_SCOPES.iter().find_map(|p| scope.strip_prefix(p)) {
-                    names.container = id.to_owned();
+                    container = Some(id);
                 } else {
                     names.unit = (*part).to_owned();
                 }
             } else if let Some(id) = CONTAINER_SCOPES.iter().find_map(|p| part.strip_prefix(p)).filter(|id| is_container_id(id)) {
                 // cgroupfs driver: podman's /libpod_parent/libpod-ID, CRI-O's crio-ID.
-                names.container = id.to_owned();
+                container = Some(id);
             } else if part.ends_with(".service") {
                 names.unit = (*part).to_owned();
             } else if let Some(uid) = pod_uid(part) {
                 names.pod = uid;
                 // cgroupfs driver: /kubepods/burstable/podUID/CONTAINER
-                if let Some(leaf) = parts.get(i + 1).filter(|l| is_container_id(l)) {
-                    names.container = (*leaf).to_owned();
-                }
+                container = parts.get(i + 1).filter(|l| is_container_id(l)).copied();
             } else if i > 0 && parts[i - 1] == "docker" && is_container_id(part) {
-                names.container = (*part).to_owned();
+                container = Some(part);
+            }
+            if let Some(id) = container {
+                names.container = id.to_owned();
+                if ids.last() != Some(&names.container) {
+                    ids.push(names.container.clone());
+                }
             }
         }
-        names
+        (names, ids)
     }
 }
 
@@ -192,8 +208,16 @@ impl Exposition {
         if delta.is_empty() {
             return;
         }
-        let cgroup = CgroupNames::parse(&key.cgroup);
-        let named = self.containers.get(&cgroup.container).cloned().unwrap_or_default();
+        // The innermost container a runtime named (a nested one may be known to none).
+        let mut cgroup = CgroupNames::parse(&key.cgroup);
+        let named = CgroupNames::container_ids(&key.cgroup).into_iter().rev().find_map(|id| Some((self.containers.get(&id)?.clone(), id)));
+        let named = match named {
+            Some((info, id)) => {
+                cgroup.container = id;
+                info
+            }
+            None => ContainerInfo::default(),
+        };
         let mut labels =
             MetricLabels { call: key.call, outcome: key.outcome.clone(), program: self.programs.label(&key.program), cgroup, named };
         if !self.series.contains_key(&labels) && self.series.len() >= self.max_series {
@@ -293,8 +317,21 @@ mod tests {
         e.add(&key(&format!("/libpod_parent/libpod-{named}"), "/bin/t", "enoent"), &delta(3), now);
         e.add(&key(&format!("/libpod_parent/libpod-{unnamed}"), "/bin/t", "enoent"), &delta(4), now);
         let by_id = |id: &str| e.series.iter().find(|(l, _)| l.cgroup.container == id).map(|(l, t)| (l.named.clone(), t.totals.count));
-        assert_eq!(by_id(&named), Some((info, 3)));
+        assert_eq!(by_id(&named), Some((info.clone(), 3)));
         assert_eq!(by_id(&unnamed), Some((ContainerInfo::default(), 4)));
+        // A container inside a named one that no runtime the agent reaches knows: the outer's.
+        let nested = format!("/libpod_parent/libpod-{named}/kubepods/besteffort/pod8a1b2c3d-0000-4e5f-9a8b-0123456789ab/{unnamed}");
+        assert_eq!(CgroupNames::container_ids(&nested), [named.clone(), unnamed.clone()]);
+        e.add(&key(&nested, "/bin/q", "enoent"), &delta(5), now);
+        let (labels, _) = e.series.iter().find(|(l, _)| l.program == "/bin/q").unwrap();
+        assert_eq!((labels.cgroup.container.as_str(), &labels.named), (named.as_str(), &info));
+        assert_eq!(labels.cgroup.pod, "8a1b2c3d-0000-4e5f-9a8b-0123456789ab");
+        // Once the inner one is named, it is the inner one's.
+        let inner = ContainerInfo { name: "app".into(), ..ContainerInfo::default() };
+        e.containers.insert(&unnamed, Some(inner.clone()));
+        e.add(&key(&nested, "/bin/r", "enoent"), &delta(6), now);
+        let (labels, _) = e.series.iter().find(|(l, _)| l.program == "/bin/r").unwrap();
+        assert_eq!((labels.cgroup.container.as_str(), &labels.named), (unnamed.as_str(), &inner));
     }
 
     #[test]

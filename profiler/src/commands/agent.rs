@@ -401,8 +401,8 @@ impl Endpoint {
             let state = self.shared.metrics.lock().unwrap_or_else(|p| p.into_inner());
             poll.deltas
                 .iter()
-                .map(|(key, _)| CgroupNames::parse(&key.cgroup).container)
-                .filter(|id| !id.is_empty() && !state.exposition.containers.asked(id))
+                .flat_map(|(key, _)| CgroupNames::container_ids(&key.cgroup))
+                .filter(|id| !state.exposition.containers.asked(id))
                 .collect()
         };
         for id in new {
