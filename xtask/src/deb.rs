@@ -629,8 +629,7 @@ fn installed_checks() -> Result<()> {
 /// `/usr/bin/execprof agent --config /etc/execprof/agent.toml`, as the unit starts it (on a
 /// free port instead of the file's): its /metrics answers with the build's version.
 fn agent_from_config() -> Result<()> {
-    use std::io::{Read as _, Write as _};
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = crate::local_http::free_port()?;
     let mut agent = Command::new("/usr/bin/execprof")
         .args(["agent", "--config", "/etc/execprof/agent.toml", "--duration", "30", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
@@ -641,11 +640,8 @@ fn agent_from_config() -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(25);
     while std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { continue };
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
-        body.clear();
-        s.read_to_string(&mut body).ok();
-        if body.starts_with("HTTP/1.1 200") {
+        if let Ok(page) = crate::local_http::get(port, "/metrics") {
+            body = page;
             break;
         }
     }

@@ -19,7 +19,6 @@
 //! and the program's path inside the container.
 use std::{
     collections::BTreeMap,
-    net::TcpListener,
     path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
@@ -27,7 +26,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{deb, run, vm::Arch};
+use crate::{deb, local_http, run, vm::Arch};
 
 /// Where `cargo xtask image` writes.
 pub(crate) const OUT_DIR: &str = "target/image";
@@ -229,26 +228,6 @@ fn index_platforms(archive: &Path) -> Result<Vec<String>> {
     Ok(platforms)
 }
 
-/// A free TCP port on 127.0.0.1.
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// `GET http://127.0.0.1:PORT/PATH`'s body, by curl-less plain HTTP/1.0.
-fn http_get(port: u16, path: &str) -> Result<String> {
-    use std::io::{Read as _, Write as _};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").context("an HTTP answer without a body")?;
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        bail!("GET {path}: {}", head.lines().next().unwrap_or(""));
-    }
-    Ok(body.to_owned())
-}
-
 /// The seed's `t` (Linus's exec benchmark), linked statically for the workload image.
 const SEED_T: &str = r#"#define _GNU_SOURCE
 #include <stdio.h>
@@ -369,7 +348,7 @@ pub(crate) fn ci_checks(x86: &Path, arm64: &Path) -> Result<()> {
         bail!("podman loaded {image} as {config_arch} with annotations {annotations}: not this machine's amd64 image of this version");
     }
     let workload = workload_image(&store)?;
-    let port = free_port()?;
+    let port = local_http::free_port()?;
     let agent = "execprof-test-agent";
     let _ = store.podman().args(["rm", "--force", agent]).output();
     // The DaemonSet's pod, as podman runs it: the host's pid namespace, the unit's three
@@ -466,7 +445,7 @@ const KUBE_LABELS: [(&str, &str); 3] =
 /// the agent serves for each, under the names the runtimes give.
 fn check_counts(store: &Store, containerd: &Containerd, agent: &str, port: u16, workload: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
-    while http_get(port, "/readyz").is_err() {
+    while local_http::get(port, "/readyz").is_err() {
         if Instant::now() > deadline {
             bail!("the agent in {agent} was not ready on 127.0.0.1:{port} in 120 s");
         }
@@ -515,7 +494,7 @@ fn wait_for_counts(store: &Store, port: u16, podman_names: &[String], expected: 
     // containerd's container runs with its output discarded: its counts are waited for.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let metrics = http_get(port, "/metrics")?;
+        let metrics = local_http::get(port, "/metrics")?;
         let samples = attempts(&metrics);
         let counts: Vec<(f64, f64)> = expected
             .iter()

@@ -23,6 +23,7 @@ mod image;
 mod kernel;
 mod kube;
 mod lab;
+mod local_http;
 mod overhead;
 mod rpm;
 mod setup;

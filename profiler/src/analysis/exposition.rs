@@ -49,7 +49,8 @@ impl CgroupNames {
         Self::parse_nested(path).1
     }
 
-    fn parse_nested(path: &str) -> (Self, Vec<String>) {
+    /// [`CgroupNames::parse`] and [`CgroupNames::container_ids`] in one pass.
+    pub fn parse_nested(path: &str) -> (Self, Vec<String>) {
         let mut names = Self::default();
         let mut ids = Vec::new();
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
@@ -209,8 +210,8 @@ impl Exposition {
             return;
         }
         // The innermost container a runtime named (a nested one may be known to none).
-        let mut cgroup = CgroupNames::parse(&key.cgroup);
-        let named = CgroupNames::container_ids(&key.cgroup).into_iter().rev().find_map(|id| Some((self.containers.get(&id)?.clone(), id)));
+        let (mut cgroup, ids) = CgroupNames::parse_nested(&key.cgroup);
+        let named = ids.into_iter().rev().find_map(|id| Some((self.containers.get(&id)?.clone(), id)));
         let named = match named {
             Some((info, id)) => {
                 cgroup.container = id;

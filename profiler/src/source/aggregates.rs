@@ -304,10 +304,12 @@ impl Names {
 
     /// Finds the paths of the programs of `entries` not named yet: the path the kernel read
     /// from the program's file when the entry was made, as the process that made the entry
-    /// sees it (through its mount table: [`Mounts`]), else the executable of the process that made the entry if it still runs that
-    /// program. A program found neither way is named by the comm of its first caller,
-    /// `comm:NAME`, and keeps that name, so a series keeps one name.
+    /// sees it (through its mount table: [`Mounts`]), else the executable of the process that
+    /// made the entry if it still runs that program. A program found neither way is named by
+    /// the comm of its first caller, `comm:NAME`, and keeps that name, so a series keeps one
+    /// name.
     fn learn_programs(&mut self, entries: &[(AggKey, &AggValue)]) {
+        self.mounts.new_read();
         // Programs whose process is gone are named after the live ones, which show the mount
         // namespaces (containers) their file systems were seen in.
         let mut gone = Vec::new();

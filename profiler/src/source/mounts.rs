@@ -87,6 +87,9 @@ pub(crate) struct Mounts {
     read: Option<Instant>,
     /// The mount each device was last seen through, in any process's namespace.
     seen: HashMap<u64, Mount>,
+    /// The tables of the processes read since [`Mounts::new_read`] (None: gone), so a process
+    /// with many new programs is read once per read of the kernel's maps.
+    tables: HashMap<u32, Option<MountTable>>,
 }
 
 /// A bound on remembered devices (each container's root is one): past it they are forgotten.
@@ -97,8 +100,18 @@ impl Mounts {
     /// sees it; None when the process is gone (then [`Mounts::known_path`], once the live
     /// processes' programs are named).
     pub(crate) fn own_path(&mut self, dev: u64, below: &str, pid: u32) -> Option<String> {
-        let own = MountTable::parse(&std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?);
-        Some(self.through(dev, below, &own))
+        let own = match self.tables.remove(&pid) {
+            Some(table) => table,
+            None => std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok().map(|t| MountTable::parse(&t)),
+        };
+        let path = own.as_ref().map(|table| self.through(dev, below, table));
+        self.tables.insert(pid, own);
+        path
+    }
+
+    /// Forgets the processes' tables read before: a new read of the kernel's maps begins.
+    pub(crate) fn new_read(&mut self) {
+        self.tables.clear();
     }
 
     /// Through the process's own table `own`; what it does not mount, as [`Mounts::known_path`].
@@ -148,7 +161,7 @@ mod tests {
     const DIR_CONTAINER: &str = "600 400 254:0 /var/lib/containers/vfs/dir/abc / rw - ext4 /dev/vda rw\n601 600 254:0 /var/lib/containers/run/abc/hosts /etc/hosts rw - ext4 /dev/vda rw\n";
 
     fn mounts() -> Mounts {
-        Mounts { host: MountTable::parse(HOST), read: Some(Instant::now()), seen: HashMap::new() }
+        Mounts { host: MountTable::parse(HOST), read: Some(Instant::now()), seen: HashMap::new(), tables: HashMap::new() }
     }
 
     #[test]
