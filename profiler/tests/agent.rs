@@ -292,6 +292,18 @@ fn bad_agent_options_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     let out = run(&["--all", "--pid", "1"]);
     assert_eq!(out.status.code(), Some(2));
+    for (args, says) in [
+        (&["--listen", "0", "--container-runtime", "rkt=/run/rkt.sock"][..], "give one of containerd, crio, docker, podman"),
+        (&["--listen", "0", "--container-runtime", "/run/docker.sock"], "give RUNTIME=SOCKET"),
+        (&["--listen", "0", "--container-runtime", "docker=run/docker.sock"], "not an absolute path"),
+        (&["--listen", "0", "--container-runtime", "none", "--container-runtime", "docker=/run/docker.sock"], "give it alone"),
+        (&["--container-runtime", "docker=/run/docker.sock"], "need --listen ADDR"),
+    ] {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }
 
 /// A shell in `cgroup` exec'ing /bin/true in a loop, killed when dropped (also when the

@@ -1,9 +1,70 @@
 //! Containers by name: what a container runtime says of a container id (its name, image, and
 //! the Kubernetes pod, namespace and container name a kubelet labels it with), read from the
 //! runtimes' answers (pure; the agent asks them: `source::runtimes`), kept per id, bounded.
-use std::collections::HashMap;
+use std::{collections::HashMap, path::PathBuf};
 
 use serde_json::Value;
+
+/// The API a container runtime serves on its unix socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeApi {
+    /// containerd's gRPC API (`Containers/Get` in each namespace).
+    Containerd,
+    /// CRI-O's info endpoint (`GET /containers/ID`).
+    Crio,
+    /// Docker's HTTP API (`GET /containers/ID/json`), which podman serves too.
+    Docker,
+}
+
+/// One runtime the agent asks: the API its socket serves and the socket's path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeSocket {
+    /// What the socket serves.
+    pub api: RuntimeApi,
+    /// The socket, as the agent sees it (inside a container: where it is mounted).
+    pub path: PathBuf,
+}
+
+/// The runtimes' usual sockets, asked in this order where they exist.
+const DEFAULT_SOCKETS: &[(RuntimeApi, &str)] = &[
+    (RuntimeApi::Containerd, "/run/containerd/containerd.sock"),
+    (RuntimeApi::Crio, "/run/crio/crio.sock"),
+    (RuntimeApi::Docker, "/run/docker.sock"),
+    (RuntimeApi::Docker, "/run/podman/podman.sock"),
+];
+
+/// The names `--container-runtime` takes, with the API each serves.
+const RUNTIME_NAMES: &[(&str, RuntimeApi)] = &[
+    ("containerd", RuntimeApi::Containerd),
+    ("crio", RuntimeApi::Crio),
+    ("cri-o", RuntimeApi::Crio),
+    ("docker", RuntimeApi::Docker),
+    ("podman", RuntimeApi::Docker),
+];
+
+impl RuntimeSocket {
+    /// The runtimes at their usual sockets: containerd, CRI-O, Docker, podman (as root).
+    pub fn defaults() -> Vec<Self> {
+        DEFAULT_SOCKETS.iter().map(|(api, p)| Self { api: *api, path: PathBuf::from(p) }).collect()
+    }
+
+    /// `RUNTIME=SOCKET` (`containerd=/run/k3s/containerd/containerd.sock`): RUNTIME one of
+    /// containerd, crio, docker, podman; SOCKET an absolute path.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let names = || RUNTIME_NAMES.iter().map(|(n, _)| *n).filter(|n| *n != "cri-o").collect::<Vec<_>>().join(", ");
+        let Some((name, path)) = text.split_once('=') else {
+            return Err(format!("{text:?} names no socket: give RUNTIME=SOCKET, RUNTIME one of {}", names()));
+        };
+        let Some((_, api)) = RUNTIME_NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.trim())) else {
+            return Err(format!("{name:?} is not a runtime execprof can ask: give one of {}", names()));
+        };
+        let path = PathBuf::from(path.trim());
+        if !path.is_absolute() {
+            return Err(format!("{:?} is not an absolute path: give the socket's whole path", path.display().to_string()));
+        }
+        Ok(Self { api: *api, path })
+    }
+}
 
 /// What a runtime says of one container.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -135,6 +196,23 @@ mod tests {
             ContainerInfo { name: "app".into(), image: "registry/app:2".into(), pod: "web-7".into(), namespace: "shop".into() }
         );
         assert_eq!(ContainerInfo::from_containerd("c1", "busybox", &HashMap::new()).name, "c1");
+    }
+
+    #[test]
+    fn runtime_sockets_are_named_by_runtime_and_path() {
+        assert_eq!(
+            RuntimeSocket::parse("containerd=/run/k3s/containerd/containerd.sock").unwrap(),
+            RuntimeSocket { api: RuntimeApi::Containerd, path: "/run/k3s/containerd/containerd.sock".into() }
+        );
+        assert_eq!(RuntimeSocket::parse("podman=/run/user/1000/podman/podman.sock").unwrap().api, RuntimeApi::Docker);
+        assert_eq!(RuntimeSocket::parse("CRI-O=/var/run/crio/crio.sock").unwrap().api, RuntimeApi::Crio);
+        let err = RuntimeSocket::parse("rkt=/run/rkt.sock").unwrap_err();
+        assert!(err.contains("containerd, crio, docker, podman"), "{err}");
+        assert!(RuntimeSocket::parse("/run/docker.sock").unwrap_err().contains("RUNTIME=SOCKET"));
+        assert!(RuntimeSocket::parse("docker=run/docker.sock").unwrap_err().contains("absolute"));
+        let defaults = RuntimeSocket::defaults();
+        assert_eq!(defaults[0].path, PathBuf::from("/run/containerd/containerd.sock"));
+        assert_eq!(defaults.len(), 4);
     }
 
     #[test]

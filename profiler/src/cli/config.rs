@@ -5,6 +5,7 @@ use clap::Args as _;
 use super::{BenchSpawnArgs, BoundariesArg, ChainArgs, ModeArg, OutputArgs, RepeatArgs, RunArgs};
 use crate::kernel::boundaries::BoundaryRequest;
 use crate::{
+    analysis::containers::RuntimeSocket,
     commands::{
         bench::SpawnConfig,
         repeat::{OwnOption, RepeatConfig},
@@ -154,9 +155,11 @@ pub fn agent_command_config(args: crate::cli::AgentCommandArgs, verbose: bool) -
 /// The metrics endpoint's options, checked (None without `--listen`).
 fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::commands::agent::MetricsConfig>, Failure> {
     let Some(listen) = args.listen else {
-        let set = !args.metrics_program.is_empty() || args.web_config.is_some();
+        let set = !args.metrics_program.is_empty() || args.web_config.is_some() || !args.container_runtime.is_empty();
         return if set {
-            Err(Failure::usage("--metrics-program and --web-config need --listen ADDR: there is no endpoint without it"))
+            Err(Failure::usage(
+                "--metrics-program, --web-config and --container-runtime need --listen ADDR: there is no endpoint without it",
+            ))
         } else {
             Ok(None)
         };
@@ -179,7 +182,9 @@ fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::command
     if !(1..=86_400).contains(&args.profile_window) {
         return Err(Failure::usage(format!("--profile-window {}: give a number of seconds from 1 to 86400", args.profile_window)));
     }
+    let runtimes = container_runtimes(&args.container_runtime)?;
     Ok(Some(crate::commands::agent::MetricsConfig {
+        runtimes,
         listen,
         allow,
         programs: args.metrics_programs,
@@ -188,6 +193,19 @@ fn metrics_config(args: crate::cli::MetricsArgs) -> Result<Option<crate::command
         web_config: args.web_config,
         profile_window: std::time::Duration::from_secs(args.profile_window),
     }))
+}
+
+/// `--container-runtime`: the runtimes asked (their usual sockets when none is named; none
+/// for `none`).
+fn container_runtimes(args: &[String]) -> Result<Vec<RuntimeSocket>, Failure> {
+    match args {
+        [] => Ok(RuntimeSocket::defaults()),
+        [none] if none == "none" => Ok(Vec::new()),
+        _ if args.iter().any(|a| a == "none") => {
+            Err(Failure::usage("--container-runtime none asks no runtime: give it alone, or name the runtimes to ask"))
+        }
+        _ => args.iter().map(|a| RuntimeSocket::parse(a).map_err(|e| Failure::usage(format!("--container-runtime {e}")))).collect(),
+    }
 }
 
 /// `--listen`: `HOST:PORT`, `[V6]:PORT`, or a port alone (`127.0.0.1:PORT`).

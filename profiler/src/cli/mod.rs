@@ -538,6 +538,13 @@ pub struct MetricsArgs {
     /// pprof profile of the last N seconds, N at most this).
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub profile_window: u64,
+    /// A container runtime asked for the names of the containers seen (name, image, and the
+    /// Kubernetes pod, namespace and container): RUNTIME=SOCKET, RUNTIME one of containerd,
+    /// crio, docker, podman (`containerd=/run/k3s/containerd/containerd.sock`); repeatable,
+    /// asked in order. Without it: containerd, CRI-O, Docker and podman at their usual
+    /// sockets; `none` asks none (containers keep the names their cgroup paths give).
+    #[arg(long = "container-runtime", value_name = "RUNTIME=SOCKET")]
+    pub container_runtime: Vec<String>,
 }
 
 /// Options of `top`.

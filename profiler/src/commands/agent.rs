@@ -16,6 +16,7 @@ use anyhow::{Context as _, Result};
 use crate::{
     analysis::{
         aggregates::AgentTotals,
+        containers::RuntimeSocket,
         exposition::{CgroupNames, Exposition, ProgramLabels},
         phases::PhaseModel,
         profile_window::{ProfileWindow, StackNames},
@@ -91,6 +92,8 @@ pub struct MetricsConfig {
     pub web_config: Option<PathBuf>,
     /// The sampled stacks kept for `/debug/pprof/exec` (`--profile-window`).
     pub profile_window: Duration,
+    /// The container runtimes asked for containers' names, in order (`--container-runtime`).
+    pub runtimes: Vec<RuntimeSocket>,
 }
 
 /// The kernel side loaded and attached for the aggregates, and the source that reads them:
@@ -390,7 +393,7 @@ impl Endpoint {
             max_totals: cfg.max_totals as u64,
             max_label_sets: m.max_series as u64,
             program_stats,
-            runtimes: Runtimes::new(),
+            runtimes: Runtimes::new(m.runtimes.clone()),
         })
     }
 

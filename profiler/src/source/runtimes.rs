@@ -3,11 +3,14 @@
 //! sockets: containerd's gRPC API (`containerd.services.containers.v1.Containers/Get`, in each
 //! of its namespaces: `k8s.io` for a kubelet's, `default` for `ctr`'s), podman's and Docker's
 //! HTTP API (`GET /containers/ID/json`, the Docker API podman serves too) and CRI-O's
-//! (`GET /containers/ID`). A socket that is not there is skipped; one
-//! that does not answer in [`TIMEOUT`] is skipped for that id. The agent asks once per new
+//! (`GET /containers/ID`). The sockets are the runtimes' usual ones unless
+//! `--container-runtime` names others. A socket that is not there is skipped; one that does
+//! not answer in [`TIMEOUT`] is skipped for that id; one the agent may not open is said once. The agent asks once per new
 //! container id, before the container's first figures are labelled; an id no runtime names
 //! keeps the names its cgroup path gives.
 use std::{
+    cell::RefCell,
+    collections::HashSet,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -17,39 +20,22 @@ use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 
-use crate::analysis::containers::ContainerInfo;
+use crate::analysis::containers::{ContainerInfo, RuntimeApi as Api, RuntimeSocket};
 
 /// How long one runtime may take to answer.
 const TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The API a runtime's socket serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Api {
-    /// containerd's gRPC API.
-    Containerd,
-    /// Docker's, which podman serves too.
-    Docker,
-    /// CRI-O's info endpoint.
-    Crio,
-}
-
-/// The sockets asked, in order, where they exist.
-const SOCKETS: &[(Api, &str)] = &[
-    (Api::Containerd, "/run/containerd/containerd.sock"),
-    (Api::Crio, "/run/crio/crio.sock"),
-    (Api::Docker, "/run/docker.sock"),
-    (Api::Docker, "/run/podman/podman.sock"),
-];
-
 /// The runtimes the agent asks.
 pub(crate) struct Runtimes {
-    sockets: Vec<(Api, PathBuf)>,
+    sockets: Vec<RuntimeSocket>,
+    /// Sockets that refused the agent's access, warned about once.
+    refused: RefCell<HashSet<PathBuf>>,
 }
 
 impl Runtimes {
-    /// The runtimes at their usual sockets.
-    pub(crate) fn new() -> Self {
-        Self { sockets: SOCKETS.iter().map(|(api, p)| (*api, PathBuf::from(p))).collect() }
+    /// These runtimes, asked in this order.
+    pub(crate) fn new(sockets: Vec<RuntimeSocket>) -> Self {
+        Self { sockets, refused: RefCell::default() }
     }
 
     /// What the first runtime that knows `id` (64 hexadecimal digits) says of it.
@@ -57,32 +43,46 @@ impl Runtimes {
         if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
-        for (api, socket) in &self.sockets {
+        for RuntimeSocket { api, path: socket } in &self.sockets {
             if !socket.exists() {
                 continue;
             }
-            if *api == Api::Containerd {
-                match tokio::time::timeout(TIMEOUT, containerd::get(socket, id)).await {
-                    Ok(Ok(Some(info))) => return Some(info),
-                    _ => continue,
-                }
-            }
-            let path = match api {
-                Api::Docker => format!("/containers/{id}/json"),
-                Api::Crio | Api::Containerd => format!("/containers/{id}"),
-            };
-            let Ok(Ok((200, body))) = tokio::time::timeout(TIMEOUT, get(socket, &path)).await else { continue };
-            let body = String::from_utf8_lossy(&body);
-            let info = match api {
-                Api::Docker => ContainerInfo::from_docker(&body),
-                Api::Crio | Api::Containerd => ContainerInfo::from_crio(&body),
-            };
-            if info.is_some() {
-                return info;
+            match tokio::time::timeout(TIMEOUT, ask_one(*api, socket, id)).await {
+                Ok(Ok(Some(info))) => return Some(info),
+                Ok(Ok(None)) => {}
+                Ok(Err(e)) => self.failed(socket, &e),
+                Err(_) => log::debug!("{}: no answer in {TIMEOUT:?} about {id}", socket.display()),
             }
         }
         None
     }
+
+    /// A runtime that could not be asked: a socket the agent may not open is said once (the
+    /// agent runs as a user without the socket's rights), anything else is for the debug log.
+    fn failed(&self, socket: &Path, e: &anyhow::Error) {
+        let denied =
+            e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied));
+        if denied && self.refused.borrow_mut().insert(socket.to_owned()) {
+            eprintln!(
+                "execprof: warning: {}: permission denied; containers that runtime makes keep the names their cgroup \
+                 paths give (run the agent as root, which owns the runtimes' sockets, or give its user the socket's group)",
+                socket.display()
+            );
+        } else {
+            log::debug!("asking {}: {e:#}", socket.display());
+        }
+    }
+}
+
+/// What the runtime at `socket` says of `id`; None when it does not know it.
+async fn ask_one(api: Api, socket: &Path, id: &str) -> Result<Option<ContainerInfo>> {
+    let (path, parse): (_, fn(&str) -> Option<ContainerInfo>) = match api {
+        Api::Containerd => return containerd::get(socket, id).await,
+        Api::Docker => (format!("/containers/{id}/json"), ContainerInfo::from_docker),
+        Api::Crio => (format!("/containers/{id}"), ContainerInfo::from_crio),
+    };
+    let (status, body) = get(socket, &path).await?;
+    Ok(if status == 200 { parse(&String::from_utf8_lossy(&body)) } else { None })
 }
 
 /// `GET path` on the HTTP server at `socket`: the status and the body.
