@@ -1023,9 +1023,13 @@ fn prometheus_scrapes_exact_counts_in_both_histogram_forms() {
     // Both quantiles name the same bucket's upper bound (within the native bucket's width).
     let native_p50 = native.value(&format!("histogram_quantile(0.5, {})", series("execprof_exec_duration_seconds", "enoent"))).unwrap();
     assert!(native_p50 > 0.0 && native_p50 < 10.0, "{native_p50}");
-    // The agent's own truth: nothing lost, and its programs' cost.
+    // The agent's own truth: nothing lost. Its programs' cost only with --probe-costs: the
+    // kernel's BPF statistics stay off, for every program on the machine.
     classic.wait_for("sum(execprof_lost_total)", 0.0);
-    assert!(classic.value("sum(execprof_bpf_program_runs_total)").is_some_and(|v| v > 0.0), "no BPF program statistics");
+    assert_eq!(classic.value("count(execprof_bpf_program_runs_total)"), None, "BPF statistics without --probe-costs");
+    if !bpf_stats_on_for_the_machine() {
+        assert_eq!(bpf_program_runs(agent.id()), 0, "the kernel counted the agent's programs' runs: its BPF statistics are on");
+    }
 
     // Every text form lints clean with promtool.
     let (status, text) = http_get(&addr, "/metrics", "text/plain;version=0.0.4");
@@ -1047,6 +1051,59 @@ fn prometheus_scrapes_exact_counts_in_both_histogram_forms() {
     drop((native, classic));
     let v = stop_agent(agent, &json);
     assert_eq!(v["analysis"]["attempts"], n + m);
+}
+
+/// Whether the machine's administrator turned the kernel's BPF statistics on
+/// (`kernel.bpf_stats_enabled`): every program's runs are counted then, whatever the agent does.
+fn bpf_stats_on_for_the_machine() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() != "0")
+}
+
+/// The runs the kernel counted of the BPF programs process `pid` holds (`run_cnt` in each
+/// program descriptor's fdinfo): 0 unless the kernel's BPF statistics are on.
+fn bpf_program_runs(pid: u32) -> u64 {
+    let mut runs = 0;
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap().flatten() {
+        let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+        if info.contains("prog_type:") {
+            runs += info.lines().find_map(|l| l.strip_prefix("run_cnt:")).map_or(0, |v| v.trim().parse::<u64>().unwrap());
+        }
+    }
+    runs
+}
+
+/// `--probe-costs` turns the kernel's BPF statistics on while the agent runs, and the
+/// endpoint shows what each of its programs ran and cost; without it (the test above, and
+/// the package's configuration) they stay off for every program on the machine.
+#[test]
+#[ignore = "needs root"]
+fn probe_costs_turn_the_bpf_statistics_on_and_show_them() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = cgroup2_root(dir.path());
+    let cg = Cgroup::new(&root, "costs");
+    let json = dir.path().join("agent.json");
+    let args = ["--cgroup", cg.path.to_str().unwrap(), "--sample-hz", "0", "--probe-costs", "--listen", "127.0.0.1:0"];
+    let (agent, addr) = start_agent_serving(&args, &json);
+    let addr = addr.expect("the agent names its endpoint");
+    sh_in(Some(&cg.path), "for i in 1 2 3; do /bin/true; done");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runs = loop {
+        let (_, text) = http_get(&addr, "/metrics", "text/plain;version=0.0.4");
+        let runs: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("execprof_bpf_program_runs_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        if runs > 0.0 || Instant::now() > deadline {
+            break runs;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(runs > 0.0, "no execprof_bpf_program_runs_total above 0 with --probe-costs");
+    assert!(bpf_program_runs(agent.id()) > 0, "the kernel counted no run of the agent's programs");
+    let v = stop_agent(agent, &json);
+    assert_eq!(v["analysis"]["attempts"], 3);
 }
 
 /// What a bad client can do to the endpoint: malformed request lines, oversized heads,

@@ -384,7 +384,8 @@ pub struct RunArgs {
     pub ring_mib: u32,
     /// Keep the kernel's BPF run-time statistics on during the run, and report what each of
     /// execprof's programs cost and how much of each outcome's latency is probe time. They
-    /// cost the traced workload ~4% (every program run reads the clock twice more).
+    /// cost the traced workload ~4%: every run of every BPF program on the machine, not only
+    /// execprof's, reads the clock twice more while they are on.
     #[arg(long, help_heading = "Tracing")]
     pub probe_costs: bool,
     /// What to write besides the terminal report.
@@ -451,7 +452,8 @@ pub struct AgentArgs {
     #[arg(long, value_enum, default_value_t = BoundariesArg::Auto, help_heading = "Tracing")]
     pub boundaries: BoundariesArg,
     /// Keep the kernel's BPF run-time statistics on and report what each of the agent's eBPF
-    /// programs ran and cost (adds two clock reads to every run of each program).
+    /// programs ran and cost (as metrics too). Off by default: while they are on, every run of
+    /// every BPF program on the machine, not only the agent's, reads the clock twice more.
     #[arg(long, help_heading = "Tracing")]
     pub probe_costs: bool,
     /// Write the aggregates as JSON to FILE on exit.

@@ -159,9 +159,9 @@ impl AgentSession {
         let maps = tracer.take_aggregates(cfg.max_series)?;
         let mount = crate::kernel::scope::cgroup2_mount().ok();
         let source = AggregateSource::new(maps, mount, cfg.idle);
-        // No exact mode in the agent: the statistics are safe on every kernel it runs on.
-        // The metrics show what the agent's programs cost on every dashboard.
-        let run_stats = if cfg.probe_costs || cfg.metrics.is_some() {
+        // Only when asked: while the descriptor is held the kernel times every run of every
+        // BPF program on the machine, not only the agent's.
+        let run_stats = if cfg.probe_costs {
             let fd = Tracer::enable_run_stats();
             if fd.is_none() {
                 eprintln!("execprof: warning: --probe-costs: this kernel refuses BPF run-time statistics; the report has no program costs");

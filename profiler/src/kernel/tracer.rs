@@ -552,6 +552,7 @@ pub(crate) fn ensure_tracefs() -> Result<std::path::PathBuf> {
         return Ok(dir);
     }
     crate::kernel::facts::mount_pseudo_fs(c"tracefs", c"/sys/kernel/tracing")?;
+    eprintln!("execprof: tracefs was not mounted; mounted it at {TRACEFS} for the tracepoints' ids (it stays mounted)");
     mounted(TRACEFS).ok_or_else(|| anyhow!("tracefs mounted at {TRACEFS} but has no events directory"))
 }
 
