@@ -104,6 +104,7 @@ impl AggregateSource {
     pub(crate) fn poll(&mut self, now: Instant) -> Result<Poll> {
         self.names.refresh(CGROUP_WALK_EVERY);
         let snapshot = self.maps.read()?;
+        self.names.new_read();
         let new: Vec<(AggKey, &AggValue)> =
             snapshot.entries.iter().filter(|(k, _)| !self.seen.contains_key(k)).map(|(k, v)| (*k, v)).collect();
         self.names.learn_programs(&new);
@@ -242,6 +243,8 @@ struct Names {
     cgroups: HashMap<u64, String>,
     /// When the cgroup tree was last walked.
     walked: Option<Instant>,
+    /// Whether it was walked since the kernel's maps were last read.
+    walked_since_read: bool,
     /// By the executable's (device, inode number, inode generation).
     programs: HashMap<(u32, u64, u32), String>,
     mounts: Mounts,
@@ -249,7 +252,14 @@ struct Names {
 
 impl Names {
     fn new(cgroup_mount: Option<PathBuf>) -> Self {
-        Self { cgroup_mount, cgroups: HashMap::new(), walked: None, programs: HashMap::new(), mounts: Mounts::default() }
+        Self {
+            cgroup_mount,
+            cgroups: HashMap::new(),
+            walked: None,
+            walked_since_read: false,
+            programs: HashMap::new(),
+            mounts: Mounts::default(),
+        }
     }
 
     fn series(&mut self, key: &AggKey, value: &AggValue) -> SeriesKey {
@@ -262,13 +272,21 @@ impl Names {
         }
     }
 
-    /// The cgroup's path under the mount; the tree is walked again on a miss (at most once a
-    /// second), so cgroups made since are found.
+    /// A read of the kernel's maps was made: cgroups its entries name may be newer than the
+    /// last walk of the tree.
+    fn new_read(&mut self) {
+        self.walked_since_read = false;
+    }
+
+    /// The cgroup's path under the mount. On a miss the tree is walked again, once per read
+    /// of the kernel's maps, so a cgroup made since the last walk is found, however soon after
+    /// it (a series keeps the name it is first given: a cgroup missed once would lose its
+    /// unit, container and pod labels for good).
     fn cgroup(&mut self, id: u64) -> String {
         if let Some(name) = self.cgroups.get(&id) {
             return name.clone();
         }
-        if self.walked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        if !self.walked_since_read {
             self.walk();
         }
         self.cgroups.get(&id).cloned().unwrap_or_else(|| format!("unknown_cgroup_id:{id}"))
@@ -276,6 +294,7 @@ impl Names {
 
     fn walk(&mut self) {
         self.walked = Some(Instant::now());
+        self.walked_since_read = true;
         let Some(mount) = self.cgroup_mount.clone() else { return };
         self.cgroups.clear();
         let mut stack = vec![mount.clone()];
@@ -445,6 +464,11 @@ mod tests {
         assert_eq!(names.cgroup(std::fs::metadata(dir.path()).unwrap().ino()), "/");
         assert!(!names.cgroup_gone(ino));
         assert_eq!(names.cgroup(1), "unknown_cgroup_id:1");
+        // A cgroup made right after a walk is found at the next read, not a second later.
+        std::fs::create_dir(dir.path().join("system.slice/web.scope")).unwrap();
+        let web = std::fs::metadata(dir.path().join("system.slice/web.scope")).unwrap().ino();
+        names.new_read();
+        assert_eq!(names.cgroup(web), "/system.slice/web.scope");
         std::fs::remove_dir(dir.path().join("system.slice/ssh.service")).unwrap();
         names.walk();
         assert!(names.cgroup_gone(ino));

@@ -155,13 +155,19 @@ mod containerd {
         container: Option<Container>,
     }
 
-    /// The container `id` in whichever of containerd's namespaces holds it.
+    /// The namespaces dockerd makes its containers and plugins in.
+    const DOCKER_NAMESPACES: [&str; 2] = ["moby", "plugins.moby"];
+
+    /// The container `id` in whichever of containerd's namespaces holds it (Docker's
+    /// excepted).
     pub(super) async fn get(socket: &Path, id: &str) -> Result<Option<ContainerInfo>> {
         let namespaces: ListNamespacesResponse =
             call(socket, "/containerd.services.namespaces.v1.Namespaces/List", None, &ListNamespacesRequest::default())
                 .await?
                 .context("containerd listed no namespaces")?;
-        for ns in &namespaces.namespaces {
+        // Docker keeps its containers in containerd too, under the same ids, with neither
+        // their names nor their images: Docker's own API names them.
+        for ns in namespaces.namespaces.iter().filter(|ns| !DOCKER_NAMESPACES.contains(&ns.name.as_str())) {
             let request = GetContainerRequest { id: id.to_owned() };
             let found: Option<GetContainerResponse> =
                 call(socket, "/containerd.services.containers.v1.Containers/Get", Some(&ns.name), &request).await?;
