@@ -14,9 +14,10 @@
 //! CI checks it ([`ci_checks`]): the index names both platforms; real podman loads the archive
 //! into a scratch store and runs the agent from it in a container with the host's pid
 //! namespace, read-only, with the DaemonSet's capabilities and host paths; two *other* podman
-//! containers (replicas of one scratch image holding the seed's `t`) each make a known number
-//! of execs; the agent's endpoint, scraped, counts exactly those under each container's name
-//! and the program's path inside the container.
+//! containers (replicas of one scratch image holding the seed's `t`), one made by containerd
+//! (`ctr`, as a kubelet places and labels it) and one by Docker's daemon (on that containerd)
+//! each make a known number of execs; the agent's endpoint, scraped, counts exactly those under
+//! each container's name and the program's path inside the container.
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -360,23 +361,34 @@ pub(crate) fn ci_checks(x86: &Path, arm64: &Path) -> Result<()> {
     run_agent.args(["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]);
     run_agent.args(["--volume", "/sys/kernel/btf:/sys/kernel/btf:ro", "--volume", "/sys/kernel/tracing:/sys/kernel/tracing:ro"]);
     run_agent.arg("--volume").arg(format!("{}:/sys/fs/cgroup:ro", cgroup2.display()));
-    // podman's API, which names the containers, where the agent looks for it.
+    // podman's API, which names the containers, where no default looks for it: the agent is
+    // told (`--container-runtime`), as for k3s's containerd or a rootless podman.
     let api = ApiService::start(&store)?;
-    run_agent.arg("--volume").arg(format!("{}:/run/podman/podman.sock", api.socket.display()));
+    run_agent.arg("--volume").arg(format!("{}:{PODMAN_SOCKET_IN_AGENT}:ro", api.socket.display()));
     let containerd = Containerd::start()?;
-    run_agent.arg("--volume").arg(format!("{}:/run/containerd/containerd.sock", containerd.socket.display()));
+    run_agent.arg("--volume").arg(format!("{}:/run/containerd/containerd.sock:ro", containerd.socket.display()));
+    // Docker's daemon, on that containerd: its API where the agent looks for it.
+    let dockerd = Dockerd::start(&containerd)?;
+    run_agent.arg("--volume").arg(format!("{}:/run/docker.sock:ro", dockerd.socket.display()));
     run_agent.args([&image, "agent", "--listen", &format!("127.0.0.1:{port}"), "--duration", "600"]);
+    for runtime in ["containerd=/run/containerd/containerd.sock", "docker=/run/docker.sock", &format!("podman={PODMAN_SOCKET_IN_AGENT}")] {
+        run_agent.args(["--container-runtime", runtime]);
+    }
     deb::output(&mut run_agent).context("podman running the agent's image")?;
-    let result = check_counts(&store, &containerd, agent, port, &workload);
+    let result = check_counts(&store, &containerd, &dockerd, agent, port, &workload);
     let logs = store
         .podman()
         .args(["logs", agent])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout));
     let _ = store.podman().args(["rm", "--force", "--time", "5", agent]).output();
-    drop((api, containerd));
+    // dockerd first: it stops its containers through containerd.
+    drop((api, dockerd, containerd));
     result.with_context(|| format!("the agent's output:\n{}", logs.unwrap_or_default()))
 }
+
+/// Where the agent's container has podman's API socket: not podman's usual place.
+const PODMAN_SOCKET_IN_AGENT: &str = "/run/execprof-test/podman.sock";
 
 /// `podman system service` on a socket of the test store's, stopped when dropped.
 struct ApiService {
@@ -440,10 +452,17 @@ const KUBE_POD_UID: &str = "8a1b2c3d-0000-4e5f-9a8b-0123456789ab";
 const KUBE_LABELS: [(&str, &str); 3] =
     [("io.kubernetes.pod.name", "web-7"), ("io.kubernetes.pod.namespace", "shop"), ("io.kubernetes.container.name", "app")];
 
-/// Waits for the agent to be ready; runs two podman replicas of `workload` and one container
-/// of it made by containerd's `ctr` as a kubelet would place and label it; checks the counts
-/// the agent serves for each, under the names the runtimes give.
-fn check_counts(store: &Store, containerd: &Containerd, agent: &str, port: u16, workload: &str) -> Result<()> {
+/// A workload container, and how to read its output (`done` once its `t` finished).
+struct Workload<'a> {
+    name: String,
+    logs: Box<dyn Fn() -> Command + 'a>,
+}
+
+/// Waits for the agent to be ready; runs two podman replicas of `workload`, one container of
+/// it made by containerd's `ctr` as a kubelet would place and label it, and one made by
+/// Docker's daemon; checks the counts the agent serves for each, under the names the runtimes
+/// give.
+fn check_counts(store: &Store, containerd: &Containerd, dockerd: &Dockerd, agent: &str, port: u16, workload: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     while local_http::get(port, "/readyz").is_err() {
         if Instant::now() > deadline {
@@ -453,6 +472,7 @@ fn check_counts(store: &Store, containerd: &Containerd, agent: &str, port: u16, 
     }
     let mut expected = Vec::new();
     let mut podman_names = Vec::new();
+    let mut workloads = Vec::new();
     for n in 1..=2 {
         let name = format!("execprof-test-t-{n}");
         let _ = store.podman().args(["rm", "--force", "--time", "0", &name]).output();
@@ -462,6 +482,15 @@ fn check_counts(store: &Store, containerd: &Containerd, agent: &str, port: u16, 
         let id = deb::output(&mut run_it)?.trim().to_owned();
         let labels = vec![("container", name.clone()), ("container_id", id), ("image", WORKLOAD.to_owned())];
         expected.push(Expected { what: format!("podman's {name}"), labels });
+        let logs_of = name.clone();
+        workloads.push(Workload {
+            name: name.clone(),
+            logs: Box::new(move || {
+                let mut cmd = store.podman();
+                cmd.args(["logs", &logs_of]);
+                cmd
+            }),
+        });
         podman_names.push(name);
     }
     let kube_id = "c0ffee".repeat(10) + "c0de";
@@ -471,21 +500,37 @@ fn check_counts(store: &Store, containerd: &Containerd, agent: &str, port: u16, 
         labels.extend([("pod", "web-7"), ("namespace", "shop"), ("container", "app")].map(|(k, v)| (k, v.to_owned())));
         expected.push(Expected { what: "containerd's pod web-7".to_owned(), labels });
     }
-    let result = ran.and_then(|()| wait_for_counts(store, port, &podman_names, &expected));
+    let docker_name = "execprof-test-t-docker";
+    let ran = ran.and_then(|()| dockerd.run(store, docker_name));
+    let result = ran.and_then(|(id, image)| {
+        let labels = vec![("container", docker_name.to_owned()), ("container_id", id), ("image", image)];
+        expected.push(Expected { what: format!("Docker's {docker_name} ({} storage)", dockerd.driver), labels });
+        workloads.push(Workload {
+            name: docker_name.to_owned(),
+            logs: Box::new(move || {
+                let mut cmd = dockerd.docker();
+                cmd.args(["logs", docker_name]);
+                cmd
+            }),
+        });
+        wait_for_counts(port, &workloads, &expected)
+    });
     for name in &podman_names {
         let _ = store.podman().args(["rm", "--force", "--time", "0", name]).output();
     }
+    let _ = dockerd.docker().args(["rm", "--force", docker_name]).output();
     containerd.remove(&kube_id);
     result
 }
 
-/// Waits for each podman replica's `t` to finish and the agent to serve every expected count.
-fn wait_for_counts(store: &Store, port: u16, podman_names: &[String], expected: &[Expected]) -> Result<()> {
+/// Waits for each podman and Docker container's `t` to finish and the agent to serve every
+/// expected count.
+fn wait_for_counts(port: u16, workloads: &[Workload], expected: &[Expected]) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    for name in podman_names {
-        while !deb::output(store.podman().args(["logs", name]))?.contains("done") {
+    for w in workloads {
+        while !deb::output(&mut (w.logs)())?.contains("done") {
             if Instant::now() > deadline {
-                bail!("{name}'s t did not finish in 60 s");
+                bail!("{}'s t did not finish in 60 s", w.name);
             }
             std::thread::sleep(Duration::from_millis(250));
         }
@@ -548,13 +593,7 @@ impl Containerd {
         let dir = std::path::absolute(Path::new(OUT_DIR).join("containerd"))?;
         if dir.exists() {
             // What a killed run left: its mounts first.
-            let mounts = std::fs::read_to_string("/proc/self/mounts")?;
-            let mut points: Vec<&str> =
-                mounts.lines().filter_map(|l| l.split_whitespace().nth(1)).filter(|p| Path::new(p).starts_with(&dir)).collect();
-            points.sort_by(|a, b| b.cmp(a));
-            for point in points {
-                let _ = Command::new("umount").arg(point).output();
-            }
+            unmount_under(&dir);
             std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
         }
         std::fs::create_dir_all(&dir)?;
@@ -626,14 +665,9 @@ impl Containerd {
             std::thread::sleep(Duration::from_millis(200));
         }
         let _ = self.ctr().args(["containers", "delete", id]).output();
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        for point in mounts
-            .lines()
-            .filter(|l| l.split_whitespace().nth(2).is_some_and(|t| t.starts_with("cgroup")))
-            .filter_map(|l| l.split_whitespace().nth(1))
-        {
+        for point in cgroup_mounts() {
             for dir in [format!("kubepods/besteffort/pod{KUBE_POD_UID}"), "kubepods/besteffort".to_owned(), "kubepods".to_owned()] {
-                let _ = std::fs::remove_dir(Path::new(point).join(dir));
+                let _ = std::fs::remove_dir(Path::new(&point).join(dir));
             }
         }
     }
@@ -650,6 +684,222 @@ impl Drop for Containerd {
             let _ = std::fs::remove_dir(dir);
         }
     }
+}
+
+/// Docker's daemon from Debian's `docker.io` (20.10), unpacked (never installed: the package
+/// starts a system service), run on the test's containerd with a data root, exec root, pid
+/// file, socket and (empty) configuration of the test's own, no bridge, no iptables rules and
+/// cgroupfs; stopped when dropped, with whatever it left.
+struct Dockerd {
+    child: std::process::Child,
+    dir: PathBuf,
+    socket: PathBuf,
+    /// The containerd it runs on, whose `moby` namespace holds its containers.
+    containerd: PathBuf,
+    /// The storage driver that worked: overlay2, else vfs.
+    driver: &'static str,
+    /// Of [`DOCKERD_MAKES`], those that were not there before it started.
+    made: Vec<&'static str>,
+}
+
+/// The containerd namespaces dockerd keeps its containers and its plugins in.
+const MOBY_NAMESPACES: [&str; 2] = ["moby", "plugins.moby"];
+
+/// What dockerd 20.10 makes outside the directories it is given, whatever its flags: its
+/// trust key (and /etc/docker) and the directory where it looks for plugins' sockets. Those
+/// that were not there before it are removed when it stops (the directories when empty).
+const DOCKERD_MAKES: [&str; 4] = ["/etc/docker/key.json", "/etc/docker", "/run/docker/plugins", "/run/docker"];
+
+impl Dockerd {
+    fn start(containerd: &Containerd) -> Result<Dockerd> {
+        let dir = std::path::absolute(Path::new(OUT_DIR).join("docker"))?;
+        if dir.exists() {
+            // What a killed run left: its mounts first.
+            unmount_under(&dir);
+            let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&dir).status();
+            std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir.join("client"))?;
+        // Its own configuration, so that the machine's /etc/docker/daemon.json is never read.
+        std::fs::write(dir.join("daemon.json"), "{}\n")?;
+        let bin = crate::unpacked::tool("dockerd");
+        let path = format!("{}:{}", bin.parent().unwrap_or(Path::new("/usr/sbin")).display(), std::env::var("PATH").unwrap_or_default());
+        let made: Vec<&str> = DOCKERD_MAKES.into_iter().filter(|p| !Path::new(p).exists()).collect();
+        let mut last_error = None;
+        for driver in ["overlay2", "vfs"] {
+            let log_path = dir.join(format!("dockerd-{driver}.log"));
+            let log = std::fs::File::create(&log_path)?;
+            let child = Command::new(&bin)
+                .arg("--config-file")
+                .arg(dir.join("daemon.json"))
+                .arg("--data-root")
+                .arg(dir.join("root"))
+                .arg("--exec-root")
+                .arg(dir.join("run"))
+                .arg("--pidfile")
+                .arg(dir.join("dockerd.pid"))
+                .arg("--host")
+                .arg(format!("unix://{}", dir.join("docker.sock").display()))
+                .arg("--containerd")
+                .arg(&containerd.socket)
+                .args(["--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false"])
+                .args(["--userland-proxy=false", "--exec-opt", "native.cgroupdriver=cgroupfs", "--storage-driver", driver])
+                .env("PATH", &path)
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?;
+            let mut dockerd = Dockerd {
+                child,
+                socket: dir.join("docker.sock"),
+                dir: dir.clone(),
+                containerd: containerd.socket.clone(),
+                driver,
+                made: made.clone(),
+            };
+            match dockerd.wait_ready(&log_path) {
+                Ok(()) => return Ok(dockerd),
+                Err(e) => {
+                    eprintln!("xtask: dockerd with the {driver} storage driver: {e:#}");
+                    // Stopped, and what it left cleared, before the next try.
+                    drop(dockerd);
+                    let _ = std::fs::remove_dir_all(dir.join("root"));
+                    let _ = std::fs::remove_file(dir.join("docker.sock"));
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.expect("a driver was tried"))
+    }
+
+    /// Waits for its socket and `GET /_ping`.
+    fn wait_ready(&mut self, log: &Path) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("dockerd exited ({status}); its log, {}:\n{}", log.display(), tail(log, 15));
+            }
+            if self.socket.exists() && local_http::get_unix(&self.socket, "/_ping").is_ok_and(|b| b.contains("OK")) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("dockerd did not answer /_ping on {} in 30 s; its log, {}:\n{}", self.socket.display(), log.display(), tail(log, 15));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Its client, on its socket, with a configuration directory of its own (not ~/.docker).
+    fn docker(&self) -> Command {
+        let mut cmd = Command::new(crate::unpacked::tool("docker"));
+        cmd.env("DOCKER_CONFIG", self.dir.join("client")).arg("--host").arg(format!("unix://{}", self.socket.display()));
+        cmd
+    }
+
+    /// The workload image from podman's store into dockerd's (`docker load` of a
+    /// docker-archive), and one container of it named `name`: its id and the image as Docker
+    /// reports it (`Config.Image`).
+    fn run(&self, store: &Store, name: &str) -> Result<(String, String)> {
+        let archive = self.dir.join("workload.tar");
+        deb::output(store.podman().args(["save", "--quiet", "--format", "docker-archive", "--output"]).arg(&archive).arg(WORKLOAD))?;
+        deb::output(self.docker().arg("load").arg("--quiet").arg("--input").arg(&archive)).context("docker load")?;
+        let _ = self.docker().args(["rm", "--force", name]).output();
+        let mut run_it = self.docker();
+        run_it.args(["run", "--detach", "--name", name, "--network", "none"]);
+        run_it.args(["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", WORKLOAD]);
+        let id = deb::output(&mut run_it).context("docker run")?.trim().to_owned();
+        let image = deb::output(self.docker().args(["inspect", "--format", "{{.Config.Image}}", &id]))?.trim().to_owned();
+        Ok((id, image))
+    }
+
+    fn ctr(&self, namespace: &str) -> Command {
+        let mut cmd = Command::new(crate::unpacked::tool("ctr"));
+        cmd.arg("--address").arg(&self.containerd).args(["--namespace", namespace]);
+        cmd
+    }
+
+    /// The ids `ctr NOUN ls -q` lists in `namespace`.
+    fn ctr_ids(&self, namespace: &str, noun: &str) -> Vec<String> {
+        self.ctr(namespace)
+            .args([noun, "ls", "-q"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        if self.child.try_wait().is_ok_and(|s| s.is_none()) {
+            // Its containers, while it can remove them; then SIGTERM, and SIGKILL after 20 s.
+            let ids = self.docker().args(["ps", "--all", "--quiet"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            let ids: Vec<String> = ids.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
+            if !ids.is_empty() {
+                let _ = self.docker().args(["rm", "--force"]).args(&ids).output();
+            }
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).output();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while self.child.try_wait().is_ok_and(|s| s.is_none()) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        // What it left in containerd (a daemon killed with containers running leaves their
+        // tasks), then its mounts (overlay2's, the containers' shm, network namespaces).
+        for ns in MOBY_NAMESPACES {
+            for id in self.ctr_ids(ns, "tasks") {
+                let _ = self.ctr(ns).args(["tasks", "kill", "--signal", "SIGKILL", &id]).output();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while self.ctr(ns).args(["tasks", "delete", &id]).output().is_ok_and(|o| !o.status.success()) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+            for id in self.ctr_ids(ns, "containers") {
+                let _ = self.ctr(ns).args(["containers", "delete", &id]).output();
+            }
+            let _ = self.ctr("default").args(["namespaces", "remove", ns]).output();
+        }
+        unmount_under(&self.dir);
+        let _ = std::fs::remove_file(&self.socket);
+        // The cgroups it made its containers' parent in (`/docker`), where nothing else is in
+        // them.
+        for point in cgroup_mounts() {
+            let _ = std::fs::remove_dir(Path::new(&point).join("docker"));
+        }
+        for path in &self.made {
+            let _ = if path.ends_with(".json") { std::fs::remove_file(path) } else { std::fs::remove_dir(path) };
+        }
+    }
+}
+
+/// The last `n` lines of the file at `path`.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Unmounts everything mounted under `dir`, the deepest first.
+fn unmount_under(dir: &Path) {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut points: Vec<&str> =
+        mounts.lines().filter_map(|l| l.split_whitespace().nth(1)).filter(|p| Path::new(p).starts_with(dir)).collect();
+    points.sort_by(|a, b| b.cmp(a));
+    points.dedup();
+    for point in points {
+        let _ = Command::new("umount").arg(point).output();
+    }
+}
+
+/// Where the machine's cgroup hierarchies are mounted (v1's and v2's).
+fn cgroup_mounts() -> Vec<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2).is_some_and(|t| t.starts_with("cgroup")))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect()
 }
 
 #[cfg(test)]

@@ -70,9 +70,10 @@ const PYTHON_READER_PACKAGES: &[&str] = &["perfetto==0.59.1", "protobuf==7.36.2"
 /// Programs the tests run against the real consumers of execprof's formats, unpacked under
 /// [`UNPACKED`], never installed: Debian's `prometheus` (with `promtool`) would start a
 /// Prometheus server on every interface from its maintainer scripts. Its binaries are static.
-/// Debian's `containerd` would start and enable a system service: the image's test runs its
-/// `containerd` and `ctr` from here, with a root, state and socket of the test's own.
-pub(crate) const UNPACKED_TEST_PACKAGES: &[&str] = &["prometheus", "containerd"];
+/// Debian's `containerd` and `docker.io` would start and enable system services: the image's
+/// test runs their `containerd`, `ctr`, `dockerd` and `docker` from here, each with a root,
+/// state and socket of the test's own (dockerd on that containerd, with runc, installed).
+pub(crate) const UNPACKED_TEST_PACKAGES: &[&str] = &["prometheus", "containerd", "docker.io"];
 
 /// Where the portable builds' linker lives: a virtual environment with PyPI's `cargo-zigbuild`
 /// (prebuilt) and `ziglang` (Zig, whose `zig cc` links against the glibc version a target

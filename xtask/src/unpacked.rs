@@ -6,10 +6,14 @@ use std::path::{Path, PathBuf};
 /// Where packages that could not be installed without removing another are unpacked.
 pub(crate) const UNPACKED: &str = "/var/cache/execprof/unpacked";
 
-/// A tool from the system's PATH, or from a package unpacked under [`UNPACKED`].
+/// A tool from the system's PATH, or from a package unpacked under [`UNPACKED`] (its
+/// `usr/bin`, or `usr/sbin` for daemons such as `dockerd`).
 pub(crate) fn tool(name: &str) -> PathBuf {
-    let unpacked = Path::new(UNPACKED).join("usr/bin").join(name);
-    if unpacked.exists() && !on_path(name) { unpacked } else { PathBuf::from(name) }
+    let unpacked = ["usr/bin", "usr/sbin"].iter().map(|d| Path::new(UNPACKED).join(d).join(name)).find(|p| p.exists());
+    match unpacked {
+        Some(path) if !on_path(name) => path,
+        _ => PathBuf::from(name),
+    }
 }
 
 /// Where Debian's `seabios` and `qemu-system-data` keep the BIOS and option ROMs. The QEMU
