@@ -24,6 +24,7 @@ mod kernel;
 mod kube;
 mod lab;
 mod local_http;
+mod monitoring;
 mod overhead;
 mod rpm;
 mod setup;
