@@ -915,7 +915,16 @@ impl Prometheus {
         let home = dir.join(name);
         std::fs::create_dir_all(&home).unwrap();
         let config = home.join("prometheus.yml");
-        std::fs::write(&config, format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{jobs}")).unwrap();
+        // The rules shipped beside the agent (monitoring/), evaluated every second.
+        let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../monitoring/execprof.rules.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n{jobs}",
+                rules.display()
+            ),
+        )
+        .unwrap();
         let addr = format!("127.0.0.1:{}", free_port());
         let mut cmd = Command::new(prometheus_tool("prometheus"));
         cmd.arg(format!("--config.file={}", config.display()))
@@ -1030,6 +1039,18 @@ fn prometheus_scrapes_exact_counts_in_both_histogram_forms() {
     if !bpf_stats_on_for_the_machine() {
         assert_eq!(bpf_program_runs(agent.id()), 0, "the kernel counted the agent's programs' runs: its BPF statistics are on");
     }
+
+    // Every recording rule shipped in monitoring/ gives series from the real agent's metrics
+    // (the classic histogram's buckets: the classic scrape), and no alert fires.
+    let rules = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../monitoring/execprof.rules.yml")).unwrap();
+    for record in rules.lines().filter_map(|l| l.trim().strip_prefix("- record: ")) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while classic.value(&format!("count({record})")).is_none() {
+            assert!(Instant::now() < deadline, "the recording rule {record} gives no series from the agent's metrics");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    assert_eq!(classic.value("count(ALERTS{alertstate=\"firing\"})"), None, "an alert fires on a healthy agent");
 
     // Every text form lints clean with promtool.
     let (status, text) = http_get(&addr, "/metrics", "text/plain;version=0.0.4");
