@@ -5,9 +5,9 @@
 //! HTTP API (`GET /containers/ID/json`, the Docker API podman serves too) and CRI-O's
 //! (`GET /containers/ID`). The sockets are the runtimes' usual ones unless
 //! `--container-runtime` names others. A socket that is not there is skipped; one that does
-//! not answer in [`TIMEOUT`] is skipped for that id; one the agent may not open is said once. The agent asks once per new
-//! container id, before the container's first figures are labelled; an id no runtime names
-//! keeps the names its cgroup path gives.
+//! not answer in [`TIMEOUT`] is skipped for that id; one the agent may not open is said once.
+//! The agent asks once per new container id, before the container's first figures are
+//! labelled; an id no runtime names keeps the names its cgroup path gives.
 use std::{
     cell::RefCell,
     collections::HashSet,
@@ -20,7 +20,7 @@ use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 
-use crate::analysis::containers::{ContainerInfo, RuntimeApi as Api, RuntimeSocket};
+use crate::analysis::containers::{ContainerInfo, RuntimeApi, RuntimeSocket};
 
 /// How long one runtime may take to answer.
 const TIMEOUT: Duration = Duration::from_millis(500);
@@ -75,11 +75,11 @@ impl Runtimes {
 }
 
 /// What the runtime at `socket` says of `id`; None when it does not know it.
-async fn ask_one(api: Api, socket: &Path, id: &str) -> Result<Option<ContainerInfo>> {
+async fn ask_one(api: RuntimeApi, socket: &Path, id: &str) -> Result<Option<ContainerInfo>> {
     let (path, parse): (_, fn(&str) -> Option<ContainerInfo>) = match api {
-        Api::Containerd => return containerd::get(socket, id).await,
-        Api::Docker => (format!("/containers/{id}/json"), ContainerInfo::from_docker),
-        Api::Crio => (format!("/containers/{id}"), ContainerInfo::from_crio),
+        RuntimeApi::Containerd => return containerd::get(socket, id).await,
+        RuntimeApi::Docker => (format!("/containers/{id}/json"), ContainerInfo::from_docker),
+        RuntimeApi::Crio => (format!("/containers/{id}"), ContainerInfo::from_crio),
     };
     let (status, body) = get(socket, &path).await?;
     Ok(if status == 200 { parse(&String::from_utf8_lossy(&body)) } else { None })
